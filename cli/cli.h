@@ -1,0 +1,29 @@
+/* cli.h - the nucleus command-line tool: one file per subcommand, each a
+ * client of include/nucleus.h only. */
+#ifndef NU_CLI_H
+#define NU_CLI_H
+
+#include "nucleus.h"
+
+int cmd_generate(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_pull(int argc, char **argv);
+
+/* Shared helpers (cli_common.c). */
+
+/* Parses an integer / float option value; prints an error naming the option
+ * and returns false when it is not a number in [lo, hi]. */
+bool cli_parse_int(const char *opt, const char *s, long lo, long hi, long *out);
+bool cli_parse_float(const char *opt, const char *s, double lo, double hi, double *out);
+/* Reads a whole file into a NUL-terminated buffer (caller frees); NULL and a
+ * message on stderr on failure. */
+char *cli_read_file(const char *path, size_t *len);
+/* Resolves -m (a path or hf: reference, downloading with a progress bar) and
+ * loads the model; prints the error and returns NULL on failure. */
+nu_model *cli_load_model(const char *ref, nu_load_mode mode);
+/* Prints "nucleus: <message>" to stderr. */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

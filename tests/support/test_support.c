@@ -1,0 +1,42 @@
+/* test_support.c - helpers shared by the tests. */
+#include "test_support.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+const char *nu_test_shared(const char *rel) {
+    static char buf[4096];
+    const char *dir = getenv("NU_SHARED_DIR");
+    snprintf(buf, sizeof buf, "%s/%s", dir && *dir ? dir : NU_SHARED_DIR, rel);
+    return buf;
+}
+
+const char *nu_test_tmp(const char *name) {
+    static char buf[4096];
+    snprintf(buf, sizeof buf, "%s/%s", NU_TEST_TMP, name);
+    return buf;
+}
+
+char *nu_test_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (!buf) return NULL;
+    buf[n] = 0;
+    if (len) *len = (size_t)n;
+    return buf;
+}
+
+int nu_test_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}

@@ -1,0 +1,21 @@
+/* test_support.h - helpers shared by the tests: paths to shared assets,
+ * reading whole files, a scratch directory. */
+#ifndef NU_TEST_SUPPORT_H
+#define NU_TEST_SUPPORT_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+/* "<shared>/<rel>" in a static buffer (one per call site is enough: copy it). */
+const char *nu_test_shared(const char *rel);
+/* "<build>/tests/tmp/<name>" in a static buffer. */
+const char *nu_test_tmp(const char *name);
+/* Reads a whole file (NUL-terminated; *len without the NUL); NULL on failure. */
+char *nu_test_read_file(const char *path, size_t *len);
+/* True when the file exists. */
+int nu_test_exists(const char *path);
+
+#endif
