@@ -1,0 +1,26 @@
+/* cli_options.h - options shared by the commands that run a model: the
+ * model reference, context sizes, threads and the sampler settings. */
+#ifndef NU_CLI_OPTIONS_H
+#define NU_CLI_OPTIONS_H
+
+#include "nucleus.h"
+
+typedef struct cli_run_opts {
+    const char *model;
+    nu_context_params ctx;
+    nu_sampler_params sampling;
+} cli_run_opts;
+
+void cli_run_opts_init(cli_run_opts *o);
+
+/* Tries argv[*i] as a shared option, consuming its value. Returns 1 when it
+ * was one, 0 when it is not a shared option, -1 after printing an error. */
+int cli_run_opt(cli_run_opts *o, int argc, char **argv, int *i);
+
+/* Help text for the shared options. */
+extern const char cli_run_opts_help[];
+
+/* Loads the model and makes a context; prints errors. */
+int cli_open(const cli_run_opts *o, nu_model **model, nu_context **ctx);
+
+#endif

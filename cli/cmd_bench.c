@@ -1,0 +1,141 @@
+/* cmd_bench.c - `nucleus bench`: prompt-processing and generation throughput
+ * over repetitions, reported as median and spread in a llama-bench-like
+ * table. Tokens are drawn at random from the vocabulary (seeded), so the
+ * cost is the model's and not the text's. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "cli_options.h"
+
+static const char bench_help[] =
+    "usage: nucleus bench -m MODEL [-p N] [-n N] [-r N] [-t N] [--json]\n\n"
+    "  -p, --n-prompt N   prompt tokens per prompt test (default 512; 0 skips)\n"
+    "  -n, --n-gen N      generated tokens per generation test (default 128; 0 skips)\n"
+    "  -r, --reps N       repetitions (default 5, after one warm-up)\n"
+    "      --json         one JSON object per test on stdout\n";
+
+typedef struct bench_opts {
+    cli_run_opts run;
+    long n_prompt, n_gen, reps;
+    bool json;
+} bench_opts;
+
+static int parse(bench_opts *o, int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int r = cli_run_opt(&o->run, argc, argv, &i);
+        if (r < 0) return 2;
+        if (r > 0) continue;
+        bool v = i + 1 < argc;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            printf("%s%s", bench_help, cli_run_opts_help);
+            return -1;
+        } else if ((!strcmp(a, "-p") || !strcmp(a, "--n-prompt")) && v) {
+            if (!cli_parse_int(a, argv[++i], 0, 1 << 20, &o->n_prompt)) return 2;
+        } else if ((!strcmp(a, "-n") || !strcmp(a, "--n-gen")) && v) {
+            if (!cli_parse_int(a, argv[++i], 0, 1 << 20, &o->n_gen)) return 2;
+        } else if ((!strcmp(a, "-r") || !strcmp(a, "--reps")) && v) {
+            if (!cli_parse_int(a, argv[++i], 1, 1000, &o->reps)) return 2;
+        } else if (!strcmp(a, "--json")) {
+            o->json = true;
+        } else {
+            cli_error("unknown or incomplete option '%s' (see nucleus bench --help)", a);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+/* One timed run: n_prompt tokens in batches (logits for the last), or n_gen
+ * tokens one at a time (logits for each). Returns tokens per second, or a
+ * negative value after printing an error. */
+static double run_once(nu_context *ctx, bool prompt, long n, nu_rng *rng) {
+    const nu_model *m = nu_context_model(ctx);
+    int32_t n_vocab = nu_model_n_vocab(m), n_batch = prompt ? 512 : 1;
+    nu_batch_entry batch[512];
+    nu_error err;
+    nu_kv_clear(ctx);
+    double t0 = nu_time_ms();
+    for (long start = 0; start < n; start += n_batch) {
+        int32_t k = (int32_t)(n - start < n_batch ? n - start : n_batch);
+        for (int32_t i = 0; i < k; i++)
+            batch[i] = (nu_batch_entry){(int32_t)(nu_rng_next(rng) % (uint64_t)n_vocab),
+                                        (int32_t)(start + i), 0, start + i == n - 1 || !prompt};
+        if (nu_decode(ctx, batch, k, &err) != NU_OK) {
+            cli_error("%s", err.message);
+            return -1;
+        }
+    }
+    return (double)n / ((nu_time_ms() - t0) / 1e3);
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void report(const bench_opts *o, const nu_model *m, const char *test, double *tps,
+                   long reps) {
+    qsort(tps, (size_t)reps, sizeof *tps, cmp_double);
+    double median = reps % 2 ? tps[reps / 2] : (tps[reps / 2 - 1] + tps[reps / 2]) / 2;
+    double mean = 0, var = 0;
+    for (long i = 0; i < reps; i++) mean += tps[i] / (double)reps;
+    for (long i = 0; i < reps; i++) var += (tps[i] - mean) * (tps[i] - mean) / (double)reps;
+    double size_mib = (double)nu_model_weight_bytes(m) / (1024.0 * 1024.0);
+    if (o->json) {
+        printf("{\"model\": \"%s\", \"size_mib\": %.2f, \"params\": %llu, \"simd\": \"%s\", "
+               "\"threads\": %d, \"test\": \"%s\", \"reps\": %ld, \"median_tps\": %.3f, "
+               "\"min_tps\": %.3f, \"max_tps\": %.3f, \"stddev_tps\": %.3f}\n",
+               nu_model_name(m), size_mib, (unsigned long long)nu_model_n_params(m),
+               nu_simd_level(), o->run.ctx.n_threads, test, reps, median, tps[0], tps[reps - 1],
+               sqrt(var));
+    } else {
+        printf("| %-20.20s | %10.2f MiB | %8.2f M | %-7s | %7d | %8s | %9.2f | %9.2f | %9.2f |\n",
+               nu_model_name(m)[0] ? nu_model_name(m) : nu_model_arch(m), size_mib,
+               (double)nu_model_n_params(m) / 1e6, nu_simd_level(), o->run.ctx.n_threads, test,
+               median, tps[0], tps[reps - 1]);
+    }
+    fflush(stdout);
+}
+
+static int run_test(const bench_opts *o, nu_context *ctx, bool prompt, long n) {
+    if (n <= 0) return 0;
+    nu_rng rng;
+    nu_rng_seed(&rng, 42);
+    double tps[1000];
+    if (run_once(ctx, prompt, n, &rng) < 0) return 1; /* warm-up */
+    for (long r = 0; r < o->reps; r++)
+        if ((tps[r] = run_once(ctx, prompt, n, &rng)) < 0) return 1;
+    char name[32];
+    snprintf(name, sizeof name, "%s%ld", prompt ? "pp" : "tg", n);
+    report(o, nu_context_model(ctx), name, tps, o->reps);
+    return 0;
+}
+
+int cmd_bench(int argc, char **argv) {
+    bench_opts o = {.n_prompt = 512, .n_gen = 128, .reps = 5};
+    cli_run_opts_init(&o.run);
+    int rc = parse(&o, argc, argv);
+    if (rc) return rc < 0 ? 0 : rc;
+    long need = (o.n_prompt > o.n_gen ? o.n_prompt : o.n_gen) + 1;
+    if (o.run.ctx.n_ctx == 0 || o.run.ctx.n_ctx < need) o.run.ctx.n_ctx = (int32_t)need;
+    nu_model *m;
+    nu_context *ctx;
+    if ((rc = cli_open(&o.run, &m, &ctx))) return rc;
+    o.run.ctx.n_threads = nu_context_n_threads(ctx);
+    if (!o.json)
+        printf("| %-20s | %14s | %10s | %-7s | %7s | %8s | %9s | %9s | %9s |\n"
+               "|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n",
+               "model", "size", "params", "simd", "threads", "test", "t/s med", "t/s min",
+               "t/s max", "----------------------", "----------------:", "-----------:",
+               "---------", "--------:", "---------:", "----------:", "----------:",
+               "----------:");
+    rc = run_test(&o, ctx, true, o.n_prompt);
+    if (!rc) rc = run_test(&o, ctx, false, o.n_gen);
+    nu_context_free(ctx);
+    nu_model_free(m);
+    return rc;
+}

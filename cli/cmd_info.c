@@ -1,0 +1,139 @@
+/* cmd_info.c - `nucleus info`: what a model file holds and what running it
+ * will cost in memory (the calculation users otherwise do by hand). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char info_help[] =
+    "usage: nucleus info -m MODEL [options]\n\n"
+    "  -m, --model REF     model file (or hf:ORG/REPO/FILE.gguf)\n"
+    "  -c, --ctx N         context length for the memory estimate (default: the model's)\n"
+    "  -b, --batch N       batch size for the memory estimate (default 512)\n"
+    "      --parallel N    sequences sharing the cache (default 1)\n"
+    "      --kv-type T     f32 (default) or f16\n"
+    "      --items N       array items shown per metadata value (default 8)\n"
+    "      --no-tensors    leave out the tensor table\n";
+
+typedef struct info_opts {
+    const char *model;
+    long n_ctx, n_batch, n_seq, items;
+    nu_kv_type kv;
+    bool tensors;
+} info_opts;
+
+static int parse(info_opts *o, int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool v = i + 1 < argc;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(info_help, stdout);
+            return -1;
+        } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && v) {
+            o->model = argv[++i];
+        } else if ((!strcmp(a, "-c") || !strcmp(a, "--ctx")) && v) {
+            if (!cli_parse_int(a, argv[++i], 1, 1 << 24, &o->n_ctx)) return 2;
+        } else if ((!strcmp(a, "-b") || !strcmp(a, "--batch")) && v) {
+            if (!cli_parse_int(a, argv[++i], 1, 1 << 16, &o->n_batch)) return 2;
+        } else if (!strcmp(a, "--parallel") && v) {
+            if (!cli_parse_int(a, argv[++i], 1, 64, &o->n_seq)) return 2;
+        } else if (!strcmp(a, "--items") && v) {
+            if (!cli_parse_int(a, argv[++i], 0, 1 << 20, &o->items)) return 2;
+        } else if (!strcmp(a, "--kv-type") && v) {
+            const char *t = argv[++i];
+            if (strcmp(t, "f32") && strcmp(t, "f16")) {
+                cli_error("--kv-type must be f32 or f16, not '%s'", t);
+                return 2;
+            }
+            o->kv = strcmp(t, "f16") ? NU_KV_F32 : NU_KV_F16;
+        } else if (!strcmp(a, "--no-tensors")) {
+            o->tensors = false;
+        } else {
+            cli_error("unknown or incomplete option '%s' (see nucleus info --help)", a);
+            return 2;
+        }
+    }
+    if (!o->model) {
+        cli_error("no model given (-m FILE)");
+        return 2;
+    }
+    return 0;
+}
+
+static void print_size(const char *label, uint64_t bytes) {
+    printf("  %-10s %12.2f MiB\n", label, (double)bytes / (1024.0 * 1024.0));
+}
+
+static void print_metadata(const nu_model *m, int items) {
+    int64_t n = nu_model_meta_count(m);
+    printf("metadata: %lld keys (GGUF v%u)\n", (long long)n, nu_model_gguf_version(m));
+    for (int64_t i = 0; i < n; i++) {
+        size_t need = nu_model_meta_value(m, i, NULL, 0, items);
+        char *buf = malloc(need + 1);
+        if (!buf) continue;
+        nu_model_meta_value(m, i, buf, need + 1, items);
+        printf("  %-44s %-16s %s\n", nu_model_meta_key(m, i), nu_model_meta_type(m, i), buf);
+        free(buf);
+    }
+}
+
+static void print_tensors(const nu_model *m) {
+    int64_t n = nu_model_tensor_count(m);
+    printf("\ntensors: %lld\n  %-36s %-6s %-24s %12s %14s\n", (long long)n, "name", "type",
+           "shape", "bytes", "offset");
+    for (int64_t i = 0; i < n; i++) {
+        nu_tensor_info t;
+        if (!nu_model_tensor(m, i, &t)) continue;
+        char shape[64];
+        int len = snprintf(shape, sizeof shape, "[%lld", (long long)t.ne[0]);
+        for (uint32_t d = 1; d < t.n_dims && len < (int)sizeof shape; d++)
+            len += snprintf(shape + len, sizeof shape - (size_t)len, ", %lld", (long long)t.ne[d]);
+        if (len < (int)sizeof shape) snprintf(shape + len, sizeof shape - (size_t)len, "]");
+        printf("  %-36s %-6s %-24s %12llu %14llu\n", t.name, t.type_name, shape,
+               (unsigned long long)t.n_bytes, (unsigned long long)t.file_offset);
+    }
+}
+
+/* Parameters and the memory a context of the requested size needs. */
+static void print_memory(const char *path, const info_opts *o, uint64_t n_params) {
+    printf("\nparameters: %llu (%.2f M)\n", (unsigned long long)n_params, (double)n_params / 1e6);
+    nu_model_params mp = nu_model_default_params();
+    nu_model *full;
+    nu_error err;
+    if (nu_model_load(path, &mp, &full, &err) != NU_OK) {
+        printf("memory: not available (%s)\n", err.message);
+        return;
+    }
+    int32_t n_ctx = o->n_ctx ? (int32_t)o->n_ctx : nu_model_n_ctx_train(full);
+    nu_memory_estimate est;
+    if (nu_model_memory(full, n_ctx, (int32_t)o->n_batch, (int32_t)o->n_seq, o->kv, &est, &err)) {
+        printf("memory: not available (%s)\n", err.message);
+    } else {
+        printf("memory at context %d, batch %ld, %ld sequence(s), %s KV cache:\n", n_ctx,
+               o->n_batch, o->n_seq, o->kv == NU_KV_F16 ? "f16" : "f32");
+        print_size("weights", est.weights);
+        print_size("kv cache", est.kv_cache);
+        print_size("scratch", est.scratch);
+        print_size("total", est.total);
+    }
+    nu_model_free(full);
+}
+
+int cmd_info(int argc, char **argv) {
+    info_opts o = {.n_batch = 512, .n_seq = 1, .items = 8, .kv = NU_KV_F32, .tensors = true};
+    int rc = parse(&o, argc, argv);
+    if (rc) return rc < 0 ? 0 : rc;
+    nu_model *m = cli_load_model(o.model, NU_LOAD_METADATA_ONLY);
+    if (!m) return 1;
+    printf("model: %s\narchitecture: %s\nname: %s\n", o.model, nu_model_arch(m), nu_model_name(m));
+    print_metadata(m, (int)o.items);
+    if (o.tensors) print_tensors(m);
+    printf("\ntensor data: %.2f MiB\n", (double)nu_model_weight_bytes(m) / (1024.0 * 1024.0));
+    char path[4096];
+    nu_error err;
+    if (nu_resolve_model(o.model, false, NULL, NULL, path, sizeof path, &err) == NU_OK)
+        print_memory(path, &o, nu_model_n_params(m));
+    nu_model_free(m);
+    return 0;
+}

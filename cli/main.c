@@ -1,0 +1,42 @@
+/* main.c - `nucleus COMMAND ...`: dispatches to one file per subcommand. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+typedef struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} command;
+
+static const command commands[] = {
+    {"generate", cmd_generate, "continue a prompt, streaming the text"},
+    {"info", cmd_info, "metadata, tensors, parameters and memory needs of a model"},
+    {"tokenize", cmd_tokenize, "show the tokens of a text"},
+    {"bench", cmd_bench, "prompt and generation throughput"},
+    {"pull", cmd_pull, "download a model into the cache (hf:ORG/REPO/FILE.gguf)"},
+};
+
+static void usage(FILE *out) {
+    fprintf(out, "nucleus %s - text generation for GGUF models on the CPU\n\n"
+                 "usage: nucleus COMMAND [options]   (nucleus COMMAND --help for its options)\n\n"
+                 "commands:\n", NU_VERSION_STRING);
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("nucleus %s (%s kernels)\n", NU_VERSION_STRING, nu_simd_level());
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    cli_error("unknown command '%s' (try nucleus --help)", argv[1]);
+    return 2;
+}

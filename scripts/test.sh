@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The test suite: a release build and an ASan+UBSan build, each running every
+# test under ctest, then the GGUF fuzzer for a bounded time.
+#   scripts/test.sh             everything
+#   FUZZ_SECONDS=0 scripts/test.sh   skip the fuzzer
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh --deps
+
+jobs=$(nproc)
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build
+(cd build && ctest --output-on-failure -j "$jobs")
+
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DNU_SANITIZE=ON >/dev/null
+cmake --build build-asan
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+   ctest --output-on-failure -j "$jobs")
+
+if [ "${FUZZ_SECONDS:-60}" != 0 ] && [ -x scripts/fuzz.sh ]; then
+  scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
+fi

@@ -1,0 +1,43 @@
+/* context.h - per-user state over a shared model (internal): the KV cache,
+ * the thread pool and every scratch buffer the forward pass needs, all sized
+ * once when the context is made. */
+#ifndef NU_CONTEXT_H
+#define NU_CONTEXT_H
+
+#include "kernels/threadpool.h"
+#include "kv_cache.h"
+#include "model.h"
+
+/* Activations for up to n_batch entries. */
+typedef struct nu_scratch {
+    float *x;      /* [n_batch][n_embd] residual stream */
+    float *xb;     /* [n_batch][max(n_embd, q_dim)] normalised input / attention output */
+    float *q;      /* [n_batch][max(n_embd, q_dim)] queries, then block outputs */
+    float *k, *v;  /* [n_batch][kv_dim] */
+    float *gate;   /* [n_batch][n_ff] */
+    float *up;     /* [n_batch][n_ff] */
+    float *rope;   /* [n_batch][n_rot] cos, sin pairs */
+    float *scores; /* [n_threads][n_ctx] attention weights */
+    void *matmul;  /* activation conversion for nu_matmul */
+    int32_t *cells;     /* [n_batch] cell of each entry */
+    int32_t *seq_cells; /* [n_seq_max][n_ctx] cells of each sequence by position */
+    int32_t seq_count[NU_MAX_SEQ];
+    int32_t *out_rows;  /* [n_batch] entry -> logits row or -1 */
+} nu_scratch;
+
+struct nu_context {
+    const nu_model *model;
+    nu_context_params params;
+    nu_kv_cache kv;
+    nu_threadpool *pool;
+    nu_scratch s;
+    float *logits;         /* [logits_cap][n_vocab] */
+    int32_t logits_cap;    /* rows allocated (grows to the most ever asked for) */
+    int32_t n_last;        /* entries of the last decode */
+};
+
+/* Bytes of scratch a context of these sizes allocates (for nu_model_memory). */
+uint64_t nu_scratch_bytes(const nu_hparams *hp, int32_t n_ctx, int32_t n_batch, int32_t n_seq,
+                          int32_t n_threads);
+
+#endif

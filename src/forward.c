@@ -1,0 +1,313 @@
+/* forward.c - the transformer forward pass over a batch of entries.
+ *
+ * For every layer (llama family):
+ *   h  = x + Wo * attention(RoPE(Wq * norm(x)), RoPE(Wk * norm(x)), Wv * norm(x))
+ *   x' = h + Wdown * (silu(Wgate * norm(h)) * (Wup * norm(h)))
+ * where norm is RMSNorm with the layer's weight. The batch's keys and values
+ * go into the KV cache first, so an entry attends to everything cached for
+ * its sequence at positions <= its own, whether it came in this batch or
+ * an earlier one. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "context.h"
+#include "error.h"
+
+/* ---- small vector operations -------------------------------------------- */
+
+/* RMSNorm: out = x / sqrt(mean(x^2) + eps) * w. */
+static void rms_norm(float *out, const float *x, const float *w, int32_t n, float eps) {
+    double ss = 0;
+    for (int32_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    float scale = (float)(1.0 / sqrt(ss / n + eps));
+    for (int32_t i = 0; i < n; i++) out[i] = x[i] * scale * w[i];
+}
+
+static void add_bias(float *y, const float *b, int32_t n_rows, int32_t dim) {
+    if (!b) return;
+    for (int32_t r = 0; r < n_rows; r++)
+        for (int32_t i = 0; i < dim; i++) y[(size_t)r * dim + i] += b[i];
+}
+
+/* SwiGLU: gate = silu(gate) * up, with silu(g) = g / (1 + e^-g). */
+static void swiglu(float *gate, const float *up, size_t n) {
+    for (size_t i = 0; i < n; i++) gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}
+
+/* ---- rotary position embedding ------------------------------------------ */
+
+/* YaRN's ramp: 0 for dimensions whose wavelength fits many times in the
+ * original context (kept as they are), 1 for those that do not (interpolated). */
+static double yarn_ramp(double wavelength, int32_t orig_ctx) {
+    const double beta_fast = 32.0, beta_slow = 1.0;
+    double rotations = orig_ctx / wavelength;
+    double t = (rotations - beta_slow) / (beta_fast - beta_slow);
+    return 1.0 - (t < 0 ? 0 : t > 1 ? 1 : t);
+}
+
+/* cos and sin of every rotated pair for each entry's position. Pair i turns
+ * by pos * base^(-2i / n_rot), scaled as the file's RoPE scaling says. */
+static void rope_tables(const nu_hparams *hp, const float *freq_factors,
+                        const nu_batch_entry *e, int32_t n, float *rope) {
+    double mscale = 1.0;
+    if (hp->rope_scaling == NU_ROPE_SCALING_YARN && hp->rope_factor > 1.0f)
+        mscale = 1.0 + 0.1 * log(hp->rope_factor);
+    for (int32_t b = 0; b < n; b++) {
+        for (int32_t i = 0; i < hp->n_rot / 2; i++) {
+            double theta = pow(hp->rope_base, -2.0 * i / hp->n_rot);
+            if (freq_factors) theta /= freq_factors[i];
+            if (hp->rope_scaling == NU_ROPE_SCALING_LINEAR) {
+                theta /= hp->rope_factor;
+            } else if (hp->rope_scaling == NU_ROPE_SCALING_YARN) {
+                double mix = yarn_ramp(2 * M_PI / theta, hp->rope_orig_ctx);
+                theta = theta * (1 - mix) + theta / hp->rope_factor * mix;
+            }
+            double angle = (double)e[b].pos * theta;
+            rope[(size_t)b * hp->n_rot + 2 * i] = (float)(cos(angle) * mscale);
+            rope[(size_t)b * hp->n_rot + 2 * i + 1] = (float)(sin(angle) * mscale);
+        }
+    }
+}
+
+/* Rotates adjacent pairs (x0, x1), (x2, x3), ... of every head's first n_rot
+ * dimensions: the llama layout (the converter already permuted Q and K). */
+static void rope_apply(const nu_hparams *hp, float *v, int32_t n_heads, const float *rope,
+                       int32_t n, int32_t row_dim) {
+    for (int32_t b = 0; b < n; b++) {
+        const float *cs = rope + (size_t)b * hp->n_rot;
+        for (int32_t h = 0; h < n_heads; h++) {
+            float *x = v + (size_t)b * row_dim + (size_t)h * hp->head_dim;
+            for (int32_t i = 0; i < hp->n_rot; i += 2) {
+                float c = cs[i], s = cs[i + 1], x0 = x[i], x1 = x[i + 1];
+                x[i] = x0 * c - x1 * s;
+                x[i + 1] = x0 * s + x1 * c;
+            }
+        }
+    }
+}
+
+/* ---- attention ---------------------------------------------------------- */
+
+typedef struct attn_task {
+    nu_context *ctx;
+    const nu_batch_entry *e;
+    int32_t n, layer;
+} attn_task;
+
+static float kv_elem(const nu_kv_cache *kv, const void *row, int32_t i) {
+    return kv->type == NU_KV_F32 ? ((const float *)row)[i] : nu_f16_to_f32(((const uint16_t *)row)[i]);
+}
+
+/* How many of a sequence's cells (sorted by position) are at or before pos. */
+static int32_t visible_cells(const nu_kv_cache *kv, const int32_t *cells, int32_t n, int32_t pos) {
+    int32_t lo = 0, hi = n;
+    while (lo < hi) {
+        int32_t mid = (lo + hi) / 2;
+        if (kv->pos[cells[mid]] <= pos) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* One query head of one entry: softmax(q.k / sqrt(d)) weighted sum of v. */
+static void attend_head(nu_context *c, const nu_batch_entry *e, int32_t b, int32_t h,
+                        int32_t layer, float *scores) {
+    const nu_hparams *hp = &c->model->hp;
+    const nu_kv_cache *kv = &c->kv;
+    int32_t hd = hp->head_dim, g = h / (hp->n_head / hp->n_head_kv);
+    const int32_t *cells = c->s.seq_cells + (size_t)e->seq * c->params.n_ctx;
+    int32_t n = visible_cells(kv, cells, c->s.seq_count[e->seq], e->pos);
+    const float *q = c->s.q + (size_t)b * hp->n_head * hd + (size_t)h * hd;
+    float *out = c->s.xb + (size_t)b * hp->n_head * hd + (size_t)h * hd;
+    float scale = 1.0f / sqrtf((float)hd), max = -INFINITY;
+    for (int32_t j = 0; j < n; j++) {
+        const void *krow = nu_kv_cache_row(kv, false, layer, cells[j]);
+        float dot = 0;
+        if (kv->type == NU_KV_F32) {
+            const float *k = (const float *)krow + (size_t)g * hd;
+            for (int32_t i = 0; i < hd; i++) dot += q[i] * k[i];
+        } else {
+            for (int32_t i = 0; i < hd; i++) dot += q[i] * kv_elem(kv, krow, g * hd + i);
+        }
+        scores[j] = dot * scale;
+        if (scores[j] > max) max = scores[j];
+    }
+    float sum = 0;
+    for (int32_t j = 0; j < n; j++) sum += (scores[j] = expf(scores[j] - max));
+    memset(out, 0, (size_t)hd * sizeof(float));
+    for (int32_t j = 0; j < n; j++) {
+        const void *vrow = nu_kv_cache_row(kv, true, layer, cells[j]);
+        float w = scores[j] / sum;
+        for (int32_t i = 0; i < hd; i++) out[i] += w * kv_elem(kv, vrow, g * hd + i);
+    }
+}
+
+static void attention_worker(void *arg, int ith, int nth) {
+    attn_task *t = arg;
+    nu_context *c = t->ctx;
+    int32_t n_head = c->model->hp.n_head;
+    int64_t begin, end;
+    nu_split_range((int64_t)t->n * n_head, ith, nth, &begin, &end);
+    float *scores = c->s.scores + (size_t)ith * c->params.n_ctx;
+    for (int64_t i = begin; i < end; i++) {
+        int32_t b = (int32_t)(i / n_head), h = (int32_t)(i % n_head);
+        attend_head(c, &t->e[b], b, h, t->layer, scores);
+    }
+}
+
+/* ---- one layer ------------------------------------------------------------ */
+
+static void attention_block(nu_context *c, const nu_layer *l, int32_t il,
+                            const nu_batch_entry *e, int32_t n) {
+    const nu_hparams *hp = &c->model->hp;
+    nu_scratch *s = &c->s;
+    int32_t d = hp->n_embd, qd = hp->n_head * hp->head_dim, kvd = hp->n_head_kv * hp->head_dim;
+    for (int32_t b = 0; b < n; b++)
+        rms_norm(s->xb + (size_t)b * d, s->x + (size_t)b * d, l->attn_norm, d, hp->norm_eps);
+    nu_matmul(c->pool, &l->wq, s->xb, n, s->q, s->matmul);
+    nu_matmul(c->pool, &l->wk, s->xb, n, s->k, s->matmul);
+    nu_matmul(c->pool, &l->wv, s->xb, n, s->v, s->matmul);
+    add_bias(s->q, l->bq, n, qd);
+    add_bias(s->k, l->bk, n, kvd);
+    add_bias(s->v, l->bv, n, kvd);
+    rope_apply(hp, s->q, hp->n_head, s->rope, n, qd);
+    rope_apply(hp, s->k, hp->n_head_kv, s->rope, n, kvd);
+    for (int32_t b = 0; b < n; b++) {
+        nu_kv_cache_store(&c->kv, false, il, s->cells[b], s->k + (size_t)b * kvd);
+        nu_kv_cache_store(&c->kv, true, il, s->cells[b], s->v + (size_t)b * kvd);
+    }
+    attn_task task = {c, e, n, il};
+    nu_threadpool_run(c->pool, attention_worker, &task);
+    /* the attention output (in xb) goes through Wo into q's buffer, then into x */
+    nu_matmul(c->pool, &l->wo, s->xb, n, s->q, s->matmul);
+    add_bias(s->q, l->bo, n, d);
+    for (size_t i = 0; i < (size_t)n * d; i++) s->x[i] += s->q[i];
+}
+
+static void ffn_block(nu_context *c, const nu_layer *l, int32_t n) {
+    const nu_hparams *hp = &c->model->hp;
+    nu_scratch *s = &c->s;
+    int32_t d = hp->n_embd;
+    for (int32_t b = 0; b < n; b++)
+        rms_norm(s->xb + (size_t)b * d, s->x + (size_t)b * d, l->ffn_norm, d, hp->norm_eps);
+    nu_matmul(c->pool, &l->w_gate, s->xb, n, s->gate, s->matmul);
+    nu_matmul(c->pool, &l->w_up, s->xb, n, s->up, s->matmul);
+    swiglu(s->gate, s->up, (size_t)n * hp->n_ff);
+    nu_matmul(c->pool, &l->w_down, s->gate, n, s->q, s->matmul);
+    for (size_t i = 0; i < (size_t)n * d; i++) s->x[i] += s->q[i];
+}
+
+/* ---- the batch ------------------------------------------------------------ */
+
+static nu_status check_batch(const nu_context *c, const nu_batch_entry *e, int32_t n,
+                             nu_error *err) {
+    if (n < 1 || n > c->params.n_batch)
+        return nu_fail(err, NU_ERR_INVALID_ARG, "batch of %d entries (must be 1..%d)", n,
+                       c->params.n_batch);
+    for (int32_t i = 0; i < n; i++) {
+        if (e[i].token < 0 || e[i].token >= c->model->hp.n_vocab)
+            return nu_fail(err, NU_ERR_INVALID_ARG, "entry %d: token %d is not in the vocabulary "
+                           "(0..%d)", i, e[i].token, c->model->hp.n_vocab - 1);
+        if (e[i].seq < 0 || e[i].seq >= c->params.n_seq_max)
+            return nu_fail(err, NU_ERR_INVALID_ARG, "entry %d: sequence %d is out of range "
+                           "(0..%d)", i, e[i].seq, c->params.n_seq_max - 1);
+        if (e[i].pos < 0 || e[i].pos >= (1 << 30))
+            return nu_fail(err, NU_ERR_INVALID_ARG, "entry %d: position %d is out of range", i,
+                           e[i].pos);
+    }
+    return NU_OK;
+}
+
+/* Lists each batch sequence's cells by position; fails if a position is
+ * cached twice for one sequence (the caller must remove it first). */
+static nu_status list_sequences(nu_context *c, const nu_batch_entry *e, int32_t n, nu_error *err) {
+    uint64_t done = 0;
+    for (int32_t b = 0; b < n; b++) {
+        int32_t seq = e[b].seq;
+        if (done & (1ull << seq)) continue;
+        done |= 1ull << seq;
+        int32_t *cells = c->s.seq_cells + (size_t)seq * c->params.n_ctx;
+        int32_t cnt = nu_kv_cache_seq_cells(&c->kv, seq, cells, c->params.n_ctx);
+        c->s.seq_count[seq] = cnt;
+        for (int32_t j = 1; j < cnt; j++)
+            if (c->kv.pos[cells[j]] == c->kv.pos[cells[j - 1]])
+                return nu_fail(err, NU_ERR_INVALID_ARG, "sequence %d already has position %d "
+                               "in the cache", seq, c->kv.pos[cells[j]]);
+    }
+    return NU_OK;
+}
+
+/* Makes room for the logits rows this batch asks for and maps entries to rows. */
+static nu_status prepare_outputs(nu_context *c, const nu_batch_entry *e, int32_t n,
+                                 int32_t *n_out, nu_error *err) {
+    int32_t rows = 0;
+    for (int32_t b = 0; b < n; b++) c->s.out_rows[b] = e[b].logits ? rows++ : -1;
+    if (rows > c->logits_cap) {
+        float *p = realloc(c->logits, (size_t)rows * c->model->hp.n_vocab * sizeof(float));
+        if (!p) return nu_fail(err, NU_ERR_NOMEM, "out of memory for %d rows of logits", rows);
+        c->logits = p;
+        c->logits_cap = rows;
+    }
+    *n_out = rows;
+    return NU_OK;
+}
+
+/* Final norm and LM head for the entries that asked for logits. */
+static void compute_logits(nu_context *c, int32_t n, int32_t n_out) {
+    const nu_model *m = c->model;
+    int32_t d = m->hp.n_embd;
+    for (int32_t b = 0; b < n; b++) {
+        int32_t r = c->s.out_rows[b];
+        if (r >= 0)
+            rms_norm(c->s.xb + (size_t)r * d, c->s.x + (size_t)b * d, m->output_norm, d,
+                     m->hp.norm_eps);
+    }
+    if (n_out > 0) nu_matmul(c->pool, &m->output, c->s.xb, n_out, c->logits, c->s.matmul);
+}
+
+static void embed(nu_context *c, const nu_batch_entry *e, int32_t n) {
+    const nu_matrix *t = &c->model->tok_embd;
+    for (int32_t b = 0; b < n; b++)
+        nu_dequantize_row(t->type, (const char *)t->data + (size_t)e[b].token * t->row_bytes,
+                          c->s.x + (size_t)b * t->n_in, t->n_in);
+}
+
+nu_status nu_decode(nu_context *c, const nu_batch_entry *e, int32_t n, nu_error *err) {
+    nu_status st = check_batch(c, e, n, err);
+    if (st) return st;
+    int32_t n_out = 0;
+    if ((st = prepare_outputs(c, e, n, &n_out, err))) return st;
+    /* claim a cell for each entry */
+    int32_t *cells = c->s.cells;
+    for (int32_t b = 0; b < n; b++) {
+        int32_t one_seq = e[b].seq, one_pos = e[b].pos;
+        if (!nu_kv_cache_claim(&c->kv, 1, &one_seq, &one_pos, &cells[b])) {
+            nu_kv_cache_release(&c->kv, b, cells);
+            c->n_last = 0;
+            return nu_fail(err, NU_ERR_CONTEXT_FULL, "the KV cache is full (%d cells in use of "
+                           "%d); remove positions or use a larger context", c->kv.used,
+                           c->kv.n_cells);
+        }
+    }
+    if ((st = list_sequences(c, e, n, err))) {
+        nu_kv_cache_release(&c->kv, n, cells);
+        c->n_last = 0;
+        return st;
+    }
+    const nu_model *m = c->model;
+    rope_tables(&m->hp, m->rope_freq_factors, e, n, c->s.rope);
+    embed(c, e, n);
+    for (int32_t il = 0; il < m->hp.n_layer; il++) {
+        attention_block(c, &m->layers[il], il, e, n);
+        ffn_block(c, &m->layers[il], n);
+    }
+    compute_logits(c, n, n_out);
+    c->n_last = n;
+    return NU_OK;
+}
+
+const float *nu_logits(const nu_context *c, int32_t i) {
+    if (i < 0 || i >= c->n_last || c->s.out_rows[i] < 0) return NULL;
+    return c->logits + (size_t)c->s.out_rows[i] * c->model->hp.n_vocab;
+}

@@ -1,0 +1,136 @@
+/* kv_cache.c - cells of keys and values shared by sequences. */
+#include "kv_cache.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "kernels/kernels.h"
+
+uint64_t nu_kv_cache_bytes(int32_t n_cells, int32_t n_layer, int32_t kv_dim, nu_kv_type type) {
+    uint64_t elem = type == NU_KV_F16 ? 2 : 4;
+    return 2 * (uint64_t)n_cells * (uint64_t)n_layer * (uint64_t)kv_dim * elem;
+}
+
+nu_status nu_kv_cache_init(nu_kv_cache *c, int32_t n_cells, int32_t n_layer, int32_t kv_dim,
+                           nu_kv_type type, nu_error *err) {
+    memset(c, 0, sizeof *c);
+    c->n_cells = n_cells;
+    c->n_layer = n_layer;
+    c->kv_dim = kv_dim;
+    c->type = type;
+    c->elem_bytes = type == NU_KV_F16 ? 2 : 4;
+    size_t plane = (size_t)n_cells * (size_t)n_layer * (size_t)kv_dim * c->elem_bytes;
+    c->pos = malloc((size_t)n_cells * sizeof *c->pos);
+    c->seqs = calloc((size_t)n_cells, sizeof *c->seqs);
+    c->k = malloc(plane);
+    c->v = malloc(plane);
+    if (!c->pos || !c->seqs || !c->k || !c->v) {
+        nu_kv_cache_free(c);
+        return nu_fail(err, NU_ERR_NOMEM, "out of memory for a KV cache of %d cells (%.1f MiB)",
+                       n_cells, 2.0 * (double)plane / (1 << 20));
+    }
+    nu_kv_cache_clear(c);
+    return NU_OK;
+}
+
+void nu_kv_cache_free(nu_kv_cache *c) {
+    free(c->pos);
+    free(c->seqs);
+    free(c->k);
+    free(c->v);
+    memset(c, 0, sizeof *c);
+}
+
+bool nu_kv_cache_claim(nu_kv_cache *c, int32_t n, const int32_t *seq, const int32_t *pos,
+                       int32_t *cells) {
+    if (n > c->n_cells - c->used) return false;
+    int32_t found = 0;
+    for (int32_t i = 0; i < c->n_cells && found < n; i++) {
+        if (c->pos[i] >= 0) continue;
+        c->pos[i] = pos[found];
+        c->seqs[i] = 1ull << seq[found];
+        cells[found++] = i;
+    }
+    c->used += found;
+    return true;
+}
+
+static void free_cell(nu_kv_cache *c, int32_t i) {
+    c->pos[i] = -1;
+    c->seqs[i] = 0;
+    c->used--;
+}
+
+void nu_kv_cache_release(nu_kv_cache *c, int32_t n, const int32_t *cells) {
+    for (int32_t i = 0; i < n; i++) free_cell(c, cells[i]);
+}
+
+void nu_kv_cache_store(nu_kv_cache *c, bool value, int32_t layer, int32_t cell,
+                       const float *row) {
+    size_t idx = ((size_t)layer * (size_t)c->n_cells + (size_t)cell) * (size_t)c->kv_dim;
+    void *base = value ? c->v : c->k;
+    if (c->type == NU_KV_F32) {
+        memcpy((float *)base + idx, row, (size_t)c->kv_dim * sizeof(float));
+    } else {
+        uint16_t *dst = (uint16_t *)base + idx;
+        for (int32_t i = 0; i < c->kv_dim; i++) dst[i] = nu_f32_to_f16(row[i]);
+    }
+}
+
+const void *nu_kv_cache_row(const nu_kv_cache *c, bool value, int32_t layer, int32_t cell) {
+    size_t idx = ((size_t)layer * (size_t)c->n_cells + (size_t)cell) * (size_t)c->kv_dim;
+    const char *base = value ? c->v : c->k;
+    return base + idx * c->elem_bytes;
+}
+
+/* Insertion into a list kept sorted by position: sequences are filled in
+ * position order, so each insertion is usually at the end. */
+int32_t nu_kv_cache_seq_cells(const nu_kv_cache *c, int32_t seq, int32_t *cells, int32_t cap) {
+    uint64_t bit = 1ull << seq;
+    int32_t n = 0;
+    for (int32_t i = 0; i < c->n_cells && n < cap; i++) {
+        if (!(c->seqs[i] & bit)) continue;
+        int32_t j = n++;
+        while (j > 0 && c->pos[cells[j - 1]] > c->pos[i]) {
+            cells[j] = cells[j - 1];
+            j--;
+        }
+        cells[j] = i;
+    }
+    return n;
+}
+
+void nu_kv_cache_clear(nu_kv_cache *c) {
+    for (int32_t i = 0; i < c->n_cells; i++) c->pos[i] = -1;
+    memset(c->seqs, 0, (size_t)c->n_cells * sizeof *c->seqs);
+    c->used = 0;
+}
+
+static bool in_range(int32_t pos, int32_t p0, int32_t p1) {
+    return pos >= p0 && (p1 < 0 || pos < p1);
+}
+
+void nu_kv_cache_seq_remove(nu_kv_cache *c, int32_t seq, int32_t p0, int32_t p1) {
+    uint64_t bit = seq < 0 ? ~0ull : 1ull << seq;
+    for (int32_t i = 0; i < c->n_cells; i++) {
+        if (!(c->seqs[i] & bit) || !in_range(c->pos[i], p0, p1)) continue;
+        c->seqs[i] &= ~bit;
+        if (!c->seqs[i]) free_cell(c, i);
+    }
+}
+
+void nu_kv_cache_seq_copy(nu_kv_cache *c, int32_t src, int32_t dst, int32_t p0, int32_t p1) {
+    if (src == dst) return;
+    uint64_t sbit = 1ull << src, dbit = 1ull << dst;
+    for (int32_t i = 0; i < c->n_cells; i++)
+        if ((c->seqs[i] & sbit) && in_range(c->pos[i], p0, p1)) c->seqs[i] |= dbit;
+}
+
+int32_t nu_kv_cache_seq_pos_max(const nu_kv_cache *c, int32_t seq) {
+    uint64_t bit = 1ull << seq;
+    int32_t best = -1;
+    for (int32_t i = 0; i < c->n_cells; i++)
+        if ((c->seqs[i] & bit) && c->pos[i] > best) best = c->pos[i];
+    return best;
+}

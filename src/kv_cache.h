@@ -1,0 +1,59 @@
+/* kv_cache.h - the keys and values of past positions, shared by sequences.
+ *
+ * The cache is a pool of cells. A cell holds one position's key and value
+ * for every layer and belongs to a set of sequences (a bit mask), so several
+ * sequences can share a prompt's cells without copying them (n samples of
+ * one prompt, beams, a conversation's reused prefix). A query of sequence s
+ * at position p attends to the cells of s whose position is <= p, visited in
+ * position order so that the sum does not depend on where cells live. */
+#ifndef NU_KV_CACHE_H
+#define NU_KV_CACHE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "nucleus.h"
+
+#define NU_MAX_SEQ 64
+
+typedef struct nu_kv_cache {
+    int32_t n_cells;
+    int32_t n_layer;
+    int32_t kv_dim;     /* n_head_kv * head_dim */
+    nu_kv_type type;
+    size_t elem_bytes;  /* 4 (f32) or 2 (f16) */
+    int32_t *pos;       /* per cell; -1 when free */
+    uint64_t *seqs;     /* per cell: bit s set when sequence s uses it */
+    void *k, *v;        /* [layer][cell][kv_dim] */
+    int32_t used;
+} nu_kv_cache;
+
+nu_status nu_kv_cache_init(nu_kv_cache *c, int32_t n_cells, int32_t n_layer, int32_t kv_dim,
+                           nu_kv_type type, nu_error *err);
+void nu_kv_cache_free(nu_kv_cache *c);
+
+/* Bytes of keys and values for n_cells. */
+uint64_t nu_kv_cache_bytes(int32_t n_cells, int32_t n_layer, int32_t kv_dim, nu_kv_type type);
+
+/* Claims n free cells for (seq, pos) pairs; returns false (claiming nothing)
+ * when fewer than n are free. */
+bool nu_kv_cache_claim(nu_kv_cache *c, int32_t n, const int32_t *seq, const int32_t *pos,
+                       int32_t *cells);
+/* Gives back cells claimed by nu_kv_cache_claim (on a failed decode). */
+void nu_kv_cache_release(nu_kv_cache *c, int32_t n, const int32_t *cells);
+
+/* Writes one position's key or value row for a layer (converting to the
+ * cache's type), and reads a stored row back as floats. */
+void nu_kv_cache_store(nu_kv_cache *c, bool value, int32_t layer, int32_t cell,
+                       const float *row);
+const void *nu_kv_cache_row(const nu_kv_cache *c, bool value, int32_t layer, int32_t cell);
+
+/* The cells of seq sorted by position; returns their count (at most cap). */
+int32_t nu_kv_cache_seq_cells(const nu_kv_cache *c, int32_t seq, int32_t *cells, int32_t cap);
+
+void nu_kv_cache_clear(nu_kv_cache *c);
+void nu_kv_cache_seq_remove(nu_kv_cache *c, int32_t seq, int32_t p0, int32_t p1);
+void nu_kv_cache_seq_copy(nu_kv_cache *c, int32_t src, int32_t dst, int32_t p0, int32_t p1);
+int32_t nu_kv_cache_seq_pos_max(const nu_kv_cache *c, int32_t seq);
+
+#endif
