@@ -11,7 +11,7 @@ const char cli_run_opts_help[] =
     "  -t, --threads N      worker threads (default: all cores)\n"
     "  -c, --ctx N          context length in tokens (default: the model's, at most 4096)\n"
     "  -b, --batch N        most tokens per forward pass (default 512)\n"
-    "      --kv-type T      KV cache element type: f32 (default) or f16\n"
+    "      --kv-type T      KV cache element type: f16 (default) or f32 (more exact)\n"
     "      --temp X         temperature; 0 is greedy (default 0.8)\n"
     "      --top-k N        keep the N most likely tokens; 0 is off (default 40)\n"
     "      --top-p X        keep the most likely tokens up to probability X; 1 is off (default 0.95)\n"

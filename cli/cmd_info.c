@@ -12,7 +12,7 @@ static const char info_help[] =
     "  -c, --ctx N         context length for the memory estimate (default: the model's)\n"
     "  -b, --batch N       batch size for the memory estimate (default 512)\n"
     "      --parallel N    sequences sharing the cache (default 1)\n"
-    "      --kv-type T     f32 (default) or f16\n"
+    "      --kv-type T     f16 (default) or f32\n"
     "      --items N       array items shown per metadata value (default 8)\n"
     "      --no-tensors    leave out the tensor table\n";
 
@@ -121,7 +121,7 @@ static void print_memory(const char *path, const info_opts *o, uint64_t n_params
 }
 
 int cmd_info(int argc, char **argv) {
-    info_opts o = {.n_batch = 512, .n_seq = 1, .items = 8, .kv = NU_KV_F32, .tensors = true};
+    info_opts o = {.n_batch = 512, .n_seq = 1, .items = 8, .kv = NU_KV_F16, .tensors = true};
     int rc = parse(&o, argc, argv);
     if (rc) return rc < 0 ? 0 : rc;
     nu_model *m = cli_load_model(o.model, NU_LOAD_METADATA_ONLY);

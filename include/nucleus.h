@@ -200,7 +200,8 @@ typedef struct nu_context_params {
     nu_kv_type kv_type;
 } nu_context_params;
 
-/* Defaults: n_ctx 0 capped at 4096, n_batch 512, n_seq_max 1, n_threads 0, F32 cache. */
+/* Defaults: n_ctx 0 capped at 4096, n_batch 512, n_seq_max 1, n_threads 0, f16 cache
+ * (half the memory of f32; attention then multiplies in half precision). */
 nu_context_params nu_context_default_params(void);
 
 nu_status nu_context_new(const nu_model *model, const nu_context_params *params,

@@ -10,7 +10,7 @@
 
 nu_context_params nu_context_default_params(void) {
     nu_context_params p = {.n_ctx = 0, .n_batch = 512, .n_seq_max = 1, .n_threads = 0,
-                           .kv_type = NU_KV_F32};
+                           .kv_type = NU_KV_F16};
     return p;
 }
 

@@ -95,10 +95,6 @@ typedef struct attn_task {
     int32_t n, layer;
 } attn_task;
 
-static float kv_elem(const nu_kv_cache *kv, const void *row, int32_t i) {
-    return kv->type == NU_KV_F32 ? ((const float *)row)[i] : nu_f16_to_f32(((const uint16_t *)row)[i]);
-}
-
 /* How many of a sequence's cells (sorted by position) are at or before pos. */
 static int32_t visible_cells(const nu_kv_cache *kv, const int32_t *cells, int32_t n, int32_t pos) {
     int32_t lo = 0, hi = n;
@@ -110,7 +106,33 @@ static int32_t visible_cells(const nu_kv_cache *kv, const int32_t *cells, int32_
     return lo;
 }
 
-/* One query head of one entry: softmax(q.k / sqrt(d)) weighted sum of v. */
+/* Scores of one query head against a sequence's visible keys. An f16 cache
+ * multiplies in half precision: the query is rounded to f16 once, as an f16
+ * dot-product kernel would see it. */
+static float head_scores(const nu_kv_cache *kv, const float *q, int32_t g, int32_t hd,
+                         int32_t layer, const int32_t *cells, int32_t n, float *scores) {
+    float scale = 1.0f / sqrtf((float)hd), max = -INFINITY, q16[256];
+    if (kv->type == NU_KV_F16)
+        for (int32_t i = 0; i < hd; i++) q16[i] = nu_f16_to_f32(nu_f32_to_f16(q[i]));
+    for (int32_t j = 0; j < n; j++) {
+        const void *krow = nu_kv_cache_row(kv, false, layer, cells[j]);
+        float dot = 0;
+        if (kv->type == NU_KV_F32) {
+            const float *k = (const float *)krow + (size_t)g * hd;
+            for (int32_t i = 0; i < hd; i++) dot += q[i] * k[i];
+        } else {
+            const uint16_t *k = (const uint16_t *)krow + (size_t)g * hd;
+            for (int32_t i = 0; i < hd; i++) dot += q16[i] * nu_f16_to_f32(k[i]);
+        }
+        scores[j] = dot * scale;
+        if (scores[j] > max) max = scores[j];
+    }
+    return max;
+}
+
+/* One query head of one entry: softmax(q.k / sqrt(d)) weighted sum of v.
+ * With an f16 cache the weights are rounded to f16 too, the precision of a
+ * half-precision product with the values. */
 static void attend_head(nu_context *c, const nu_batch_entry *e, int32_t b, int32_t h,
                         int32_t layer, float *scores) {
     const nu_hparams *hp = &c->model->hp;
@@ -120,26 +142,20 @@ static void attend_head(nu_context *c, const nu_batch_entry *e, int32_t b, int32
     int32_t n = visible_cells(kv, cells, c->s.seq_count[e->seq], e->pos);
     const float *q = c->s.q + (size_t)b * hp->n_head * hd + (size_t)h * hd;
     float *out = c->s.xb + (size_t)b * hp->n_head * hd + (size_t)h * hd;
-    float scale = 1.0f / sqrtf((float)hd), max = -INFINITY;
-    for (int32_t j = 0; j < n; j++) {
-        const void *krow = nu_kv_cache_row(kv, false, layer, cells[j]);
-        float dot = 0;
-        if (kv->type == NU_KV_F32) {
-            const float *k = (const float *)krow + (size_t)g * hd;
-            for (int32_t i = 0; i < hd; i++) dot += q[i] * k[i];
-        } else {
-            for (int32_t i = 0; i < hd; i++) dot += q[i] * kv_elem(kv, krow, g * hd + i);
-        }
-        scores[j] = dot * scale;
-        if (scores[j] > max) max = scores[j];
-    }
-    float sum = 0;
+    float max = head_scores(kv, q, g, hd, layer, cells, n, scores), sum = 0;
     for (int32_t j = 0; j < n; j++) sum += (scores[j] = expf(scores[j] - max));
     memset(out, 0, (size_t)hd * sizeof(float));
     for (int32_t j = 0; j < n; j++) {
         const void *vrow = nu_kv_cache_row(kv, true, layer, cells[j]);
         float w = scores[j] / sum;
-        for (int32_t i = 0; i < hd; i++) out[i] += w * kv_elem(kv, vrow, g * hd + i);
+        if (kv->type == NU_KV_F32) {
+            const float *v = (const float *)vrow + (size_t)g * hd;
+            for (int32_t i = 0; i < hd; i++) out[i] += w * v[i];
+        } else {
+            const uint16_t *v = (const uint16_t *)vrow + (size_t)g * hd;
+            w = nu_f16_to_f32(nu_f32_to_f16(w));
+            for (int32_t i = 0; i < hd; i++) out[i] += w * nu_f16_to_f32(v[i]);
+        }
     }
 }
 

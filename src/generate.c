@@ -82,18 +82,18 @@ typedef struct gen_state {
     nu_sampler *sampler;
     nu_detokenizer detok;
     int32_t n_pos;
+    int32_t logits_entry; /* entry of the last nu_decode that holds the logits */
 } gen_state;
 
 /* Samples until a stop condition; logits of the last prompt token are ready. */
 static nu_status sample_loop(gen_state *g, nu_generate_result *r, nu_error *err) {
     const nu_model *m = g->ctx->model;
-    int32_t last = 0;
     for (;;) {
         if (g->p->n_predict >= 0 && r->n_generated >= g->p->n_predict) {
             r->finish = NU_FINISH_LENGTH;
             return NU_OK;
         }
-        int32_t tok = nu_sampler_sample(g->sampler, nu_logits(g->ctx, last));
+        int32_t tok = nu_sampler_sample(g->sampler, nu_logits(g->ctx, g->logits_entry));
         nu_sampler_accept(g->sampler, tok);
         if (nu_token_is_eog(m, tok)) {
             r->finish = NU_FINISH_EOS;
@@ -111,6 +111,7 @@ static nu_status sample_loop(gen_state *g, nu_generate_result *r, nu_error *err)
         nu_batch_entry e = {tok, g->n_pos++, 0, true};
         nu_status st = nu_decode(g->ctx, &e, 1, err);
         if (st) return st;
+        g->logits_entry = 0;
     }
 }
 
@@ -130,6 +131,7 @@ static nu_status run(gen_state *g, const int32_t *toks, int32_t n, nu_generate_r
     double t1 = nu_time_ms();
     r->prompt_ms = t1 - t0;
     g->n_pos = n;
+    g->logits_entry = (n - 1) % g->ctx->params.n_batch;
     if (!go_on) r->finish = NU_FINISH_CANCELLED;
     else st = sample_loop(g, r, err);
     r->generate_ms = nu_time_ms() - t1;

@@ -111,6 +111,9 @@ static nu_status read_hparams(nu_model *m, nu_error *err) {
     if (hp->n_head % hp->n_head_kv)
         return nu_fail(err, NU_ERR_FORMAT, "head_count %d is not a multiple of head_count_kv %d",
                        hp->n_head, hp->n_head_kv);
+    if (hp->head_dim > 256 || hp->head_dim * hp->n_head < hp->n_head)
+        return nu_fail(err, NU_ERR_UNSUPPORTED, "head dimension %d is larger than 256",
+                       hp->head_dim);
     if (hp->n_rot > hp->head_dim || hp->n_rot % 2)
         return nu_fail(err, NU_ERR_FORMAT, "rope.dimension_count %d must be even and <= %d",
                        hp->n_rot, hp->head_dim);

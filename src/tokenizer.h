@@ -32,4 +32,10 @@ bool nu_vocab_is_eog(const nu_vocab *v, int32_t token);
 bool nu_vocab_adds_bos(const nu_vocab *v);
 bool nu_vocab_adds_space_prefix(const nu_vocab *v);
 
+/* The streaming detokenizer of nucleus.h on a vocabulary (d->model is not
+ * used): nu_detokenizer_push / nu_detokenizer_flush call these. */
+size_t nu_vocab_detokenize_push(const nu_vocab *v, nu_detokenizer *d, int32_t token, char *out,
+                                size_t cap);
+size_t nu_vocab_detokenize_flush(nu_detokenizer *d, char *out, size_t cap);
+
 #endif

@@ -19,18 +19,28 @@
 #include "../tensor_type.h"
 #include "threadpool.h"
 
-/* IEEE half and bfloat16 <-> float (exact, round-to-nearest-even). */
+/* IEEE half and bfloat16 <-> float. Widening is exact; narrowing rounds to
+ * nearest, ties to even, overflows to infinity, keeps subnormals, and turns
+ * NaN into a quiet NaN of the same sign (keeping the top payload bits). */
 float nu_f16_to_f32(uint16_t h);
 uint16_t nu_f32_to_f16(float f);
 float nu_bf16_to_f32(uint16_t h);
 uint16_t nu_f32_to_bf16(float f);
 
 /* Reference dequantisation of n elements (a whole number of blocks) of a
- * computable type (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0). */
+ * computable type (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0). For any
+ * other type dst is filled with zeros. */
 void nu_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n);
 
 /* Reference quantisation of n floats (a whole number of blocks) to the same
- * types, rounding as the format's usual encoder does. */
+ * types, rounding as the format's usual encoder does:
+ *   Q8_0  d = max|x| / 127,            q = round(x / d)
+ *   Q4_0  d = (x of largest |x|) / -8,  q = min(15, trunc(x / d + 8.5))
+ *   Q5_0  d = (x of largest |x|) / -16, q = min(31, trunc(x / d + 16.5))
+ *   Q4_1  d = (max - min) / 15, m = min, q = min(15, trunc((x - m) / d + 0.5))
+ *   Q5_1  d = (max - min) / 31, m = min, q = min(31, trunc((x - m) / d + 0.5))
+ * (the division is a multiplication by 1/d, 0 when d is 0; scales are
+ * stored as f16). Other types: dst is left untouched. */
 void nu_quantize_row(uint32_t type, const float *src, void *dst, int64_t n);
 
 /* A weight matrix of n_out rows, each n_in elements of `type`. */
@@ -42,23 +52,65 @@ typedef struct nu_matrix {
     size_t row_bytes;
 } nu_matrix;
 
-/* Scratch bytes nu_matmul needs for n_batch activation rows of n_in. */
+/* Scratch bytes nu_matmul needs for n_batch activation rows of n_in (0 for
+ * F32/F16/BF16 weights, whose kernels read x directly). Any alignment of
+ * the scratch pointer is fine: the size includes room to align it. */
 size_t nu_matmul_scratch_bytes(uint32_t type, int64_t n_in, int32_t n_batch);
 
 /* y[b * W->n_out + r] = sum_i W[r][i] * x[b * W->n_in + i], for b < n_batch.
  * Activations are converted once (e.g. quantised to 8 bits for quantised
- * weights) into scratch, then the rows are split among the pool's threads. */
+ * weights) into scratch, then the rows are split among the pool's threads
+ * (pool may be NULL: single-threaded). Each y value is a function of its
+ * weight row, its activation row and the SIMD level only: bit-identical for
+ * any n_batch, thread count or row split. Nothing is allocated.
+ * For quantised weights, each 32-element activation block is rounded to
+ * int8 with scale max|x|/127 first, so y differs from nu_matmul_ref by at most
+ * sum over blocks of (max|x_block| / 254) * sum|w_block| plus float rounding. */
 void nu_matmul(nu_threadpool *pool, const nu_matrix *W, const float *x, int32_t n_batch,
                float *y, void *scratch);
 
-/* The same product computed with the plain C reference, single-threaded. */
+/* The same product computed with the plain C reference, single-threaded:
+ * each row is dequantised with nu_dequantize_row and multiplied with the
+ * float activations in double precision. Slow; for tests. */
 void nu_matmul_ref(const nu_matrix *W, const float *x, int32_t n_batch, float *y);
 
 /* Picks kernels for this CPU (idempotent, thread-safe). NUCLEUS_SIMD in the
- * environment may lower the level: scalar, avx2, avx512. */
+ * environment may lower the level: scalar, avx2, avx512. nu_matmul and the
+ * vector helpers call it themselves on first use. */
 void nu_kernels_init(void);
 
 /* Selected level: "scalar", "avx2", "avx512". */
 const char *nu_kernels_level(void);
+
+/* SIMD levels, in increasing order of capability.
+ *   NU_SIMD_AVX2:   AVX2 + FMA + F16C (int8 products with vpmaddubsw)
+ *   NU_SIMD_AVX512: AVX-512 F/BW/VL/DQ + VNNI (int8 products with vpdpbusd) */
+typedef enum nu_simd {
+    NU_SIMD_SCALAR = 0,
+    NU_SIMD_AVX2 = 1,
+    NU_SIMD_AVX512 = 2,
+} nu_simd;
+
+/* The best level this CPU (and OS) supports. */
+nu_simd nu_kernels_cpu_level(void);
+
+/* The level a request names ("scalar", "avx2", "avx512", as in NUCLEUS_SIMD),
+ * never above cpu_max; NULL, "" or an unknown name give cpu_max. */
+nu_simd nu_kernels_pick_level(const char *request, nu_simd cpu_max);
+
+/* For tests and benchmarks: switches every kernel to `level`. Returns 0 and
+ * changes nothing if the CPU lacks it. Not to be called while another thread
+ * is inside a kernel. */
+int nu_kernels_force_level(nu_simd level);
+
+/* Small vector helpers for the forward pass (attention over an F32 or F16 KV
+ * cache), with the selected level's SIMD. A dot product's summation order
+ * depends only on n (and the level), never on the caller. */
+float nu_vec_dot_f32(const float *a, const float *b, int64_t n);
+/* a holds IEEE halves. */
+float nu_vec_dot_f16(const uint16_t *a, const float *b, int64_t n);
+/* y[i] += a * x[i]. */
+void nu_vec_mad_f32(float *y, const float *x, float a, int64_t n);
+void nu_vec_mad_f16(float *y, const uint16_t *x, float a, int64_t n);
 
 #endif

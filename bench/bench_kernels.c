@@ -1,0 +1,150 @@
+/* bench_kernels.c - weight-streaming speed of nu_matmul.
+ *
+ * For each weight type, SIMD level and thread count it times a matrix-vector
+ * product (n_batch = 1, the token-generation case) of a matrix with n_in =
+ * 2048 and n_out = 5632 (TinyLlama's FFN gate/up shape) and reports GB/s of
+ * weight bytes read, the median of the repetitions:
+ *   cold: many copies of the matrix (over 256 MB, more than any cache) are
+ *         used in turn, so weights stream from DRAM as in real generation;
+ *   hot:  the same matrix each time (in L3 when it fits).
+ * A batched product (n_batch = 64, prompt processing) is reported in
+ * GOP/s (2 * n_in * n_out * n_batch / time), hot.
+ *
+ * Usage: bench_kernels [--quick] [--type NAME] [--level NAME] [--threads N]
+ * Compare with the memory-bandwidth ceiling of ../shared/tools/membw.c.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/kernels.h"
+#include "nucleus.h"
+
+#define N_IN 2048
+#define N_OUT 5632
+#define COLD_BYTES (256u << 20)
+#define BATCH 64
+
+typedef struct options {
+    int quick;
+    const char *type;  /* NULL: all */
+    const char *level; /* NULL: all */
+    int threads;       /* 0: 1 and 2 */
+} options;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Random weights of one type: one quantised matrix copied n_copies times. */
+static uint8_t *make_weights(uint32_t type, size_t matrix_bytes, int n_copies) {
+    uint8_t *w = aligned_alloc(64, matrix_bytes * (size_t)n_copies);
+    float *row = malloc(sizeof(float) * N_IN);
+    if (!w || !row) return NULL;
+    unsigned seed = 1;
+    for (int o = 0; o < N_OUT; o++) {
+        for (int i = 0; i < N_IN; i++) {
+            seed = seed * 1103515245u + 12345u;
+            row[i] = (float)((int)(seed >> 16 & 0x7FFF) - 16384) / 16384.0f * 0.05f;
+        }
+        nu_quantize_row(type, row, w + (size_t)o * (matrix_bytes / N_OUT), N_IN);
+    }
+    for (int c = 1; c < n_copies; c++) memcpy(w + (size_t)c * matrix_bytes, w, matrix_bytes);
+    free(row);
+    return w;
+}
+
+/* Median seconds of one nu_matmul over reps calls, cycling through copies. */
+static double time_matmul(nu_threadpool *pool, uint32_t type, const uint8_t *w, size_t bytes,
+                          int n_copies, const float *x, int32_t n_batch, float *y, void *scratch,
+                          int reps) {
+    double *t = malloc(sizeof(double) * (size_t)reps);
+    nu_matrix m = {type, N_IN, N_OUT, w, bytes / N_OUT};
+    nu_matmul(pool, &m, x, n_batch, y, scratch); /* warm-up */
+    for (int r = 0; r < reps; r++) {
+        m.data = w + (size_t)(r % n_copies) * bytes;
+        double t0 = now_s();
+        nu_matmul(pool, &m, x, n_batch, y, scratch);
+        t[r] = now_s() - t0;
+    }
+    double med = median(t, reps);
+    free(t);
+    return med;
+}
+
+static void bench_type(uint32_t type, const options *o, const float *x, float *y,
+                       void *scratch) {
+    const char *name = nu_type_get(type)->name;
+    if (o->type && strcmp(o->type, name) != 0) return;
+    size_t bytes = nu_type_row_bytes(type, N_IN) * N_OUT;
+    int copies = (int)(COLD_BYTES / bytes) + 1;
+    if (o->quick) copies = copies > 4 ? 4 : copies;
+    uint8_t *w = make_weights(type, bytes, copies);
+    if (!w) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    for (int level = 0; level <= (int)nu_kernels_cpu_level(); level++) {
+        nu_kernels_force_level((nu_simd)level);
+        if (o->level && strcmp(o->level, nu_kernels_level()) != 0) continue;
+        for (int threads = 1; threads <= 2; threads++) {
+            if (o->threads && threads != o->threads) continue;
+            nu_threadpool *pool = nu_threadpool_new(threads);
+            int reps = o->quick ? 9 : (copies * 3 > 31 ? copies * 3 : 31);
+            double cold = time_matmul(pool, type, w, bytes, copies, x, 1, y, scratch, reps);
+            double hot = time_matmul(pool, type, w, bytes, 1, x, 1, y, scratch, reps);
+            int breps = level == 0 ? 3 : o->quick ? 3 : 9;
+            double batch = time_matmul(pool, type, w, bytes, 1, x, BATCH, y, scratch, breps);
+            printf("%-5s %-7s %d thr  cold %6.1f GB/s  hot %6.1f GB/s  %7.1f us  batch%d %7.1f GOP/s\n",
+                   name, nu_kernels_level(), threads, (double)bytes / cold / 1e9,
+                   (double)bytes / hot / 1e9, cold * 1e6, BATCH,
+                   2.0 * N_IN * N_OUT * BATCH / batch / 1e9);
+            fflush(stdout);
+            nu_threadpool_free(pool);
+        }
+    }
+    free(w);
+}
+
+int main(int argc, char **argv) {
+    options o = {0};
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) o.quick = 1;
+        else if (!strcmp(argv[i], "--type") && i + 1 < argc) o.type = argv[++i];
+        else if (!strcmp(argv[i], "--level") && i + 1 < argc) o.level = argv[++i];
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) o.threads = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: %s [--quick] [--type NAME] [--level NAME] [--threads N]\n",
+                    argv[0]);
+            return 2;
+        }
+    }
+    nu_kernels_init();
+    printf("matmul n_in %d x n_out %d, n_batch 1 (cold: >256 MB of copies; hot: one copy); "
+           "CPU level %s\n",
+           N_IN, N_OUT, nu_kernels_level());
+    float *x = malloc(sizeof(float) * N_IN * BATCH);
+    float *y = malloc(sizeof(float) * N_OUT * BATCH);
+    void *scratch = malloc(nu_matmul_scratch_bytes(NU_TYPE_Q8_0, N_IN, BATCH));
+    for (int i = 0; i < N_IN * BATCH; i++) x[i] = (float)((i * 7919) % 2001 - 1000) / 1000.0f;
+    const uint32_t types[] = {NU_TYPE_Q4_0, NU_TYPE_Q8_0, NU_TYPE_Q4_1, NU_TYPE_Q5_0,
+                              NU_TYPE_Q5_1, NU_TYPE_F16,  NU_TYPE_BF16, NU_TYPE_F32};
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++) bench_type(types[t], &o, x, y, scratch);
+    free(x);
+    free(y);
+    free(scratch);
+    return 0;
+}

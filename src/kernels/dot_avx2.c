@@ -1,0 +1,368 @@
+/* dot_avx2.c - kernels for CPUs with AVX2, FMA and F16C.
+ *
+ * The same scheme as the AVX-512 kernels (see dot_avx512.c), one block per
+ * 256-bit register and groups of 8 blocks per scale vector:
+ *   - a gather fetches 8 f16 scales (and minima) per group; times the 8
+ *     activation scales they give one float per block;
+ *   - each block's 32 quants become unsigned bytes; vpmaddubsw multiplies them
+ *     with the int8 activations and adds neighbours into int16 (no overflow:
+ *     2 * 31 * 127 for Q5, 2 * 128 * 127 for Q8), vpmaddwd adds pairs of those
+ *     into 8 int32 lanes;
+ *   - the lanes, converted to float, are multiplied by the block's scale into
+ *     one of two accumulators (alternating blocks).
+ * The _0 offsets and _1 minima are handled through d_a * sum(q_a) terms, and
+ * Q8_0 through |w| and sign-adjusted activations, as at the AVX-512 level.
+ */
+#include <immintrin.h>
+#include <stdalign.h>
+
+#include "kernels_internal.h"
+
+#define INLINE static inline __attribute__((always_inline))
+#define GROUP 8 /* blocks per scale vector */
+#define NACC 2  /* float accumulators per activation row */
+
+/* ---- Helpers --------------------------------------------------------------- */
+
+/* The sum of 8 floats in a fixed order. */
+INLINE float hsum_ps(__m256 v) {
+    __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    q = _mm_add_ss(q, _mm_movehdup_ps(q));
+    return _mm_cvtss_f32(q);
+}
+
+INLINE int block_bytes(uint32_t type) {
+    switch (type) {
+    case NU_TYPE_Q4_0: return NU_Q4_0_BYTES;
+    case NU_TYPE_Q4_1: return NU_Q4_1_BYTES;
+    case NU_TYPE_Q5_0: return NU_Q5_0_BYTES;
+    case NU_TYPE_Q5_1: return NU_Q5_1_BYTES;
+    default: return NU_Q8_0_BYTES;
+    }
+}
+
+INLINE int nibble_offset(uint32_t type) {
+    switch (type) {
+    case NU_TYPE_Q4_0: return 2;
+    case NU_TYPE_Q4_1: return 4;
+    case NU_TYPE_Q5_0: return 6;
+    default: return 8; /* Q5_1 */
+    }
+}
+
+INLINE int quant_offset(uint32_t type) {
+    return type == NU_TYPE_Q4_0 ? 8 : type == NU_TYPE_Q5_0 ? 16 : 0;
+}
+
+INLINE int has_min(uint32_t type) {
+    return type == NU_TYPE_Q4_1 || type == NU_TYPE_Q5_1;
+}
+
+INLINE int has_high_bits(uint32_t type) {
+    return type == NU_TYPE_Q5_0 || type == NU_TYPE_Q5_1;
+}
+
+/* A block's 4-bit quants as 32 bytes in element order: the 16 bytes twice,
+ * the upper copy shifted right by 4, masked to nibbles. */
+INLINE __m256i unpack_nibbles(const uint8_t *qs) {
+    __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+    __m256i shifted = _mm256_srlv_epi64(both, _mm256_setr_epi64x(0, 0, 4, 4));
+    return _mm256_and_si256(shifted, _mm256_set1_epi8(0x0F));
+}
+
+/* 16 in the bytes whose bit is set in a Q5 high-bit word: byte j takes
+ * byte j / 8 of the word and tests bit j % 8. */
+INLINE __m256i high_bits(const uint8_t *qh) {
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
+                                            2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)nu_load_u32(qh)), spread);
+    v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+    return _mm256_and_si256(v, _mm256_set1_epi8(16));
+}
+
+/* The low 16 bits of 8 int32 lanes, packed into 8 int16. */
+INLINE __m128i low_halves(__m256i v) {
+    const __m256i pick = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1,
+                                          0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1);
+    __m256i packed = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, pick), _MM_SHUFFLE(3, 1, 2, 0));
+    return _mm256_castsi256_si128(packed);
+}
+
+/* ---- Quantised weights ----------------------------------------------------- */
+
+typedef struct quant_acc {
+    __m256 sum[NU_TILE_MAX][NACC];
+    __m256 corr[NU_TILE_MAX];
+} quant_acc;
+
+/* scale[v] lane i = d_w(block i) * d_a(block i); corr[v] += (d_w or m_w) * s_a. */
+INLINE void group_scales(uint32_t type, const uint8_t *wg, const uint8_t *const *act,
+                         int64_t n_pad, int64_t g, int k, __m256 *scale, quant_acc *a) {
+    const int bytes = block_bytes(type);
+    const __m256i index =
+        _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(bytes));
+    const __m256i raw = _mm256_i32gather_epi32((const int *)(const void *)wg, index, 1);
+    const __m256 dw = _mm256_cvtph_ps(low_halves(raw));
+    const __m256 mw = has_min(type) ? _mm256_cvtph_ps(low_halves(_mm256_srli_epi32(raw, 16))) : dw;
+    for (int v = 0; v < k; v++) {
+        scale[v] = _mm256_mul_ps(dw, _mm256_load_ps(nu_act_d(act[v], n_pad) + g * GROUP));
+        if (has_min(type) || quant_offset(type))
+            a->corr[v] =
+                _mm256_fmadd_ps(mw, _mm256_load_ps(nu_act_s(act[v], n_pad) + g * GROUP), a->corr[v]);
+    }
+}
+
+/* One group of 8 blocks at wg against k activation rows (group g of each). */
+INLINE void quant_group(uint32_t type, const uint8_t *wg, const uint8_t *const *act,
+                        int64_t n_pad, int64_t g, int k, quant_acc *a) {
+    const int bytes = block_bytes(type);
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 scale[NU_TILE_MAX];
+    group_scales(type, wg, act, n_pad, g, k, scale, a);
+#pragma GCC unroll 8
+    for (int b = 0; b < GROUP; b++) {
+        const uint8_t *blk = wg + b * bytes;
+        __m256i wq, w = _mm256_setzero_si256();
+        if (type == NU_TYPE_Q8_0) {
+            w = _mm256_loadu_si256((const __m256i *)(blk + 2));
+            wq = _mm256_abs_epi8(w);
+        } else {
+            wq = unpack_nibbles(blk + nibble_offset(type));
+            if (has_high_bits(type)) wq = _mm256_or_si256(wq, high_bits(blk + nibble_offset(type) - 4));
+        }
+        const __m256i select = _mm256_set1_epi32(b);
+        for (int v = 0; v < k; v++) {
+            __m256i x = _mm256_load_si256(
+                (const __m256i *)(const void *)(nu_act_q(act[v]) + (g * GROUP + b) * NU_QK));
+            if (type == NU_TYPE_Q8_0) x = _mm256_sign_epi8(x, w);
+            __m256i isum = _mm256_madd_epi16(_mm256_maddubs_epi16(wq, x), ones);
+            __m256 s = _mm256_permutevar8x32_ps(scale[v], select);
+            a->sum[v][b % NACC] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), s, a->sum[v][b % NACC]);
+        }
+    }
+}
+
+/* Dot products of weight row `row` with activation rows b0 .. b0+k-1; a last
+ * partial group goes through a zero-padded copy. */
+INLINE void quant_tile(uint32_t type, const nu_matmul_job *job, int64_t row, int32_t b0, int k) {
+    const int bytes = block_bytes(type);
+    const uint8_t *w = nu_job_row(job, row);
+    const int64_t nb = job->W->n_in / NU_QK, n_pad = job->act_n_pad, full = nb / GROUP;
+    const uint8_t *act[NU_TILE_MAX];
+    quant_acc a;
+    for (int v = 0; v < k; v++) {
+        act[v] = nu_job_act(job, b0 + v);
+        a.corr[v] = _mm256_setzero_ps();
+        for (int i = 0; i < NACC; i++) a.sum[v][i] = _mm256_setzero_ps();
+    }
+    for (int64_t g = 0; g < full; g++) quant_group(type, w + g * GROUP * bytes, act, n_pad, g, k, &a);
+    if (nb % GROUP) {
+        alignas(32) uint8_t tail[GROUP * NU_Q8_0_BYTES];
+        memset(tail, 0, sizeof tail);
+        memcpy(tail, w + full * GROUP * bytes, (size_t)(nb % GROUP) * (size_t)bytes);
+        quant_group(type, tail, act, n_pad, full, k, &a);
+    }
+    for (int v = 0; v < k; v++) {
+        __m256 t = _mm256_add_ps(a.sum[v][0], a.sum[v][1]);
+        if (quant_offset(type))
+            t = _mm256_fmadd_ps(a.corr[v], _mm256_set1_ps(-(float)quant_offset(type)), t);
+        else if (has_min(type))
+            t = _mm256_add_ps(t, a.corr[v]);
+        job->y[(size_t)(b0 + v) * (size_t)job->W->n_out + row] = hsum_ps(t);
+    }
+}
+
+#define DEFINE_QUANT_TILE(fn, TYPE)                                                              \
+    static void fn(const nu_matmul_job *job, int64_t row, int32_t b0, int k) {                  \
+        switch (k) {                                                                             \
+        case 1: quant_tile(TYPE, job, row, b0, 1); break;                                        \
+        case 2: quant_tile(TYPE, job, row, b0, 2); break;                                        \
+        case 3: quant_tile(TYPE, job, row, b0, 3); break;                                        \
+        default: quant_tile(TYPE, job, row, b0, 4); break;                                       \
+        }                                                                                        \
+    }
+
+DEFINE_QUANT_TILE(tile_q4_0, NU_TYPE_Q4_0)
+DEFINE_QUANT_TILE(tile_q4_1, NU_TYPE_Q4_1)
+DEFINE_QUANT_TILE(tile_q5_0, NU_TYPE_Q5_0)
+DEFINE_QUANT_TILE(tile_q5_1, NU_TYPE_Q5_1)
+DEFINE_QUANT_TILE(tile_q8_0, NU_TYPE_Q8_0)
+
+/* ---- Activation quantisation ----------------------------------------------- */
+
+/* The largest of 8 floats (exact in any order). */
+INLINE float hmax_ps(__m256 v) {
+    __m128 q = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    q = _mm_max_ps(q, _mm_movehl_ps(q, q));
+    q = _mm_max_ss(q, _mm_movehdup_ps(q));
+    return _mm_cvtss_f32(q);
+}
+
+/* The same operations as nu_quantize_act_scalar (see dot_avx512.c). */
+static void quantize_act(const float *x, int64_t n_in, uint8_t *dst) {
+    const int64_t n_pad = nu_act_n_pad(n_in), nb = n_in / NU_QK;
+    int8_t *q = (int8_t *)dst;
+    float *d = (float *)(void *)(dst + n_pad), *s = d + n_pad / NU_QK;
+    const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    for (int64_t b = 0; b < nb; b++) {
+        __m256 xv[4];
+        __m256 m = _mm256_setzero_ps();
+        for (int i = 0; i < 4; i++) {
+            xv[i] = _mm256_loadu_ps(x + b * NU_QK + 8 * i);
+            m = _mm256_max_ps(_mm256_and_ps(xv[i], abs_mask), m);
+        }
+        float amax = hmax_ps(m);
+        if (!(amax >= NU_ACT_TINY)) {
+            memset(q + b * NU_QK, 0, NU_QK);
+            d[b] = s[b] = 0.0f;
+            continue;
+        }
+        float scale = amax / 127.0f;
+        __m256 inv = _mm256_set1_ps(1.0f / scale);
+        __m256i qi[4];
+        for (int i = 0; i < 4; i++)
+            qi[i] = _mm256_cvtps_epi32(
+                _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(xv[i], inv), lo), hi));
+        /* int32 -> int8 with saturating packs, then undo their lane interleave. */
+        __m256i p16 = _mm256_packs_epi32(qi[0], qi[1]), p16b = _mm256_packs_epi32(qi[2], qi[3]);
+        __m256i p8 = _mm256_packs_epi16(p16, p16b);
+        p8 = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)(q + b * NU_QK), p8);
+        __m256i sum = _mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3]));
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
+        d[b] = scale;
+        s[b] = scale * (float)_mm_cvtsi128_si32(s4);
+    }
+    memset(q + nb * NU_QK, 0, (size_t)(n_pad - nb * NU_QK));
+    for (int64_t b = nb; b < n_pad / NU_QK; b++) d[b] = s[b] = 0.0f;
+}
+
+/* ---- Float weights ----------------------------------------------------------- */
+
+/* 8 weights of a float-type row from element i, widened to float. */
+INLINE __m256 load_weights(uint32_t type, const uint8_t *w, int64_t i) {
+    if (type == NU_TYPE_F32) return _mm256_loadu_ps((const float *)(const void *)(w + 4 * i));
+    __m128i h = _mm_loadu_si128((const __m128i *)(w + 2 * i));
+    if (type == NU_TYPE_F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)); /* bf16 */
+}
+
+/* Bytes per element of a float type. */
+INLINE int elem_bytes(uint32_t type) {
+    return type == NU_TYPE_F32 ? 4 : 2;
+}
+
+/* Dots of one float-type row (n elements) with k float vectors: element i
+ * goes to accumulator (i / 8) % 4, lane i % 8. A tail of fewer than 32
+ * elements is copied into zero-padded buffers and run as one more step. */
+INLINE void float_dots(uint32_t type, const uint8_t *w, const float *const *x, int k, int64_t n,
+                       float *out) {
+    __m256 acc[NU_TILE_MAX][4];
+    for (int v = 0; v < k; v++)
+        for (int u = 0; u < 4; u++) acc[v][u] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        for (int u = 0; u < 4; u++) {
+            __m256 wv = load_weights(type, w, i + 8 * u);
+            for (int v = 0; v < k; v++)
+                acc[v][u] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[v] + i + 8 * u), acc[v][u]);
+        }
+    }
+    if (i < n) {
+        alignas(32) uint8_t wt[32 * 4] = {0};
+        alignas(32) float xt[32];
+        const int left = (int)(n - i);
+        memcpy(wt, w + i * elem_bytes(type), (size_t)left * (size_t)elem_bytes(type));
+        for (int u = 0; u < 4 && 8 * u < left; u++) {
+            __m256 wv = load_weights(type, wt, 8 * u);
+            for (int v = 0; v < k; v++) {
+                memset(xt, 0, sizeof xt);
+                memcpy(xt, x[v] + i, (size_t)left * sizeof(float));
+                acc[v][u] = _mm256_fmadd_ps(wv, _mm256_load_ps(xt + 8 * u), acc[v][u]);
+            }
+        }
+    }
+    for (int v = 0; v < k; v++)
+        out[v] = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[v][0], acc[v][1]),
+                                       _mm256_add_ps(acc[v][2], acc[v][3])));
+}
+
+INLINE void float_tile(uint32_t type, const nu_matmul_job *job, int64_t row, int32_t b0, int k) {
+    const float *x[NU_TILE_MAX];
+    float out[NU_TILE_MAX];
+    const int64_t n = job->W->n_in;
+    for (int v = 0; v < k; v++) x[v] = job->x + (size_t)(b0 + v) * (size_t)n;
+    float_dots(type, nu_job_row(job, row), x, k, n, out);
+    for (int v = 0; v < k; v++) job->y[(size_t)(b0 + v) * (size_t)job->W->n_out + row] = out[v];
+}
+
+#define DEFINE_FLOAT_TILE(fn, TYPE)                                                              \
+    static void fn(const nu_matmul_job *job, int64_t row, int32_t b0, int k) {                  \
+        switch (k) {                                                                             \
+        case 1: float_tile(TYPE, job, row, b0, 1); break;                                        \
+        case 2: float_tile(TYPE, job, row, b0, 2); break;                                        \
+        case 3: float_tile(TYPE, job, row, b0, 3); break;                                        \
+        default: float_tile(TYPE, job, row, b0, 4); break;                                       \
+        }                                                                                        \
+    }
+
+DEFINE_FLOAT_TILE(tile_f32, NU_TYPE_F32)
+DEFINE_FLOAT_TILE(tile_f16, NU_TYPE_F16)
+DEFINE_FLOAT_TILE(tile_bf16, NU_TYPE_BF16)
+
+/* ---- Vector helpers ----------------------------------------------------------- */
+
+static float dot_f32(const float *a, const float *b, int64_t n) {
+    float out;
+    float_dots(NU_TYPE_F32, (const uint8_t *)a, &b, 1, n, &out);
+    return out;
+}
+
+static float dot_f16(const uint16_t *a, const float *b, int64_t n) {
+    float out;
+    float_dots(NU_TYPE_F16, (const uint8_t *)a, &b, 1, n, &out);
+    return out;
+}
+
+static void mad_f32(float *y, const float *x, float a, int64_t n) {
+    const __m256 av = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] += a * x[i];
+}
+
+static void mad_f16(float *y, const uint16_t *x, float a, int64_t n) {
+    const __m256 av = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 xv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i)));
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, xv, _mm256_loadu_ps(y + i)));
+    }
+    for (; i < n; i++) y[i] += a * nu_f16_to_f32(x[i]);
+}
+
+const nu_kernel_set nu_kernels_avx2_set = {
+    .name = "avx2",
+    .tile =
+        {
+            [NU_TYPE_F32] = tile_f32,
+            [NU_TYPE_F16] = tile_f16,
+            [NU_TYPE_BF16] = tile_bf16,
+            [NU_TYPE_Q4_0] = tile_q4_0,
+            [NU_TYPE_Q4_1] = tile_q4_1,
+            [NU_TYPE_Q5_0] = tile_q5_0,
+            [NU_TYPE_Q5_1] = tile_q5_1,
+            [NU_TYPE_Q8_0] = tile_q8_0,
+        },
+    .quantize_act = quantize_act,
+    .dot_f32 = dot_f32,
+    .dot_f16 = dot_f16,
+    .mad_f32 = mad_f32,
+    .mad_f16 = mad_f16,
+};

@@ -1,0 +1,363 @@
+/* dot_avx512.c - kernels for CPUs with AVX-512 F/BW/VL/DQ and VNNI.
+ *
+ * Quantised weights. A row is walked in groups of 16 blocks (512 elements):
+ *   - one gather fetches the 16 f16 scales (and, for the _1 types, the 16 f16
+ *     minima sitting next to them), which are widened and multiplied by the
+ *     16 activation scales: one float per block, in one register;
+ *   - each pair of blocks becomes 64 unsigned bytes (nibbles unpacked in
+ *     element order, plus bit 4 for Q5) and vpdpbusd multiplies them with the
+ *     64 int8 activations, summing groups of 4 products into 16 int32 lanes
+ *     (8 lanes per block);
+ *   - the lanes are converted to float and multiplied by their block's scale
+ *     (a lane permute broadcasts it to the block's 8 lanes) into one of two
+ *     float accumulators, alternating pairs so consecutive FMAs are independent.
+ * The _0 types store q + offset; vpdpbusd needs the unsigned form anyway, so
+ * the offset is removed once at the end from a second accumulator that sums
+ * d_w * (d_a * sum(q_a)) per block (the _1 types add m_w * d_a * sum(q_a) the
+ * same way). Q8_0 weights are signed: their absolute values are multiplied
+ * with activations that carry the weights' signs.
+ *
+ * Float weights (F32, F16, BF16) are widened to float and multiplied with the
+ * F32 activations into four 16-lane accumulators (64 elements a step).
+ *
+ * Every tile kernel runs the same operation sequence for each of its 1..4
+ * activation rows, so a result does not depend on the tile it was part of.
+ */
+#include <immintrin.h>
+#include <stdalign.h>
+
+#include "kernels_internal.h"
+
+#define INLINE static inline __attribute__((always_inline))
+#define GROUP 16 /* blocks per scale vector */
+#define NACC 2   /* float accumulators per activation row */
+
+/* ---- Helpers --------------------------------------------------------------- */
+
+/* The sum of 16 floats in a fixed order (halves, then quarters, ...). */
+INLINE float hsum_ps(__m512 v) {
+    __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    q = _mm_add_ss(q, _mm_movehdup_ps(q));
+    return _mm_cvtss_f32(q);
+}
+
+/* Bytes of one block of a quantised type. */
+INLINE int block_bytes(uint32_t type) {
+    switch (type) {
+    case NU_TYPE_Q4_0: return NU_Q4_0_BYTES;
+    case NU_TYPE_Q4_1: return NU_Q4_1_BYTES;
+    case NU_TYPE_Q5_0: return NU_Q5_0_BYTES;
+    case NU_TYPE_Q5_1: return NU_Q5_1_BYTES;
+    default: return NU_Q8_0_BYTES;
+    }
+}
+
+/* Offset of the nibbles inside a block. */
+INLINE int nibble_offset(uint32_t type) {
+    switch (type) {
+    case NU_TYPE_Q4_0: return 2;
+    case NU_TYPE_Q4_1: return 4;
+    case NU_TYPE_Q5_0: return 6;
+    default: return 8; /* Q5_1 */
+    }
+}
+
+/* The value stored quants exceed the signed ones by (_0 types), else 0. */
+INLINE int quant_offset(uint32_t type) {
+    return type == NU_TYPE_Q4_0 ? 8 : type == NU_TYPE_Q5_0 ? 16 : 0;
+}
+
+INLINE int has_min(uint32_t type) {
+    return type == NU_TYPE_Q4_1 || type == NU_TYPE_Q5_1;
+}
+
+INLINE int has_high_bits(uint32_t type) {
+    return type == NU_TYPE_Q5_0 || type == NU_TYPE_Q5_1;
+}
+
+/* The 4-bit quants of two blocks as 64 bytes in element order. Each block's
+ * 16 bytes are placed twice, [b0 b0 b1 b1], and the second copies shifted
+ * right by 4, so masking with 0x0F leaves low nibbles (elements 0..15) then
+ * high nibbles (elements 16..31) of each block. */
+INLINE __m512i unpack_nibbles_pair(const uint8_t *q0, const uint8_t *q1) {
+    __m256i both = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)q0)),
+        _mm_loadu_si128((const __m128i *)q1), 1);
+    __m512i wide = _mm512_castsi256_si512(both);
+    __m512i dup = _mm512_shuffle_i64x2(wide, wide, _MM_SHUFFLE(1, 1, 0, 0));
+    __m512i shifted = _mm512_srlv_epi64(dup, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4));
+    return _mm512_and_si512(shifted, _mm512_set1_epi8(0x0F));
+}
+
+/* Adds 16 to the quants whose bit is set in the two blocks' 32-bit high-bit
+ * words (bit j of a word is element j of its block). */
+INLINE __m512i add_high_bits_pair(__m512i q, const uint8_t *h0, const uint8_t *h1) {
+    uint64_t bits = (uint64_t)nu_load_u32(h0) | (uint64_t)nu_load_u32(h1) << 32;
+    return _mm512_mask_add_epi8(q, _cvtu64_mask64(bits), q, _mm512_set1_epi8(16));
+}
+
+/* ---- Quantised weights ----------------------------------------------------- */
+
+/* Accumulators of one tile: per activation row, NACC block-product sums and
+ * the sum of offset/minimum terms. */
+typedef struct quant_acc {
+    __m512 sum[NU_TILE_MAX][NACC];
+    __m512 corr[NU_TILE_MAX];
+} quant_acc;
+
+/* Per-block products of scales: scale[v] lane i = d_w(block i) * d_a(block i);
+ * and corr[v] += (d_w or m_w) * s_a per lane. */
+INLINE void group_scales(uint32_t type, const uint8_t *wg, const uint8_t *const *act,
+                         int64_t n_pad, int64_t g, int k, __m512 *scale, quant_acc *a) {
+    const int bytes = block_bytes(type);
+    const __m512i index = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32(bytes));
+    /* 32 bits at each block start: d in the low half, m (if any) in the high. */
+    const __m512i raw = _mm512_i32gather_epi32(index, (const void *)wg, 1);
+    const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw));
+    const __m512 mw =
+        has_min(type) ? _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(raw, 16))) : dw;
+    for (int v = 0; v < k; v++) {
+        scale[v] = _mm512_mul_ps(dw, _mm512_load_ps(nu_act_d(act[v], n_pad) + g * GROUP));
+        if (has_min(type) || quant_offset(type))
+            a->corr[v] =
+                _mm512_fmadd_ps(mw, _mm512_load_ps(nu_act_s(act[v], n_pad) + g * GROUP), a->corr[v]);
+    }
+}
+
+/* One group of 16 blocks at wg against k activation rows (group g of each). */
+INLINE void quant_group(uint32_t type, const uint8_t *wg, const uint8_t *const *act,
+                        int64_t n_pad, int64_t g, int k, quant_acc *a) {
+    const int bytes = block_bytes(type);
+    const __m512i half_select = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    __m512 scale[NU_TILE_MAX];
+    group_scales(type, wg, act, n_pad, g, k, scale, a);
+#pragma GCC unroll 8
+    for (int p = 0; p < GROUP / 2; p++) {
+        const uint8_t *b0 = wg + 2 * p * bytes, *b1 = b0 + bytes;
+        __m512i wq;
+        __mmask64 negative = 0;
+        if (type == NU_TYPE_Q8_0) {
+            __m512i w = _mm512_inserti64x4(
+                _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(b0 + 2))),
+                _mm256_loadu_si256((const __m256i *)(b1 + 2)), 1);
+            negative = _mm512_movepi8_mask(w);
+            wq = _mm512_abs_epi8(w);
+        } else {
+            wq = unpack_nibbles_pair(b0 + nibble_offset(type), b1 + nibble_offset(type));
+            if (has_high_bits(type)) wq = add_high_bits_pair(wq, b0 + nibble_offset(type) - 4,
+                                                             b1 + nibble_offset(type) - 4);
+        }
+        /* Lanes 0..7 take block 2p's scale, lanes 8..15 block 2p+1's. */
+        const __m512i select = _mm512_add_epi32(half_select, _mm512_set1_epi32(2 * p));
+        for (int v = 0; v < k; v++) {
+            __m512i x = _mm512_load_si512(
+                (const void *)(nu_act_q(act[v]) + g * GROUP * NU_QK + p * 2 * NU_QK));
+            if (type == NU_TYPE_Q8_0) x = _mm512_mask_sub_epi8(x, negative, _mm512_setzero_si512(), x);
+            __m512i isum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wq, x);
+            __m512 s = _mm512_permutexvar_ps(select, scale[v]);
+            a->sum[v][p % NACC] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), s, a->sum[v][p % NACC]);
+        }
+    }
+}
+
+/* Dot products of weight row `row` with activation rows b0 .. b0+k-1. A
+ * last partial group is copied into a zero-padded buffer: zero blocks have
+ * zero scales and add nothing. */
+INLINE void quant_tile(uint32_t type, const nu_matmul_job *job, int64_t row, int32_t b0, int k) {
+    const int bytes = block_bytes(type);
+    const uint8_t *w = nu_job_row(job, row);
+    const int64_t nb = job->W->n_in / NU_QK, n_pad = job->act_n_pad, full = nb / GROUP;
+    const uint8_t *act[NU_TILE_MAX];
+    quant_acc a;
+    for (int v = 0; v < k; v++) {
+        act[v] = nu_job_act(job, b0 + v);
+        a.corr[v] = _mm512_setzero_ps();
+        for (int i = 0; i < NACC; i++) a.sum[v][i] = _mm512_setzero_ps();
+    }
+    for (int64_t g = 0; g < full; g++) quant_group(type, w + g * GROUP * bytes, act, n_pad, g, k, &a);
+    if (nb % GROUP) {
+        alignas(64) uint8_t tail[GROUP * NU_Q8_0_BYTES];
+        memset(tail, 0, sizeof tail);
+        memcpy(tail, w + full * GROUP * bytes, (size_t)(nb % GROUP) * (size_t)bytes);
+        quant_group(type, tail, act, n_pad, full, k, &a);
+    }
+    for (int v = 0; v < k; v++) {
+        __m512 t = _mm512_add_ps(a.sum[v][0], a.sum[v][1]);
+        if (quant_offset(type))
+            t = _mm512_fmadd_ps(a.corr[v], _mm512_set1_ps(-(float)quant_offset(type)), t);
+        else if (has_min(type))
+            t = _mm512_add_ps(t, a.corr[v]);
+        job->y[(size_t)(b0 + v) * (size_t)job->W->n_out + row] = hsum_ps(t);
+    }
+}
+
+/* One function per type, each with the tile width as a compile-time constant. */
+#define DEFINE_QUANT_TILE(fn, TYPE)                                                              \
+    static void fn(const nu_matmul_job *job, int64_t row, int32_t b0, int k) {                  \
+        switch (k) {                                                                             \
+        case 1: quant_tile(TYPE, job, row, b0, 1); break;                                        \
+        case 2: quant_tile(TYPE, job, row, b0, 2); break;                                        \
+        case 3: quant_tile(TYPE, job, row, b0, 3); break;                                        \
+        default: quant_tile(TYPE, job, row, b0, 4); break;                                       \
+        }                                                                                        \
+    }
+
+DEFINE_QUANT_TILE(tile_q4_0, NU_TYPE_Q4_0)
+DEFINE_QUANT_TILE(tile_q4_1, NU_TYPE_Q4_1)
+DEFINE_QUANT_TILE(tile_q5_0, NU_TYPE_Q5_0)
+DEFINE_QUANT_TILE(tile_q5_1, NU_TYPE_Q5_1)
+DEFINE_QUANT_TILE(tile_q8_0, NU_TYPE_Q8_0)
+
+/* ---- Activation quantisation ----------------------------------------------- */
+
+/* Same operations as nu_quantize_act_scalar: max|x| ignoring NaN (max_ps
+ * returns its second operand when the first is NaN), d = max / 127,
+ * q = RNE(clamp(x / d)), s = d * sum q. */
+static void quantize_act(const float *x, int64_t n_in, uint8_t *dst) {
+    const int64_t n_pad = nu_act_n_pad(n_in), nb = n_in / NU_QK;
+    int8_t *q = (int8_t *)dst;
+    float *d = (float *)(void *)(dst + n_pad), *s = d + n_pad / NU_QK;
+    const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
+    for (int64_t b = 0; b < nb; b++) {
+        __m512 x0 = _mm512_loadu_ps(x + b * NU_QK), x1 = _mm512_loadu_ps(x + b * NU_QK + 16);
+        __m512 m = _mm512_max_ps(_mm512_abs_ps(x0), _mm512_setzero_ps());
+        m = _mm512_max_ps(_mm512_abs_ps(x1), m);
+        float amax = _mm512_reduce_max_ps(m);
+        if (!(amax >= NU_ACT_TINY)) {
+            memset(q + b * NU_QK, 0, NU_QK);
+            d[b] = s[b] = 0.0f;
+            continue;
+        }
+        float scale = amax / 127.0f;
+        __m512 inv = _mm512_set1_ps(1.0f / scale);
+        __m512i q0 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x0, inv), lo), hi));
+        __m512i q1 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x1, inv), lo), hi));
+        _mm_storeu_si128((__m128i *)(q + b * NU_QK), _mm512_cvtepi32_epi8(q0));
+        _mm_storeu_si128((__m128i *)(q + b * NU_QK + 16), _mm512_cvtepi32_epi8(q1));
+        d[b] = scale;
+        s[b] = scale * (float)_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+    }
+    memset(q + nb * NU_QK, 0, (size_t)(n_pad - nb * NU_QK));
+    for (int64_t b = nb; b < n_pad / NU_QK; b++) d[b] = s[b] = 0.0f;
+}
+
+/* ---- Float weights ----------------------------------------------------------- */
+
+/* 16 weights of a float-type row from element i, widened to float; lanes
+ * outside `mask` are zero and not read. */
+INLINE __m512 load_weights(uint32_t type, const uint8_t *w, int64_t i, __mmask16 mask) {
+    if (type == NU_TYPE_F32) return _mm512_maskz_loadu_ps(mask, w + 4 * i);
+    __m256i h = _mm256_maskz_loadu_epi16(mask, w + 2 * i);
+    if (type == NU_TYPE_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); /* bf16 */
+}
+
+/* Dots of one float-type row (n elements) with k float vectors: element i
+ * goes to accumulator (i / 16) % 4, lane i % 16; the tail uses masked loads
+ * (zero lanes add nothing). */
+INLINE void float_dots(uint32_t type, const uint8_t *w, const float *const *x, int k, int64_t n,
+                       float *out) {
+    __m512 acc[NU_TILE_MAX][4];
+    for (int v = 0; v < k; v++)
+        for (int u = 0; u < 4; u++) acc[v][u] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        for (int u = 0; u < 4; u++) {
+            __m512 wv = load_weights(type, w, i + 16 * u, 0xFFFF);
+            for (int v = 0; v < k; v++)
+                acc[v][u] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x[v] + i + 16 * u), acc[v][u]);
+        }
+    }
+    for (int u = 0; u < 4 && i + 16 * u < n; u++) {
+        int64_t left = n - i - 16 * u;
+        __mmask16 mask = left >= 16 ? 0xFFFF : (__mmask16)((1u << left) - 1);
+        __m512 wv = load_weights(type, w, i + 16 * u, mask);
+        for (int v = 0; v < k; v++)
+            acc[v][u] =
+                _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(mask, x[v] + i + 16 * u), acc[v][u]);
+    }
+    for (int v = 0; v < k; v++)
+        out[v] = hsum_ps(_mm512_add_ps(_mm512_add_ps(acc[v][0], acc[v][1]),
+                                       _mm512_add_ps(acc[v][2], acc[v][3])));
+}
+
+/* Float-weight tile: activation rows straight from x. */
+INLINE void float_tile(uint32_t type, const nu_matmul_job *job, int64_t row, int32_t b0, int k) {
+    const float *x[NU_TILE_MAX];
+    float out[NU_TILE_MAX];
+    const int64_t n = job->W->n_in;
+    for (int v = 0; v < k; v++) x[v] = job->x + (size_t)(b0 + v) * (size_t)n;
+    float_dots(type, nu_job_row(job, row), x, k, n, out);
+    for (int v = 0; v < k; v++) job->y[(size_t)(b0 + v) * (size_t)job->W->n_out + row] = out[v];
+}
+
+#define DEFINE_FLOAT_TILE(fn, TYPE)                                                              \
+    static void fn(const nu_matmul_job *job, int64_t row, int32_t b0, int k) {                  \
+        switch (k) {                                                                             \
+        case 1: float_tile(TYPE, job, row, b0, 1); break;                                        \
+        case 2: float_tile(TYPE, job, row, b0, 2); break;                                        \
+        case 3: float_tile(TYPE, job, row, b0, 3); break;                                        \
+        default: float_tile(TYPE, job, row, b0, 4); break;                                       \
+        }                                                                                        \
+    }
+
+DEFINE_FLOAT_TILE(tile_f32, NU_TYPE_F32)
+DEFINE_FLOAT_TILE(tile_f16, NU_TYPE_F16)
+DEFINE_FLOAT_TILE(tile_bf16, NU_TYPE_BF16)
+
+/* ---- Vector helpers (the k = 1 float kernels) ------------------------------ */
+
+static float dot_f32(const float *a, const float *b, int64_t n) {
+    float out;
+    float_dots(NU_TYPE_F32, (const uint8_t *)a, &b, 1, n, &out);
+    return out;
+}
+
+static float dot_f16(const uint16_t *a, const float *b, int64_t n) {
+    float out;
+    float_dots(NU_TYPE_F16, (const uint8_t *)a, &b, 1, n, &out);
+    return out;
+}
+
+/* y += a * x, 16 lanes at a time, the tail masked. */
+INLINE void mad(uint32_t type, float *y, const void *x, float a, int64_t n) {
+    const __m512 av = _mm512_set1_ps(a);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 mask = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        __m512 xv = load_weights(type, x, i, mask);
+        __m512 yv = _mm512_maskz_loadu_ps(mask, y + i);
+        _mm512_mask_storeu_ps(y + i, mask, _mm512_fmadd_ps(av, xv, yv));
+    }
+}
+
+static void mad_f32(float *y, const float *x, float a, int64_t n) {
+    mad(NU_TYPE_F32, y, x, a, n);
+}
+
+static void mad_f16(float *y, const uint16_t *x, float a, int64_t n) {
+    mad(NU_TYPE_F16, y, x, a, n);
+}
+
+const nu_kernel_set nu_kernels_avx512_set = {
+    .name = "avx512",
+    .tile =
+        {
+            [NU_TYPE_F32] = tile_f32,
+            [NU_TYPE_F16] = tile_f16,
+            [NU_TYPE_BF16] = tile_bf16,
+            [NU_TYPE_Q4_0] = tile_q4_0,
+            [NU_TYPE_Q4_1] = tile_q4_1,
+            [NU_TYPE_Q5_0] = tile_q5_0,
+            [NU_TYPE_Q5_1] = tile_q5_1,
+            [NU_TYPE_Q8_0] = tile_q8_0,
+        },
+    .quantize_act = quantize_act,
+    .dot_f32 = dot_f32,
+    .dot_f16 = dot_f16,
+    .mad_f32 = mad_f32,
+    .mad_f16 = mad_f16,
+};

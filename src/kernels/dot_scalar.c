@@ -1,0 +1,230 @@
+/* dot_scalar.c - the portable kernels: plain C, no intrinsics. They are the
+ * fallback on CPUs without AVX2 and the baseline the SIMD levels are tested
+ * against (they share the quantised activations, so only the float
+ * summation order differs). The compiler may still vectorise the integer
+ * loops with the baseline SSE2.
+ */
+#include <math.h>
+
+#include "kernels_internal.h"
+
+/* ---- Activation quantisation ---------------------------------------------- */
+
+/* Rounds |v| <= 2^22 to the nearest integer, ties to even: adding 1.5 * 2^23
+ * leaves no fraction bits, so the addition itself rounds (in the default
+ * rounding mode), exactly as the SIMD cvtps2dq does. */
+static float round_even(float v) {
+    const float magic = 12582912.0f;
+    return (v + magic) - magic;
+}
+
+/* One 32-element block: d = max|x| / 127, q = round_even(x / d) clamped to
+ * +-127 (the clamp also maps NaN to -127, as SIMD max/min do), s = d * sum q.
+ * Blocks whose max is below NU_ACT_TINY (or all NaN) become zeros. */
+static void quantize_act_block(const float *x, int8_t *q, float *d, float *s) {
+    float amax = 0.0f;
+    for (int j = 0; j < NU_QK; j++) {
+        float a = fabsf(x[j]);
+        amax = a > amax ? a : amax;
+    }
+    if (!(amax >= NU_ACT_TINY)) {
+        memset(q, 0, NU_QK);
+        *d = *s = 0.0f;
+        return;
+    }
+    float scale = amax / 127.0f;
+    float inv = 1.0f / scale;
+    int sum = 0;
+    for (int j = 0; j < NU_QK; j++) {
+        float v = x[j] * inv;
+        v = v > -127.0f ? v : -127.0f; /* NaN fails the test and becomes -127 */
+        v = v < 127.0f ? v : 127.0f;
+        int qi = (int)round_even(v);
+        q[j] = (int8_t)qi;
+        sum += qi;
+    }
+    *d = scale;
+    *s = scale * (float)sum;
+}
+
+void nu_quantize_act_scalar(const float *x, int64_t n_in, uint8_t *dst) {
+    int64_t n_pad = nu_act_n_pad(n_in), nb = n_in / NU_QK;
+    int8_t *q = (int8_t *)dst;
+    float *d = (float *)(void *)(dst + n_pad);
+    float *s = d + n_pad / NU_QK;
+    for (int64_t b = 0; b < nb; b++) quantize_act_block(x + b * NU_QK, q + b * NU_QK, d + b, s + b);
+    memset(q + nb * NU_QK, 0, (size_t)(n_pad - nb * NU_QK));
+    for (int64_t b = nb; b < n_pad / NU_QK; b++) d[b] = s[b] = 0.0f;
+}
+
+/* ---- Quantised weights ------------------------------------------------------ */
+
+/* The quants of one weight block as signed integers, with the offset of the
+ * _0 types already removed, so the block's dot with an activation block is
+ * d_w * d_a * sum(q_w * q_a) (+ m_w * s_a for the _1 types, whose quants are
+ * unsigned and carry the minimum separately). */
+static void decode_block(uint32_t type, const uint8_t *blk, int8_t *q, float *d, float *m) {
+    const uint8_t *qs;
+    uint32_t qh = 0;
+    int offset = 0;
+    *d = nu_f16_to_f32(nu_load_u16(blk));
+    *m = 0.0f;
+    switch (type) {
+    case NU_TYPE_Q8_0:
+        memcpy(q, blk + 2, NU_QK);
+        return;
+    case NU_TYPE_Q4_0: qs = blk + 2, offset = 8; break;
+    case NU_TYPE_Q4_1: qs = blk + 4, *m = nu_f16_to_f32(nu_load_u16(blk + 2)); break;
+    case NU_TYPE_Q5_0: qs = blk + 6, qh = nu_load_u32(blk + 2), offset = 16; break;
+    default: /* Q5_1 */
+        qs = blk + 8, qh = nu_load_u32(blk + 4), *m = nu_f16_to_f32(nu_load_u16(blk + 2));
+        break;
+    }
+    for (int j = 0; j < 16; j++) {
+        int lo = (qs[j] & 0x0F) | (int)((qh >> j) & 1u) << 4;
+        int hi = (qs[j] >> 4) | (int)((qh >> (j + 16)) & 1u) << 4;
+        q[j] = (int8_t)(lo - offset);
+        q[j + 16] = (int8_t)(hi - offset);
+    }
+}
+
+/* Exact integer dot of two 32-element int8 blocks. */
+static int32_t dot_block_i8(const int8_t *a, const int8_t *b) {
+    int32_t sum = 0;
+    for (int j = 0; j < NU_QK; j++) sum += (int32_t)a[j] * b[j];
+    return sum;
+}
+
+/* One weight row against k quantised activation rows. Each block adds
+ * (d_w * d_a) * isum (+ m_w * s_a) to a per-row float sum, in block order. */
+static void tile_quant(const nu_matmul_job *job, int64_t row, int32_t b0, int k,
+                       uint32_t type) {
+    const uint8_t *w = nu_job_row(job, row);
+    const size_t bytes = nu_type_get(type)->block_bytes;
+    const int64_t nb = job->W->n_in / NU_QK, n_pad = job->act_n_pad;
+    const uint8_t *act[NU_TILE_MAX];
+    float acc[NU_TILE_MAX];
+    for (int v = 0; v < k; v++) act[v] = nu_job_act(job, b0 + v), acc[v] = 0.0f;
+    const int with_min = type == NU_TYPE_Q4_1 || type == NU_TYPE_Q5_1;
+    for (int64_t i = 0; i < nb; i++) {
+        int8_t q[NU_QK];
+        float d, m;
+        decode_block(type, w + (size_t)i * bytes, q, &d, &m);
+        for (int v = 0; v < k; v++) {
+            int32_t isum = dot_block_i8(q, nu_act_q(act[v]) + i * NU_QK);
+            acc[v] += d * nu_act_d(act[v], n_pad)[i] * (float)isum;
+            if (with_min) acc[v] += m * nu_act_s(act[v], n_pad)[i];
+        }
+    }
+    for (int v = 0; v < k; v++) job->y[(size_t)(b0 + v) * (size_t)job->W->n_out + row] = acc[v];
+}
+
+static void tile_q4_0(const nu_matmul_job *j, int64_t r, int32_t b, int k) {
+    tile_quant(j, r, b, k, NU_TYPE_Q4_0);
+}
+static void tile_q4_1(const nu_matmul_job *j, int64_t r, int32_t b, int k) {
+    tile_quant(j, r, b, k, NU_TYPE_Q4_1);
+}
+static void tile_q5_0(const nu_matmul_job *j, int64_t r, int32_t b, int k) {
+    tile_quant(j, r, b, k, NU_TYPE_Q5_0);
+}
+static void tile_q5_1(const nu_matmul_job *j, int64_t r, int32_t b, int k) {
+    tile_quant(j, r, b, k, NU_TYPE_Q5_1);
+}
+static void tile_q8_0(const nu_matmul_job *j, int64_t r, int32_t b, int k) {
+    tile_quant(j, r, b, k, NU_TYPE_Q8_0);
+}
+
+/* ---- Float weights ----------------------------------------------------------- */
+
+#define LANES 8 /* independent partial sums: element i goes to lane i % 8 */
+
+/* Weights i .. i+count-1 of a float-type row as floats. */
+static void load_weights(uint32_t type, const uint8_t *w, int64_t i, int count, float *out) {
+    for (int j = 0; j < count; j++) {
+        if (type == NU_TYPE_F32) memcpy(&out[j], w + 4 * (i + j), 4);
+        else if (type == NU_TYPE_F16) out[j] = nu_f16_to_f32(nu_load_u16(w + 2 * (i + j)));
+        else out[j] = nu_bf16_to_f32(nu_load_u16(w + 2 * (i + j)));
+    }
+}
+
+/* The 8 lane sums added pairwise, in a fixed tree. */
+static float sum_lanes(const float *l) {
+    return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+
+/* Dots of one float-type row w (n elements) with k float vectors x[v]. */
+static void dot_float_rows(uint32_t type, const uint8_t *w, const float *const *x, int k,
+                           int64_t n, float *out) {
+    float acc[NU_TILE_MAX][LANES] = {{0}};
+    for (int64_t i = 0; i < n; i += LANES) {
+        int count = n - i < LANES ? (int)(n - i) : LANES;
+        float wf[LANES];
+        load_weights(type, w, i, count, wf);
+        for (int v = 0; v < k; v++)
+            for (int j = 0; j < count; j++) acc[v][j] += wf[j] * x[v][i + j];
+    }
+    for (int v = 0; v < k; v++) out[v] = sum_lanes(acc[v]);
+}
+
+/* Float-weight tile: activation rows are read straight from x. */
+static void tile_float(const nu_matmul_job *job, int64_t row, int32_t b0, int k, uint32_t type) {
+    const float *x[NU_TILE_MAX] = {0};
+    float out[NU_TILE_MAX];
+    const int64_t n = job->W->n_in;
+    for (int v = 0; v < k; v++) x[v] = job->x + (size_t)(b0 + v) * (size_t)n;
+    dot_float_rows(type, nu_job_row(job, row), x, k, n, out);
+    for (int v = 0; v < k; v++) job->y[(size_t)(b0 + v) * (size_t)job->W->n_out + row] = out[v];
+}
+
+static void tile_f32(const nu_matmul_job *j, int64_t r, int32_t b, int k) {
+    tile_float(j, r, b, k, NU_TYPE_F32);
+}
+static void tile_f16(const nu_matmul_job *j, int64_t r, int32_t b, int k) {
+    tile_float(j, r, b, k, NU_TYPE_F16);
+}
+static void tile_bf16(const nu_matmul_job *j, int64_t r, int32_t b, int k) {
+    tile_float(j, r, b, k, NU_TYPE_BF16);
+}
+
+/* ---- Vector helpers --------------------------------------------------------- */
+
+static float dot_f32(const float *a, const float *b, int64_t n) {
+    float out;
+    dot_float_rows(NU_TYPE_F32, (const uint8_t *)a, &b, 1, n, &out);
+    return out;
+}
+
+static float dot_f16(const uint16_t *a, const float *b, int64_t n) {
+    float out;
+    dot_float_rows(NU_TYPE_F16, (const uint8_t *)a, &b, 1, n, &out);
+    return out;
+}
+
+static void mad_f32(float *y, const float *x, float a, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+static void mad_f16(float *y, const uint16_t *x, float a, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] += a * nu_f16_to_f32(x[i]);
+}
+
+const nu_kernel_set nu_kernels_scalar_set = {
+    .name = "scalar",
+    .tile =
+        {
+            [NU_TYPE_F32] = tile_f32,
+            [NU_TYPE_F16] = tile_f16,
+            [NU_TYPE_BF16] = tile_bf16,
+            [NU_TYPE_Q4_0] = tile_q4_0,
+            [NU_TYPE_Q4_1] = tile_q4_1,
+            [NU_TYPE_Q5_0] = tile_q5_0,
+            [NU_TYPE_Q5_1] = tile_q5_1,
+            [NU_TYPE_Q8_0] = tile_q8_0,
+        },
+    .quantize_act = nu_quantize_act_scalar,
+    .dot_f32 = dot_f32,
+    .dot_f16 = dot_f16,
+    .mad_f32 = mad_f32,
+    .mad_f16 = mad_f16,
+};

@@ -1,0 +1,192 @@
+/* kernels_internal.h - what the kernel files share and nothing outside
+ * src/kernels/ (and the kernel tests) should need: the GGUF block layouts,
+ * the layout of quantised activations, the matmul job and the table of
+ * kernels one SIMD level provides.
+ *
+ * How a matmul runs
+ *   1. The activations are converted once: for F32/F16/BF16 weights they stay
+ *      F32 (the caller's x is used as is); for the quantised types every
+ *      32-element block of an activation row becomes 32 int8 values q with a
+ *      float scale d = max|x| / 127 (x ~ q * d) and the float d * sum(q),
+ *      which the offset (_0) and min (_1) terms of the weight formats need.
+ *   2. Rows are split among threads. Each thread walks its rows in chunks that
+ *      stay in cache and, for every group of up to NU_TILE_MAX activation rows,
+ *      calls the level's tile kernel, which computes the dot products of one
+ *      weight row with 1..NU_TILE_MAX activation rows while reading the weight
+ *      row once.
+ *   A tile kernel keeps separate accumulators per activation row and performs
+ *   exactly the same operations for each of them as it does for a tile of one,
+ *   so a result never depends on how activation rows were grouped.
+ */
+#ifndef NU_KERNELS_INTERNAL_H
+#define NU_KERNELS_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels.h"
+
+/* ---- GGUF block layouts (32 elements per block, little-endian) ---------- */
+
+#define NU_QK 32 /* elements per block of every quantised type here */
+
+typedef struct nu_block_q4_0 {
+    uint16_t d;      /* f16 scale: x = (q - 8) * d */
+    uint8_t qs[16];  /* element j in the low nibble of byte j, j + 16 in the high nibble */
+} nu_block_q4_0;
+
+typedef struct nu_block_q4_1 {
+    uint16_t d;      /* f16 scale */
+    uint16_t m;      /* f16 minimum: x = q * d + m */
+    uint8_t qs[16];  /* nibbles as in Q4_0 */
+} nu_block_q4_1;
+
+typedef struct nu_block_q5_0 {
+    uint16_t d;      /* f16 scale: x = (q - 16) * d */
+    uint8_t qh[4];   /* bit j (little-endian 32-bit word) is bit 4 of element j */
+    uint8_t qs[16];  /* low 4 bits, nibbles as in Q4_0 */
+} nu_block_q5_0;
+
+typedef struct nu_block_q5_1 {
+    uint16_t d;      /* f16 scale */
+    uint16_t m;      /* f16 minimum: x = q * d + m */
+    uint8_t qh[4];   /* high bits as in Q5_0 */
+    uint8_t qs[16];  /* low 4 bits as in Q4_0 */
+} nu_block_q5_1;
+
+typedef struct nu_block_q8_0 {
+    uint16_t d;      /* f16 scale: x = q * d */
+    int8_t qs[32];
+} nu_block_q8_0;
+
+_Static_assert(sizeof(nu_block_q4_0) == 18, "q4_0 block is 18 bytes");
+_Static_assert(sizeof(nu_block_q4_1) == 20, "q4_1 block is 20 bytes");
+_Static_assert(sizeof(nu_block_q5_0) == 22, "q5_0 block is 22 bytes");
+_Static_assert(sizeof(nu_block_q5_1) == 24, "q5_1 block is 24 bytes");
+_Static_assert(sizeof(nu_block_q8_0) == 34, "q8_0 block is 34 bytes");
+
+/* Byte offsets inside a block, for kernels that read blocks as raw bytes. */
+#define NU_Q4_0_BYTES 18
+#define NU_Q4_1_BYTES 20
+#define NU_Q5_0_BYTES 22
+#define NU_Q5_1_BYTES 24
+#define NU_Q8_0_BYTES 34
+
+/* True for the block types whose activations are quantised to 8 bits. */
+static inline int nu_type_is_quantized(uint32_t type) {
+    return type == NU_TYPE_Q4_0 || type == NU_TYPE_Q4_1 || type == NU_TYPE_Q5_0 ||
+           type == NU_TYPE_Q5_1 || type == NU_TYPE_Q8_0;
+}
+
+/* ---- Quantised activations ---------------------------------------------- */
+
+/* A quantised activation row is padded with zero blocks to a multiple of
+ * NU_ACT_PAD elements (16 blocks: one 16-lane vector of scales), so SIMD
+ * kernels never need a partial group on the activation side. Layout of one
+ * row, every part 64-byte aligned when the row is:
+ *   int8  q[n_pad]          the quants, in element order
+ *   float d[n_pad / 32]     per-block scale (0 for padding blocks)
+ *   float s[n_pad / 32]     per-block d * sum(q)
+ */
+#define NU_ACT_PAD 512
+
+/* Padded element count of a quantised activation row of n_in elements. */
+static inline int64_t nu_act_n_pad(int64_t n_in) {
+    return (n_in + NU_ACT_PAD - 1) / NU_ACT_PAD * NU_ACT_PAD;
+}
+
+/* Bytes of one quantised activation row. */
+static inline size_t nu_act_row_bytes(int64_t n_in) {
+    int64_t n_pad = nu_act_n_pad(n_in);
+    return (size_t)n_pad + (size_t)(n_pad / NU_QK) * 2 * sizeof(float);
+}
+
+/* The three parts of a quantised activation row starting at row. */
+static inline const int8_t *nu_act_q(const uint8_t *row) {
+    return (const int8_t *)row;
+}
+static inline const float *nu_act_d(const uint8_t *row, int64_t n_pad) {
+    return (const float *)(const void *)(row + n_pad);
+}
+static inline const float *nu_act_s(const uint8_t *row, int64_t n_pad) {
+    return (const float *)(const void *)(row + n_pad) + n_pad / NU_QK;
+}
+
+/* Activations whose block maximum is below this are treated as zero: the
+ * scale's reciprocal would overflow. */
+#define NU_ACT_TINY 1e-30f
+
+/* ---- The matmul job ------------------------------------------------------ */
+
+#define NU_TILE_MAX 4 /* activation rows one tile kernel call handles */
+
+typedef struct nu_matmul_job {
+    const nu_matrix *W;
+    const float *x;       /* F32 activations, n_batch rows of W->n_in */
+    uint8_t *act;         /* quantised activations (quantised types), rows act_stride apart */
+    size_t act_stride;
+    int64_t act_n_pad;    /* nu_act_n_pad(W->n_in) */
+    int32_t n_batch;
+    float *y;             /* n_batch rows of W->n_out */
+} nu_matmul_job;
+
+/* Computes y[(b0 + v) * n_out + row] for v < k (1 <= k <= NU_TILE_MAX). */
+typedef void (*nu_tile_fn)(const nu_matmul_job *job, int64_t row, int32_t b0, int k);
+
+/* Quantises one activation row of n_in floats into the layout above. Every
+ * level produces bit-identical output (same float operations, RNE rounding). */
+typedef void (*nu_act_quant_fn)(const float *x, int64_t n_in, uint8_t *dst);
+
+typedef float (*nu_dot_f32_fn)(const float *a, const float *b, int64_t n);
+typedef float (*nu_dot_f16_fn)(const uint16_t *a, const float *b, int64_t n);
+typedef void (*nu_mad_f32_fn)(float *y, const float *x, float a, int64_t n);
+typedef void (*nu_mad_f16_fn)(float *y, const uint16_t *x, float a, int64_t n);
+
+/* Everything one SIMD level provides. tile[type] is NULL for types the
+ * kernels cannot multiply. */
+typedef struct nu_kernel_set {
+    const char *name;
+    nu_tile_fn tile[NU_TYPE_COUNT];
+    nu_act_quant_fn quantize_act;
+    nu_dot_f32_fn dot_f32;
+    nu_dot_f16_fn dot_f16;
+    nu_mad_f32_fn mad_f32;
+    nu_mad_f16_fn mad_f16;
+} nu_kernel_set;
+
+extern const nu_kernel_set nu_kernels_scalar_set;
+extern const nu_kernel_set nu_kernels_avx2_set;
+extern const nu_kernel_set nu_kernels_avx512_set;
+
+/* The set of the selected level (initialises on first use). */
+const nu_kernel_set *nu_kernels_current(void);
+
+/* The scalar activation quantiser; the SIMD ones must match it bit for bit. */
+void nu_quantize_act_scalar(const float *x, int64_t n_in, uint8_t *dst);
+
+/* Activation row b of a job. */
+static inline const uint8_t *nu_job_act(const nu_matmul_job *job, int32_t b) {
+    return job->act + (size_t)b * job->act_stride;
+}
+
+/* Weight row r of a job. */
+static inline const uint8_t *nu_job_row(const nu_matmul_job *job, int64_t r) {
+    return (const uint8_t *)job->W->data + (size_t)r * job->W->row_bytes;
+}
+
+/* Reads an unaligned little-endian 32-bit word (x86 is little-endian). */
+static inline uint32_t nu_load_u32(const void *p) {
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* Reads an unaligned 16-bit word. */
+static inline uint16_t nu_load_u16(const void *p) {
+    uint16_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+#endif

@@ -1,0 +1,811 @@
+/* test_kernels.c - the numeric kernels: half/bfloat16 conversion, the block
+ * formats (hand-made blocks with values worked out from the format
+ * definitions), quantisation round trips, every SIMD level's matmul against
+ * the reference, reproducibility across batch sizes and thread counts, the
+ * vector helpers, the thread pool and level selection.
+ *
+ * Tolerances (per output value y of a row w and an activation row x):
+ *   T = sum_i |w_i x_i|, or for block types sum_i (|w_i| + 16|d_b| + |m_b|)|x_i|,
+ *       which also covers the size of the offset/minimum terms the kernels add;
+ *   E = sum over 32-blocks b of (max_b |x| / 254) * sum_{i in b} |w_i|, the most
+ *       rounding activations to int8 with scale max|x|/127 can change y
+ *       (0 for F32/F16/BF16, whose activations stay float);
+ *   level vs nu_matmul_ref:      |y - y_ref|    <= E * (1 + 1e-5) + 1e-5 * T + 1e-30
+ *   level vs the scalar level:   |y - y_scalar| <= 1e-5 * T + 1e-30
+ *     (same int8 activations; only the float summation order differs).
+ */
+#include "test_support.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/kernels.h"
+#include "kernels/kernels_internal.h"
+#include "nucleus.h"
+
+/* ---- Helpers --------------------------------------------------------------- */
+
+typedef struct rng {
+    uint64_t s;
+} rng;
+
+/* splitmix64. */
+static uint64_t rng_next(rng *r) {
+    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [-1, 1). */
+static float rng_sym(rng *r) {
+    return (float)((double)(rng_next(r) >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+/* Roughly normal (sum of uniforms), with an occasional outlier. */
+static float rng_act(rng *r) {
+    float v = rng_sym(r) + rng_sym(r) + rng_sym(r);
+    if ((rng_next(r) & 255) == 0) v *= 20.0f;
+    return v;
+}
+
+static float bits_to_float(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static uint32_t float_to_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static const uint32_t all_types[] = {NU_TYPE_F32,  NU_TYPE_F16,  NU_TYPE_BF16, NU_TYPE_Q4_0,
+                                     NU_TYPE_Q4_1, NU_TYPE_Q5_0, NU_TYPE_Q5_1, NU_TYPE_Q8_0};
+#define N_TYPES (sizeof all_types / sizeof all_types[0])
+
+/* A weight matrix made by quantising random values, owning its data. */
+typedef struct test_matrix {
+    nu_matrix m;
+    uint8_t *data;
+    float *deq; /* dequantised rows */
+} test_matrix;
+
+static test_matrix make_matrix(uint32_t type, int64_t n_in, int64_t n_out, rng *r) {
+    test_matrix t;
+    size_t row_bytes = nu_type_row_bytes(type, (uint64_t)n_in);
+    t.data = malloc(row_bytes * (size_t)n_out + 1);
+    t.deq = malloc(sizeof(float) * (size_t)(n_in * n_out));
+    float *row = malloc(sizeof(float) * (size_t)n_in);
+    assert_non_null(t.data);
+    for (int64_t o = 0; o < n_out; o++) {
+        float scale = 0.05f + 0.1f * (float)(o % 5);
+        for (int64_t i = 0; i < n_in; i++) row[i] = scale * rng_sym(r) + 0.01f * (float)(o % 3);
+        if (o == 2) memset(row, 0, sizeof(float) * (size_t)n_in); /* an all-zero row */
+        nu_quantize_row(type, row, t.data + row_bytes * (size_t)o, n_in);
+        nu_dequantize_row(type, t.data + row_bytes * (size_t)o, t.deq + o * n_in, n_in);
+    }
+    free(row);
+    t.m = (nu_matrix){type, n_in, n_out, t.data, row_bytes};
+    return t;
+}
+
+static void free_matrix(test_matrix *t) {
+    free(t->data);
+    free(t->deq);
+}
+
+static float *make_activations(int64_t n_in, int32_t n_batch, rng *r) {
+    float *x = malloc(sizeof(float) * (size_t)(n_in * n_batch));
+    for (int64_t i = 0; i < n_in * n_batch; i++) x[i] = rng_act(r);
+    if (n_batch > 3) memset(x + 3 * n_in, 0, sizeof(float) * (size_t)n_in); /* a zero row */
+    return x;
+}
+
+/* d (and m) of the block holding element i of a dequantised row, read from
+ * the raw block: d is the first f16, m the second for the _1 types. */
+static void block_scales(const test_matrix *t, int64_t row, int64_t i, float *d, float *m) {
+    *d = *m = 0.0f;
+    if (!nu_type_is_quantized(t->m.type)) return;
+    const uint8_t *blk = t->data + t->m.row_bytes * (size_t)row +
+                         (size_t)(i / 32) * nu_type_get(t->m.type)->block_bytes;
+    uint16_t h;
+    memcpy(&h, blk, 2);
+    *d = fabsf(nu_f16_to_f32(h));
+    if (t->m.type == NU_TYPE_Q4_1 || t->m.type == NU_TYPE_Q5_1) {
+        memcpy(&h, blk + 2, 2);
+        *m = fabsf(nu_f16_to_f32(h));
+    }
+}
+
+/* The T and E bounds of the file comment for one (row, activation row). */
+static void error_bounds(const test_matrix *t, int64_t row, const float *x, double *T, double *E) {
+    const int64_t n = t->m.n_in;
+    const float *w = t->deq + row * n;
+    *T = *E = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        float d, m;
+        block_scales(t, row, i, &d, &m);
+        *T += ((double)fabsf(w[i]) + 16.0 * d + m) * fabs((double)x[i]);
+    }
+    if (!nu_type_is_quantized(t->m.type)) return;
+    for (int64_t b = 0; b < n; b += 32) {
+        double amax = 0.0, wsum = 0.0;
+        for (int j = 0; j < 32; j++) {
+            amax = fmax(amax, fabs((double)x[b + j]));
+            wsum += fabs((double)w[b + j]);
+        }
+        *E += amax / 254.0 * wsum;
+    }
+}
+
+/* Runs nu_matmul at the current level with a pool of n_threads (0: no pool). */
+static void run_matmul(const nu_matrix *W, const float *x, int32_t n_batch, float *y,
+                       int n_threads) {
+    size_t bytes = nu_matmul_scratch_bytes(W->type, W->n_in, n_batch);
+    void *scratch = bytes ? malloc(bytes) : NULL;
+    nu_threadpool *pool = n_threads > 0 ? nu_threadpool_new(n_threads) : NULL;
+    nu_matmul(pool, W, x, n_batch, y, scratch);
+    nu_threadpool_free(pool);
+    free(scratch);
+}
+
+/* ---- Half and bfloat16 ------------------------------------------------------- */
+
+static void test_f16_to_f32_known(void **state) {
+    (void)state;
+    assert_true(nu_f16_to_f32(0x0000) == 0.0f && !signbit(nu_f16_to_f32(0x0000)));
+    assert_true(nu_f16_to_f32(0x8000) == 0.0f && signbit(nu_f16_to_f32(0x8000)));
+    assert_true(nu_f16_to_f32(0x3C00) == 1.0f);
+    assert_true(nu_f16_to_f32(0xC000) == -2.0f);
+    assert_true(nu_f16_to_f32(0x3800) == 0.5f);
+    assert_true(nu_f16_to_f32(0x3555) == 0.333251953125f);
+    assert_true(nu_f16_to_f32(0x7BFF) == 65504.0f);
+    assert_true(nu_f16_to_f32(0x0400) == 0x1p-14f); /* smallest normal */
+    assert_true(nu_f16_to_f32(0x0001) == 0x1p-24f); /* smallest subnormal */
+    assert_true(nu_f16_to_f32(0x03FF) == 1023.0f * 0x1p-24f);
+    assert_true(nu_f16_to_f32(0x8200) == -0x1p-15f);
+    assert_true(isinf(nu_f16_to_f32(0x7C00)) && nu_f16_to_f32(0x7C00) > 0);
+    assert_true(isinf(nu_f16_to_f32(0xFC00)) && nu_f16_to_f32(0xFC00) < 0);
+    assert_true(isnan(nu_f16_to_f32(0x7E00)));
+    assert_true(isnan(nu_f16_to_f32(0x7C01)));
+}
+
+static void test_f32_to_f16_known(void **state) {
+    (void)state;
+    assert_int_equal(nu_f32_to_f16(0.0f), 0x0000);
+    assert_int_equal(nu_f32_to_f16(-0.0f), 0x8000);
+    assert_int_equal(nu_f32_to_f16(1.0f), 0x3C00);
+    assert_int_equal(nu_f32_to_f16(0.1f), 0x2E66);
+    assert_int_equal(nu_f32_to_f16(-2.0f), 0xC000);
+    assert_int_equal(nu_f32_to_f16(65504.0f), 0x7BFF);
+    assert_int_equal(nu_f32_to_f16(65519.996f), 0x7BFF); /* below the midpoint */
+    assert_int_equal(nu_f32_to_f16(65520.0f), 0x7C00);   /* midpoint ties to even: inf */
+    assert_int_equal(nu_f32_to_f16(1e9f), 0x7C00);
+    assert_int_equal(nu_f32_to_f16(-1e9f), 0xFC00);
+    assert_int_equal(nu_f32_to_f16(INFINITY), 0x7C00);
+    /* Ties to even at 1.0: the ulp is 2^-10. */
+    assert_int_equal(nu_f32_to_f16(1.0f + 0x1p-11f), 0x3C00);
+    assert_int_equal(nu_f32_to_f16(1.0f + 3 * 0x1p-11f), 0x3C02);
+    assert_int_equal(nu_f32_to_f16(1.0f + 0x1p-11f + 0x1p-20f), 0x3C01);
+    /* Subnormals: units of 2^-24. */
+    assert_int_equal(nu_f32_to_f16(0x1p-24f), 0x0001);
+    assert_int_equal(nu_f32_to_f16(0x1p-25f), 0x0000);        /* half a unit: ties to 0 */
+    assert_int_equal(nu_f32_to_f16(1.5f * 0x1p-25f), 0x0001); /* 0.75 unit */
+    assert_int_equal(nu_f32_to_f16(3 * 0x1p-25f), 0x0002);    /* 1.5 units: ties to 2 */
+    assert_int_equal(nu_f32_to_f16(5 * 0x1p-25f), 0x0002);    /* 2.5 units: ties to 2 */
+    assert_int_equal(nu_f32_to_f16(-0x1p-26f), 0x8000);
+    assert_int_equal(nu_f32_to_f16(1023.0f * 0x1p-24f), 0x03FF);
+    assert_int_equal(nu_f32_to_f16(1023.5f * 0x1p-24f), 0x0400); /* ties up into the normals */
+    assert_int_equal(nu_f32_to_f16(bits_to_float(0x387FFFFF)), 0x0400);
+    assert_int_equal(nu_f32_to_f16(0x1p-14f), 0x0400);
+    assert_int_equal(nu_f32_to_f16(1e-10f), 0x0000);
+    /* NaN stays NaN, sign kept. */
+    uint16_t h = nu_f32_to_f16(NAN);
+    assert_true((h & 0x7C00) == 0x7C00 && (h & 0x3FF));
+    h = nu_f32_to_f16(bits_to_float(0xFF800001)); /* payload only in dropped bits */
+    assert_true((h & 0xFC00) == 0xFC00 && (h & 0x3FF));
+}
+
+/* Every half survives half -> float -> half; NaNs stay NaN. */
+static void test_f16_round_trip_all(void **state) {
+    (void)state;
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = nu_f16_to_f32((uint16_t)h);
+        uint16_t back = nu_f32_to_f16(f);
+        if ((h & 0x7C00) == 0x7C00 && (h & 0x3FF)) {
+            assert_true(isnan(f));
+            assert_true((back & 0x7C00) == 0x7C00 && (back & 0x3FF));
+        } else {
+            assert_int_equal(back, h);
+        }
+    }
+}
+
+/* For random finite floats in the half range, the result is the nearest half
+ * (no neighbour is closer) and, on an exact tie, the even one. */
+static void test_f32_to_f16_nearest(void **state) {
+    (void)state;
+    rng r = {42};
+    for (int i = 0; i < 200000; i++) {
+        uint32_t bits = (uint32_t)rng_next(&r);
+        float f = bits_to_float(bits);
+        if (!isfinite(f) || fabsf(f) >= 65504.0f) continue;
+        uint16_t h = nu_f32_to_f16(f);
+        double got = nu_f16_to_f32(h), err = fabs(got - f);
+        uint16_t mag = h & 0x7FFF;
+        if (mag < 0x7BFF) {
+            double up = nu_f16_to_f32((uint16_t)(h + 1));
+            assert_true(err <= fabs(up - f));
+            if (err == fabs(up - f)) assert_true((h & 1) == 0);
+        }
+        if (mag > 0) {
+            double down = nu_f16_to_f32((uint16_t)(h - 1));
+            assert_true(err <= fabs(down - f));
+            if (err == fabs(down - f)) assert_true((h & 1) == 0);
+        }
+    }
+}
+
+static void test_bf16(void **state) {
+    (void)state;
+    assert_true(nu_bf16_to_f32(0x3F80) == 1.0f);
+    assert_true(nu_bf16_to_f32(0x4049) == 3.140625f);
+    assert_true(nu_bf16_to_f32(0xC000) == -2.0f);
+    assert_true(nu_bf16_to_f32(0x0001) == 0x1p-133f); /* subnormal */
+    assert_true(isinf(nu_bf16_to_f32(0xFF80)));
+    assert_int_equal(nu_f32_to_bf16(1.0f), 0x3F80);
+    assert_int_equal(nu_f32_to_bf16(bits_to_float(0x3F808000)), 0x3F80); /* tie: even */
+    assert_int_equal(nu_f32_to_bf16(bits_to_float(0x3F818000)), 0x3F82); /* tie: even */
+    assert_int_equal(nu_f32_to_bf16(bits_to_float(0x3F808001)), 0x3F81);
+    assert_int_equal(nu_f32_to_bf16(bits_to_float(0x3F807FFF)), 0x3F80);
+    assert_int_equal(nu_f32_to_bf16(bits_to_float(0x7F7FFFFF)), 0x7F80); /* overflows to inf */
+    assert_int_equal(nu_f32_to_bf16(-INFINITY), 0xFF80);
+    assert_int_equal(nu_f32_to_bf16(bits_to_float(0x00000001)), 0x0000);
+    assert_int_equal(nu_f32_to_bf16(bits_to_float(0x80018000)), 0x8002);
+    uint16_t h = nu_f32_to_bf16(bits_to_float(0x7F800001)); /* NaN, payload in low bits */
+    assert_true((h & 0x7F80) == 0x7F80 && (h & 0x7F));
+    for (uint32_t b = 0; b < 65536; b++) {
+        float f = nu_bf16_to_f32((uint16_t)b);
+        assert_true(float_to_bits(f) == b << 16);
+        if (!isnan(f)) assert_int_equal(nu_f32_to_bf16(f), b);
+    }
+}
+
+/* ---- Hand-made blocks -------------------------------------------------------- */
+
+/* qs[j] = j | (15 - j) << 4: element j has nibble j, element 16 + j has 15 - j. */
+static void ramp_nibbles(uint8_t *qs) {
+    for (int j = 0; j < 16; j++) qs[j] = (uint8_t)(j | (15 - j) << 4);
+}
+
+static void assert_floats(const float *got, const float *want, int n) {
+    for (int i = 0; i < n; i++) {
+        if (got[i] != want[i]) fail_msg("element %d: got %.9g, want %.9g", i, got[i], want[i]);
+    }
+}
+
+static void test_dequantize_q4_0(void **state) {
+    (void)state;
+    uint8_t blk[18] = {0x00, 0x38}; /* d = 0.5 */
+    ramp_nibbles(blk + 2);
+    static const float want[32] = {-4,  -3.5, -3,   -2.5, -2, -1.5, -1,   -0.5, 0,  0.5, 1,
+                                   1.5, 2,    2.5,  3,    3.5, 3.5, 3,    2.5,  2,  1.5, 1,
+                                   0.5, 0,    -0.5, -1,   -1.5, -2, -2.5, -3,   -3.5, -4};
+    float got[32];
+    nu_dequantize_row(NU_TYPE_Q4_0, blk, got, 32);
+    assert_floats(got, want, 32);
+}
+
+static void test_dequantize_q4_1(void **state) {
+    (void)state;
+    uint8_t blk[20] = {0x00, 0x3C, 0x00, 0xBC}; /* d = 1, m = -1 */
+    ramp_nibbles(blk + 4);
+    static const float want[32] = {-1, 0,  1,  2,  3,  4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14,
+                                   14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3,  2,  1,  0,  -1};
+    float got[32];
+    nu_dequantize_row(NU_TYPE_Q4_1, blk, got, 32);
+    assert_floats(got, want, 32);
+}
+
+static void test_dequantize_q5_0(void **state) {
+    (void)state;
+    /* d = 2; high-bit word 0xAAAAAAAA: odd elements get +16 before the -16. */
+    uint8_t blk[22] = {0x00, 0x40, 0xAA, 0xAA, 0xAA, 0xAA};
+    ramp_nibbles(blk + 6);
+    static const float want[32] = {-32, 2,  -28, 6,  -24, 10, -20, 14, -16, 18, -12,
+                                   22,  -8, 26,  -4, 30,  -2, 28,  -6, 24,  -10, 20,
+                                   -14, 16, -18, 12, -22, 8,  -26, 4,  -30, 0};
+    float got[32];
+    nu_dequantize_row(NU_TYPE_Q5_0, blk, got, 32);
+    assert_floats(got, want, 32);
+}
+
+static void test_dequantize_q5_1(void **state) {
+    (void)state;
+    /* d = 0.5, m = 2; high-bit word 0x80000001 (bytes 01 00 00 80): elements
+     * 0 and 31 get bit 4. */
+    uint8_t blk[24] = {0x00, 0x38, 0x00, 0x40, 0x01, 0x00, 0x00, 0x80};
+    ramp_nibbles(blk + 8);
+    static const float want[32] = {10,  2.5, 3,   3.5, 4,   4.5, 5,   5.5, 6,   6.5, 7,
+                                   7.5, 8,   8.5, 9,   9.5, 9.5, 9,   8.5, 8,   7.5, 7,
+                                   6.5, 6,   5.5, 5,   4.5, 4,   3.5, 3,   2.5, 10};
+    float got[32];
+    nu_dequantize_row(NU_TYPE_Q5_1, blk, got, 32);
+    assert_floats(got, want, 32);
+}
+
+static void test_dequantize_q8_0(void **state) {
+    (void)state;
+    uint8_t blk[34] = {0x00, 0x34}; /* d = 0.25 */
+    for (int j = 0; j < 32; j++) blk[2 + j] = (uint8_t)(int8_t)(-128 + 8 * j);
+    static const float want[32] = {-32, -30, -28, -26, -24, -22, -20, -18, -16, -14, -12,
+                                   -10, -8,  -6,  -4,  -2,  0,   2,   4,   6,   8,   10,
+                                   12,  14,  16,  18,  20,  22,  24,  26,  28,  30};
+    float got[32];
+    nu_dequantize_row(NU_TYPE_Q8_0, blk, got, 32);
+    assert_floats(got, want, 32);
+}
+
+static void test_dequantize_float_types(void **state) {
+    (void)state;
+    const uint8_t f16[8] = {0x00, 0x3C, 0x00, 0xC2, 0x01, 0x00, 0xFF, 0x7B};
+    const float want16[4] = {1.0f, -3.0f, 0x1p-24f, 65504.0f};
+    const uint8_t bf16[6] = {0x80, 0x3F, 0x49, 0x40, 0x00, 0xC1};
+    const float wantbf[3] = {1.0f, 3.140625f, -8.0f};
+    const float f32[3] = {1.5f, -0.0f, 1e30f};
+    float got[4];
+    nu_dequantize_row(NU_TYPE_F16, f16, got, 4);
+    assert_floats(got, want16, 4);
+    nu_dequantize_row(NU_TYPE_BF16, bf16, got, 3);
+    assert_floats(got, wantbf, 3);
+    nu_dequantize_row(NU_TYPE_F32, f32, got, 3);
+    assert_memory_equal(got, f32, sizeof f32);
+    /* A type the kernels cannot compute gives zeros. */
+    uint8_t junk[292];
+    memset(junk, 0x55, sizeof junk);
+    float out[256];
+    out[0] = out[255] = 1.0f;
+    nu_dequantize_row(NU_TYPE_Q8_K, junk, out, 256);
+    assert_true(out[0] == 0.0f && out[255] == 0.0f);
+}
+
+/* ---- Quantisation ---------------------------------------------------------------- */
+
+/* Inputs that each format represents exactly, and the bytes its encoder
+ * must produce for them. */
+static void test_quantize_exact(void **state) {
+    (void)state;
+    float x[32];
+    uint8_t blk[128], want[34];
+    float back[32];
+
+    /* Q4_0: x = (j % 16) - 8; the extreme is -8, so d = -8 / -8 = 1 and q = x + 8. */
+    for (int j = 0; j < 32; j++) x[j] = (float)(j % 16 - 8);
+    nu_quantize_row(NU_TYPE_Q4_0, x, blk, 32);
+    want[0] = 0x00, want[1] = 0x3C;
+    for (int j = 0; j < 16; j++) want[2 + j] = (uint8_t)(j | j << 4);
+    assert_memory_equal(blk, want, 18);
+    nu_dequantize_row(NU_TYPE_Q4_0, blk, back, 32);
+    assert_floats(back, x, 32);
+
+    /* Q4_1: x = j % 16: min 0, d = 15 / 15 = 1, q = x. */
+    for (int j = 0; j < 32; j++) x[j] = (float)(j % 16);
+    nu_quantize_row(NU_TYPE_Q4_1, x, blk, 32);
+    want[0] = 0x00, want[1] = 0x3C, want[2] = 0x00, want[3] = 0x00;
+    for (int j = 0; j < 16; j++) want[4 + j] = (uint8_t)(j | j << 4);
+    assert_memory_equal(blk, want, 20);
+
+    /* Q5_0: x = j - 16: the extreme is -16, d = 1, q = j; bit 4 set for j >= 16. */
+    for (int j = 0; j < 32; j++) x[j] = (float)(j - 16);
+    nu_quantize_row(NU_TYPE_Q5_0, x, blk, 32);
+    const uint8_t want50[6] = {0x00, 0x3C, 0x00, 0x00, 0xFF, 0xFF};
+    assert_memory_equal(blk, want50, 6);
+    for (int j = 0; j < 16; j++) assert_int_equal(blk[6 + j], (j & 15) | ((j + 16) & 15) << 4);
+    nu_dequantize_row(NU_TYPE_Q5_0, blk, back, 32);
+    assert_floats(back, x, 32);
+
+    /* Q5_1: x = j / 2 + 1: min 1, d = 15.5 / 31 = 0.5, q = j. */
+    for (int j = 0; j < 32; j++) x[j] = (float)j * 0.5f + 1.0f;
+    nu_quantize_row(NU_TYPE_Q5_1, x, blk, 32);
+    const uint8_t want51[8] = {0x00, 0x38, 0x00, 0x3C, 0x00, 0x00, 0xFF, 0xFF};
+    assert_memory_equal(blk, want51, 8);
+    nu_dequantize_row(NU_TYPE_Q5_1, blk, back, 32);
+    assert_floats(back, x, 32);
+
+    /* Q8_0: x = 127 - 8j: max|x| = 127, d = 1, q = x. */
+    for (int j = 0; j < 32; j++) x[j] = (float)(127 - 8 * j);
+    nu_quantize_row(NU_TYPE_Q8_0, x, blk, 32);
+    assert_int_equal(blk[0], 0x00);
+    assert_int_equal(blk[1], 0x3C);
+    for (int j = 0; j < 32; j++) assert_int_equal((int8_t)blk[2 + j], 127 - 8 * j);
+
+    /* All zeros stay zeros (d = 0, no division by zero). */
+    memset(x, 0, sizeof x);
+    for (size_t t = 0; t < N_TYPES; t++) {
+        uint32_t type = all_types[t];
+        nu_quantize_row(type, x, blk, 32);
+        nu_dequantize_row(type, blk, back, 32);
+        assert_floats(back, x, 32);
+    }
+}
+
+/* The largest error quantise -> dequantise may make on one block, from the
+ * rounding step d and the f16 rounding of d (relative 2^-11) and m. */
+static double round_trip_bound(uint32_t type, const float *x) {
+    double amax = 0, mn = x[0], mx = x[0];
+    for (int j = 0; j < 32; j++) {
+        amax = fmax(amax, fabs(x[j]));
+        mn = fmin(mn, x[j]);
+        mx = fmax(mx, x[j]);
+    }
+    /* f16 rounding of a scale: relative 2^-11, or up to 2^-25 when subnormal. */
+    const double f16 = 0x1p-11, sub = 0x1p-25, slack = 1e-6 * amax + 1e-30;
+    switch (type) {
+    case NU_TYPE_Q4_0: return amax / 8 * (1 + 8 * f16) + 8 * sub + slack; /* clamp: a full step */
+    case NU_TYPE_Q5_0: return amax / 16 * (1 + 16 * f16) + 16 * sub + slack;
+    case NU_TYPE_Q8_0: return amax / 127 * (0.5 + 127 * f16) + 127 * sub + slack;
+    case NU_TYPE_Q4_1:
+        return (mx - mn) / 15 * (0.5 + 15 * f16) + 15 * sub + fabs(mn) * f16 + sub + slack;
+    case NU_TYPE_Q5_1:
+        return (mx - mn) / 31 * (0.5 + 31 * f16) + 31 * sub + fabs(mn) * f16 + sub + slack;
+    case NU_TYPE_F16: return amax * f16 + 0x1p-25;
+    case NU_TYPE_BF16: return amax * 0x1p-8;
+    default: return 0;
+    }
+}
+
+static void test_quantize_round_trip(void **state) {
+    (void)state;
+    rng r = {7};
+    float x[32], back[32];
+    uint8_t blk[128];
+    for (int trial = 0; trial < 2000; trial++) {
+        float scale = powf(10.0f, (float)(trial % 7) - 3.0f);
+        for (int j = 0; j < 32; j++) x[j] = scale * rng_sym(&r);
+        if (trial % 5 == 1) x[trial % 32] *= 30.0f; /* one outlier */
+        if (trial % 5 == 2)
+            for (int j = 0; j < 32; j++) x[j] = fabsf(x[j]) + 3.0f * scale; /* one-sided */
+        for (size_t t = 0; t < N_TYPES; t++) {
+            uint32_t type = all_types[t];
+            nu_quantize_row(type, x, blk, 32);
+            nu_dequantize_row(type, blk, back, 32);
+            double bound = round_trip_bound(type, x);
+            for (int j = 0; j < 32; j++) {
+                double err = fabs((double)back[j] - x[j]);
+                if (err > bound)
+                    fail_msg("%s trial %d element %d: %g -> %g (bound %g)", nu_type_get(type)->name,
+                             trial, j, x[j], back[j], bound);
+            }
+        }
+    }
+}
+
+/* A multi-block row quantises block by block. */
+static void test_quantize_row_blocks(void **state) {
+    (void)state;
+    rng r = {11};
+    float x[128];
+    uint8_t whole[4 * 34], parts[4 * 34];
+    for (int j = 0; j < 128; j++) x[j] = rng_sym(&r);
+    for (size_t t = 3; t < N_TYPES; t++) {
+        uint32_t type = all_types[t];
+        uint32_t bytes = nu_type_get(type)->block_bytes;
+        nu_quantize_row(type, x, whole, 128);
+        for (int b = 0; b < 4; b++) nu_quantize_row(type, x + 32 * b, parts + b * bytes, 32);
+        assert_memory_equal(whole, parts, 4 * bytes);
+    }
+}
+
+/* ---- Levels ---------------------------------------------------------------------- */
+
+static const nu_kernel_set *set_of(nu_simd level) {
+    return level == NU_SIMD_AVX512 ? &nu_kernels_avx512_set
+           : level == NU_SIMD_AVX2 ? &nu_kernels_avx2_set
+                                   : &nu_kernels_scalar_set;
+}
+
+static const char *level_name(nu_simd level) {
+    return set_of(level)->name;
+}
+
+static void test_level_selection(void **state) {
+    (void)state;
+    nu_simd cpu = nu_kernels_cpu_level();
+    assert_int_equal(nu_kernels_pick_level(NULL, cpu), cpu);
+    assert_int_equal(nu_kernels_pick_level("", cpu), cpu);
+    assert_int_equal(nu_kernels_pick_level("bogus", cpu), cpu);
+    assert_int_equal(nu_kernels_pick_level("scalar", NU_SIMD_AVX512), NU_SIMD_SCALAR);
+    assert_int_equal(nu_kernels_pick_level("avx2", NU_SIMD_AVX512), NU_SIMD_AVX2);
+    assert_int_equal(nu_kernels_pick_level("avx512", NU_SIMD_AVX512), NU_SIMD_AVX512);
+    assert_int_equal(nu_kernels_pick_level("avx512", NU_SIMD_AVX2), NU_SIMD_AVX2);
+    assert_int_equal(nu_kernels_pick_level("avx2", NU_SIMD_SCALAR), NU_SIMD_SCALAR);
+    nu_kernels_init();
+    const char *name = nu_simd_level();
+    assert_true(strcmp(name, "scalar") == 0 || strcmp(name, "avx2") == 0 ||
+                strcmp(name, "avx512") == 0);
+    assert_string_equal(name, nu_kernels_level());
+    if (cpu < NU_SIMD_AVX512) assert_false(nu_kernels_force_level(NU_SIMD_AVX512));
+    for (int l = 0; l <= (int)cpu; l++) {
+        assert_true(nu_kernels_force_level((nu_simd)l));
+        assert_string_equal(nu_simd_level(), level_name((nu_simd)l));
+    }
+    print_message("CPU level: %s\n", level_name(cpu));
+}
+
+/* Every level quantises activations to the same bytes as the scalar code,
+ * including NaN, infinities, tiny blocks and exact rounding ties. */
+static void test_activation_quant_identical(void **state) {
+    (void)state;
+    rng r = {5};
+    const int64_t n = 32 * 40;
+    float *x = malloc(sizeof(float) * n);
+    size_t bytes = nu_act_row_bytes(n);
+    uint8_t *want = aligned_alloc(64, bytes), *got = aligned_alloc(64, bytes);
+    for (int64_t i = 0; i < n; i++) x[i] = rng_act(&r) * powf(10.0f, (float)(i / 32 % 9) - 4.0f);
+    x[40] = NAN;
+    x[70] = INFINITY;
+    for (int j = 0; j < 32; j++) x[96 + j] = 1e-35f * (float)j;           /* tiny: zeros */
+    for (int j = 0; j < 32; j++) x[128 + j] = (float)(j % 2 ? 127 : 63.5); /* 63.5 * 1 ties */
+    for (int j = 0; j < 32; j++) x[160 + j] = 2.5f * (float)(j - 16);     /* more ties */
+    nu_quantize_act_scalar(x, n, want);
+    for (int l = 1; l <= (int)nu_kernels_cpu_level(); l++) {
+        memset(got, 0xEE, bytes);
+        set_of((nu_simd)l)->quantize_act(x, n, got);
+        assert_memory_equal(got, want, bytes);
+    }
+    /* The tie case: 63.5 * (127 / 127) rounds to the even 64. */
+    assert_int_equal(nu_act_q(want)[128], 64);
+    assert_int_equal(nu_act_q(want)[129], 127);
+    free(x);
+    free(want);
+    free(got);
+}
+
+/* A matrix shape for the matmul tests. */
+typedef struct shape {
+    int64_t n_in, n_out;
+} shape;
+
+static const shape block_shapes[] = {{32, 5}, {64, 3}, {96, 17}, {544, 7}, {2048, 9}, {5632, 3}};
+static const shape float_shapes[] = {{1, 3},    {7, 5},    {33, 4},  {100, 3},
+                                     {2048, 5}, {5632, 2}, {64, 11}, {1000, 1}};
+
+/* Checks one level's nu_matmul against the reference and the scalar level. */
+static void check_matmul_shape(uint32_t type, shape s, nu_simd level, rng *r) {
+    test_matrix t = make_matrix(type, s.n_in, s.n_out, r);
+    const int32_t max_batch = 17;
+    float *x = make_activations(s.n_in, max_batch, r);
+    float *ref = malloc(sizeof(float) * (size_t)(s.n_out * max_batch));
+    float *base = malloc(sizeof(float) * (size_t)(s.n_out * max_batch));
+    float *y = malloc(sizeof(float) * (size_t)(s.n_out * max_batch));
+    nu_matmul_ref(&t.m, x, max_batch, ref);
+    assert_true(nu_kernels_force_level(NU_SIMD_SCALAR));
+    run_matmul(&t.m, x, max_batch, base, 0);
+    assert_true(nu_kernels_force_level(level));
+    for (int32_t nb = 1; nb <= max_batch; nb += (s.n_in > 1000 ? 4 : 1)) {
+        memset(y, 0xFF, sizeof(float) * (size_t)(s.n_out * nb));
+        run_matmul(&t.m, x, nb, y, nb % 3);
+        for (int32_t b = 0; b < nb; b++) {
+            for (int64_t o = 0; o < s.n_out; o++) {
+                double T, E;
+                error_bounds(&t, o, x + b * s.n_in, &T, &E);
+                double got = y[b * s.n_out + o], want = ref[b * s.n_out + o];
+                double tol_ref = E * (1 + 1e-5) + 1e-5 * T + 1e-30, tol_scalar = 1e-5 * T + 1e-30;
+                if (!(fabs(got - want) <= tol_ref) ||
+                    !(fabs(got - base[b * s.n_out + o]) <= tol_scalar))
+                    fail_msg("%s %s n_in %lld row %lld batch %d/%d: got %.9g ref %.9g scalar "
+                             "%.9g (tol %g, %g)",
+                             level_name(level), nu_type_get(type)->name, (long long)s.n_in,
+                             (long long)o, b, nb, got, want, base[b * s.n_out + o], tol_ref,
+                             tol_scalar);
+            }
+        }
+    }
+    free(x);
+    free(ref);
+    free(base);
+    free(y);
+    free_matrix(&t);
+}
+
+static void test_matmul_levels(void **state) {
+    (void)state;
+    rng r = {1234};
+    for (int l = 0; l <= (int)nu_kernels_cpu_level(); l++) {
+        for (size_t t = 0; t < N_TYPES; t++) {
+            uint32_t type = all_types[t];
+            int quant = nu_type_is_quantized(type);
+            const shape *shapes = quant ? block_shapes : float_shapes;
+            size_t n = quant ? sizeof block_shapes / sizeof *block_shapes
+                             : sizeof float_shapes / sizeof *float_shapes;
+            for (size_t i = 0; i < n; i++) check_matmul_shape(type, shapes[i], (nu_simd)l, &r);
+        }
+    }
+    nu_kernels_force_level(nu_kernels_cpu_level());
+}
+
+/* The value of one (row, activation row) pair is bit-identical whether the
+ * activation row is alone or one of 13, and with 1, 2 or 3 threads. */
+static void check_reproducible(uint32_t type, int64_t n_in, nu_simd level, rng *r) {
+    const int64_t n_out = 37;
+    const int32_t nb = 13;
+    test_matrix t = make_matrix(type, n_in, n_out, r);
+    float *x = make_activations(n_in, nb, r);
+    float *batched = malloc(sizeof(float) * (size_t)(n_out * nb));
+    float *y = malloc(sizeof(float) * (size_t)(n_out * nb));
+    assert_true(nu_kernels_force_level(level));
+    run_matmul(&t.m, x, nb, batched, 2);
+    for (int32_t b = 0; b < nb; b++) {
+        run_matmul(&t.m, x + b * n_in, 1, y, 0);
+        assert_memory_equal(y, batched + b * n_out, sizeof(float) * (size_t)n_out);
+    }
+    for (int threads = 1; threads <= 3; threads++) {
+        run_matmul(&t.m, x, nb, y, threads);
+        assert_memory_equal(y, batched, sizeof(float) * (size_t)(n_out * nb));
+    }
+    free(x);
+    free(batched);
+    free(y);
+    free_matrix(&t);
+}
+
+static void test_matmul_reproducible(void **state) {
+    (void)state;
+    rng r = {99};
+    for (int l = 0; l <= (int)nu_kernels_cpu_level(); l++) {
+        for (size_t t = 0; t < N_TYPES; t++) {
+            check_reproducible(all_types[t], 2048, (nu_simd)l, &r);
+            check_reproducible(all_types[t], 96, (nu_simd)l, &r);
+        }
+    }
+    nu_kernels_force_level(nu_kernels_cpu_level());
+}
+
+/* Degenerate calls do nothing and touch nothing. */
+static void test_matmul_empty(void **state) {
+    (void)state;
+    float y = 42.0f;
+    uint8_t w[18] = {0};
+    nu_matrix m = {NU_TYPE_Q4_0, 32, 1, w, 18};
+    nu_matmul(NULL, &m, NULL, 0, &y, NULL);
+    assert_true(y == 42.0f);
+    assert_int_equal(nu_matmul_scratch_bytes(NU_TYPE_F16, 2048, 64), 0);
+    assert_true(nu_matmul_scratch_bytes(NU_TYPE_Q4_0, 2048, 2) >= 2 * (2048 + 2048 / 32 * 8));
+}
+
+/* ---- Vector helpers -------------------------------------------------------- */
+
+static void test_vector_helpers(void **state) {
+    (void)state;
+    rng r = {3};
+    const int64_t sizes[] = {0, 1, 7, 16, 33, 100, 1000};
+    float a[1000], b[1000], y[1000], want[1000];
+    uint16_t h[1000];
+    for (int l = 0; l <= (int)nu_kernels_cpu_level(); l++) {
+        assert_true(nu_kernels_force_level((nu_simd)l));
+        for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+            int64_t n = sizes[s];
+            double dot = 0, dot16 = 0, mag = 0;
+            for (int64_t i = 0; i < n; i++) {
+                a[i] = rng_sym(&r), b[i] = rng_sym(&r), h[i] = nu_f32_to_f16(a[i]);
+                dot += (double)a[i] * b[i];
+                dot16 += (double)nu_f16_to_f32(h[i]) * b[i];
+                mag += fabs((double)a[i] * b[i]);
+            }
+            assert_true(fabs(nu_vec_dot_f32(a, b, n) - dot) <= 1e-5 * mag + 1e-30);
+            assert_true(fabs(nu_vec_dot_f16(h, b, n) - dot16) <= 1e-5 * mag + 1e-30);
+            for (int64_t i = 0; i < n; i++) y[i] = b[i], want[i] = b[i] + 0.75f * a[i];
+            nu_vec_mad_f32(y, a, 0.75f, n);
+            for (int64_t i = 0; i < n; i++) assert_true(fabsf(y[i] - want[i]) <= 1e-6f);
+            for (int64_t i = 0; i < n; i++)
+                y[i] = b[i], want[i] = b[i] + 0.75f * nu_f16_to_f32(h[i]);
+            nu_vec_mad_f16(y, h, 0.75f, n);
+            for (int64_t i = 0; i < n; i++) assert_true(fabsf(y[i] - want[i]) <= 1e-6f);
+        }
+    }
+    nu_kernels_force_level(nu_kernels_cpu_level());
+}
+
+/* ---- Thread pool ---------------------------------------------------------------- */
+
+typedef struct pool_probe {
+    _Atomic int calls[8];
+    _Atomic int bad_nth;
+    int expected_nth;
+} pool_probe;
+
+static void probe_task(void *arg, int ith, int nth) {
+    pool_probe *p = arg;
+    if (nth != p->expected_nth || ith < 0 || ith >= nth) atomic_fetch_add(&p->bad_nth, 1);
+    else atomic_fetch_add(&p->calls[ith], 1);
+}
+
+static void test_threadpool(void **state) {
+    (void)state;
+    for (int n = 1; n <= 4; n++) {
+        nu_threadpool *pool = nu_threadpool_new(n);
+        assert_non_null(pool);
+        assert_int_equal(nu_threadpool_size(pool), n);
+        pool_probe p = {.expected_nth = n};
+        const int runs = 3000;
+        for (int i = 0; i < runs; i++) nu_threadpool_run(pool, probe_task, &p);
+        assert_int_equal(atomic_load(&p.bad_nth), 0);
+        for (int i = 0; i < n; i++) assert_int_equal(atomic_load(&p.calls[i]), runs);
+        nu_threadpool_free(pool);
+    }
+    pool_probe single = {.expected_nth = 1};
+    nu_threadpool_run(NULL, probe_task, &single);
+    assert_int_equal(atomic_load(&single.calls[0]), 1);
+    assert_int_equal(nu_threadpool_size(NULL), 1);
+    assert_null(nu_threadpool_new(0));
+    nu_threadpool_free(NULL);
+}
+
+/* Workers that fell asleep (futex) wake up for the next run. */
+static void test_threadpool_sleep_wake(void **state) {
+    (void)state;
+    nu_threadpool *pool = nu_threadpool_new(3);
+    pool_probe p = {.expected_nth = 3};
+    for (int i = 0; i < 3; i++) {
+        nu_threadpool_run(pool, probe_task, &p);
+        struct timespec ts = {0, 20 * 1000 * 1000}; /* longer than the spin phase */
+        nanosleep(&ts, NULL);
+    }
+    for (int i = 0; i < 3; i++) assert_int_equal(atomic_load(&p.calls[i]), 3);
+    nu_threadpool_free(pool);
+}
+
+static void test_split_range(void **state) {
+    (void)state;
+    const int64_t ns[] = {0, 1, 5, 7, 100, 5632, 32000};
+    for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
+        for (int nth = 1; nth <= 7; nth++) {
+            int64_t next = 0, lo = INT64_MAX, hi = 0;
+            for (int ith = 0; ith < nth; ith++) {
+                int64_t b, e;
+                nu_split_range(ns[k], ith, nth, &b, &e);
+                assert_true(b == next && e >= b);
+                lo = e - b < lo ? e - b : lo;
+                hi = e - b > hi ? e - b : hi;
+                next = e;
+            }
+            assert_true(next == ns[k]);
+            assert_true(hi - lo <= 1);
+        }
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_f16_to_f32_known),
+        cmocka_unit_test(test_f32_to_f16_known),
+        cmocka_unit_test(test_f16_round_trip_all),
+        cmocka_unit_test(test_f32_to_f16_nearest),
+        cmocka_unit_test(test_bf16),
+        cmocka_unit_test(test_dequantize_q4_0),
+        cmocka_unit_test(test_dequantize_q4_1),
+        cmocka_unit_test(test_dequantize_q5_0),
+        cmocka_unit_test(test_dequantize_q5_1),
+        cmocka_unit_test(test_dequantize_q8_0),
+        cmocka_unit_test(test_dequantize_float_types),
+        cmocka_unit_test(test_quantize_exact),
+        cmocka_unit_test(test_quantize_round_trip),
+        cmocka_unit_test(test_quantize_row_blocks),
+        cmocka_unit_test(test_level_selection),
+        cmocka_unit_test(test_activation_quant_identical),
+        cmocka_unit_test(test_matmul_empty),
+        cmocka_unit_test(test_matmul_levels),
+        cmocka_unit_test(test_matmul_reproducible),
+        cmocka_unit_test(test_vector_helpers),
+        cmocka_unit_test(test_threadpool),
+        cmocka_unit_test(test_threadpool_sleep_wake),
+        cmocka_unit_test(test_split_range),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
