@@ -23,6 +23,10 @@ char *cli_read_file(const char *path, size_t *len);
 /* Resolves -m (a path or hf: reference, downloading with a progress bar) and
  * loads the model; prints the error and returns NULL on failure. */
 nu_model *cli_load_model(const char *ref, nu_load_mode mode);
+/* A download progress bar on stderr (a nu_progress_callback; user is the
+ * reference being fetched), and the call that ends its line. */
+void cli_progress(void *user, uint64_t done, uint64_t total);
+void cli_progress_end(void);
 /* Prints "nucleus: <message>" to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

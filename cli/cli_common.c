@@ -11,10 +11,6 @@
 
 #include "cli.h"
 
-/* The progress bar is used by cli_load_model and `nucleus pull`; cli.h does
- * not declare it (yet), so its prototypes live here and in cmd_pull.c. */
-void cli_progress(void *user, uint64_t done, uint64_t total);
-void cli_progress_end(void);
 
 void cli_error(const char *fmt, ...) {
     va_list ap;

@@ -6,9 +6,6 @@
 
 #include "cli.h"
 
-/* Defined in cli_common.c (see the note there). */
-void cli_progress(void *user, uint64_t done, uint64_t total);
-void cli_progress_end(void);
 
 static const char pull_help[] =
     "usage: nucleus pull [options] REF\n\n"
