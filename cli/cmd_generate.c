@@ -13,19 +13,25 @@ static const char generate_help[] =
     "  -f, --file FILE      read the prompt from a file\n"
     "  -n, --n-predict N    most tokens to generate; -1 runs to EOS or the context end (default 128)\n"
     "      --echo           print the prompt before the continuation\n"
+    "      --stop TEXT      stop before TEXT (repeatable; matched across tokens)\n"
+    "      --include-stop   keep the matched stop text in the output\n"
+    "      --samples N      draw N samples of the prompt, sharing its cache (default 1)\n"
     "      --special        special-token text in the prompt (e.g. <s>) becomes its token\n"
     "      --no-bos         do not add the BOS token the model asks for\n"
     "      --no-summary     no summary on stderr\n";
 
+#define MAX_STOP 16
+
 typedef struct generate_opts {
     cli_run_opts run;
     const char *prompt, *prompt_file;
+    const char *stop[MAX_STOP];
     nu_generate_params gen;
     bool summary;
 } generate_opts;
 
-static bool write_text(void *user, const char *text, size_t len) {
-    (void)user;
+static bool write_text(void *user, int32_t index, const char *text, size_t len) {
+    (void)user, (void)index;
     fwrite(text, 1, len, stdout);
     fflush(stdout);
     return true;
@@ -49,6 +55,18 @@ static int parse(generate_opts *o, int argc, char **argv) {
             long n;
             if (!cli_parse_int(a, argv[++i], -1, 1L << 30, &n)) return 2;
             o->gen.n_predict = (int32_t)n;
+        } else if (!strcmp(a, "--stop") && i + 1 < argc) {
+            if (o->gen.n_stop == MAX_STOP) {
+                cli_error("at most %d stop strings", MAX_STOP);
+                return 2;
+            }
+            o->stop[o->gen.n_stop++] = argv[++i];
+        } else if (!strcmp(a, "--include-stop")) {
+            o->gen.include_stop = true;
+        } else if (!strcmp(a, "--samples") && i + 1 < argc) {
+            long n;
+            if (!cli_parse_int(a, argv[++i], 1, 64, &n)) return 2;
+            o->gen.n = (int32_t)n;
         } else if (!strcmp(a, "--echo")) {
             o->gen.echo = true;
         } else if (!strcmp(a, "--special")) {
@@ -88,18 +106,27 @@ int cmd_generate(int argc, char **argv) {
     if (o.prompt_file && !(file_text = cli_read_file(o.prompt_file, NULL))) return 1;
     nu_model *model;
     nu_context *ctx;
+    o.run.ctx.n_seq_max = o.gen.n;
     if ((rc = cli_open(&o.run, &model, &ctx))) {
         free(file_text);
         return rc;
     }
     o.gen.sampling = o.run.sampling;
-    o.gen.on_text = write_text;
-    nu_generate_result r;
+    o.gen.stop = o.stop;
+    o.gen.on_text = o.gen.n == 1 ? write_text : NULL;
+    nu_generate_result r[64];
     nu_error err;
-    nu_status st = nu_generate(ctx, file_text ? file_text : o.prompt, &o.gen, &r, &err);
+    nu_status st = nu_generate(ctx, file_text ? file_text : o.prompt, &o.gen, r, &err);
     if (st != NU_OK) cli_error("%s", err.message);
-    else if (o.summary) print_summary(&r);
-    else putchar('\n');
+    for (int32_t i = 0; st == NU_OK && i < o.gen.n; i++) {
+        if (o.gen.n > 1)
+            printf("%s--- sample %d (%d tokens, log-prob %.3f, %s) ---\n%s", i ? "\n" : "", i,
+                   r[i].n_generated, r[i].sum_logprob, nu_finish_reason_name(r[i].finish),
+                   r[i].text);
+        if (o.summary) print_summary(&r[i]);
+        else putchar('\n');
+        nu_generate_result_free(&r[i]);
+    }
     nu_context_free(ctx);
     nu_model_free(model);
     free(file_text);

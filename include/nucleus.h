@@ -324,44 +324,121 @@ double nu_rng_uniform(nu_rng *rng); /* [0, 1) with 53 random bits */
 
 typedef enum nu_finish_reason {
     NU_FINISH_NONE = 0,
-    NU_FINISH_LENGTH, /* n_predict tokens */
-    NU_FINISH_EOS,    /* an end-of-generation token */
-    NU_FINISH_STOP,   /* a stop string */
-    NU_FINISH_CONTEXT,/* the context is full */
-    NU_FINISH_CANCELLED,
+    NU_FINISH_LENGTH,    /* n_predict tokens */
+    NU_FINISH_EOS,       /* an end-of-generation token */
+    NU_FINISH_STOP,      /* a stop string or stop token */
+    NU_FINISH_CONTEXT,   /* the context is full */
+    NU_FINISH_CANCELLED, /* a callback or the caller stopped it */
 } nu_finish_reason;
 
-const char *nu_finish_reason_name(nu_finish_reason r); /* "length", "eos", ... */
+/* "length", "eos", "stop", "context", "cancelled" (or "none"). */
+const char *nu_finish_reason_name(nu_finish_reason r);
 
-/* Called with each piece of text as soon as it is final. Return false to
- * stop generating (the result then says NU_FINISH_CANCELLED). */
-typedef bool (*nu_text_callback)(void *user, const char *text, size_t len);
+#define NU_MAX_TOP_LOGPROBS 20
+
+typedef struct nu_top_logprob {
+    int32_t token;
+    float logprob;
+} nu_top_logprob;
+
+/* The log-probability of one token and the most likely alternatives at its
+ * position, from the model's distribution (log-softmax of the logits) or,
+ * with logprobs_after_chain, from the distribution the sampler chain left. */
+typedef struct nu_token_logprob {
+    int32_t token;
+    float logprob;    /* -INFINITY when the chain had removed the token */
+    int32_t n_top;
+    nu_top_logprob top[NU_MAX_TOP_LOGPROBS];
+    size_t text_offset; /* where the token's text starts in the result text */
+} nu_token_logprob;
+
+/* Called with each piece of text of sample `index` as soon as it is final
+ * (never part of a stop string). Return false to stop that sample. */
+typedef bool (*nu_text_callback)(void *user, int32_t index, const char *text, size_t len);
 
 typedef struct nu_generate_params {
     int32_t n_predict;       /* most tokens to generate (-1: until EOS or context end) */
     bool add_bos;            /* add BOS when the model asks for it */
     bool parse_special;      /* special-token text in the prompt becomes its id */
-    bool echo;               /* send the prompt's text to the callback first */
+    bool echo;               /* the prompt's text (and log-probs) come first in the result */
     nu_sampler_params sampling;
+    int32_t n;               /* samples of this prompt, sharing its cache (1..64) */
+    const char *const *stop; /* stop strings: the text ends before the first match */
+    int32_t n_stop;
+    bool include_stop;       /* keep the matched stop string in the text */
+    const int32_t *stop_tokens; /* token ids that end generation (besides EOS) */
+    int32_t n_stop_tokens;
+    int32_t logprobs;        /* -1: none; 0..20: the token's log-prob and this many alternatives */
+    bool logprobs_after_chain;
     nu_text_callback on_text;
     void *user;
 } nu_generate_params;
 
+/* Defaults: n_predict 128, add_bos, n 1, logprobs -1, sampler defaults. */
 nu_generate_params nu_generate_default_params(void);
 
+/* Checks every field; NU_ERR_INVALID_ARG names the first bad one. */
+nu_status nu_generate_params_check(const nu_generate_params *p, nu_error *err);
+
+/* What one sample produced. The arrays belong to the result: release them
+ * with nu_generate_result_free. */
 typedef struct nu_generate_result {
+    int32_t index;        /* which sample of its prompt */
     int32_t n_prompt;     /* prompt tokens, BOS included */
-    int32_t n_generated;
+    int32_t n_generated;  /* tokens sampled (an ending EOS not counted) */
     double prompt_ms;     /* prompt processing wall time */
     double generate_ms;   /* generation wall time (after the prompt) */
     nu_finish_reason finish;
+    char *text;           /* NUL-terminated: the prompt's text first when echo */
+    size_t text_len;
+    int32_t *tokens;      /* generated tokens */
+    int32_t n_tokens;
+    nu_token_logprob *logprobs; /* prompt tokens (echo) then generated ones, or NULL */
+    int32_t n_logprobs;
+    int32_t n_prompt_logprobs;
+    double sum_logprob;   /* total model log-prob of the generated tokens */
 } nu_generate_result;
 
-/* Tokenizes the prompt, runs it through sequence 0 of the context (which is
- * cleared first) and samples until n_predict tokens, an end-of-generation
- * token or a full context, sending text to the callback as it is produced. */
+void nu_generate_result_free(nu_generate_result *r);
+
+/* Tokenizes the prompt and generates params->n samples (results must hold
+ * that many), sending text to the callback as it is produced. Cached
+ * positions of an earlier call that match the prompt's first tokens are
+ * reused, not recomputed (the result is the same either way). */
 nu_status nu_generate(nu_context *ctx, const char *prompt, const nu_generate_params *params,
-                      nu_generate_result *result, nu_error *err);
+                      nu_generate_result *results, nu_error *err);
+
+/* A scheduler runs many requests together: every step makes one forward
+ * batch from the next token of each generating sample and chunks of the
+ * prompts still being read, so a long prompt does not stall the others.
+ * Requests wait when the context has no free sequence for them. A sample's
+ * tokens do not depend on what else runs beside it. */
+typedef struct nu_scheduler nu_scheduler;
+
+nu_status nu_scheduler_new(nu_context *ctx, nu_scheduler **out, nu_error *err);
+void nu_scheduler_free(nu_scheduler *s);
+
+/* Queues a prompt (text, or tokens when text is NULL). results (params->n of
+ * them) are filled as it runs and must stay valid until it is done; params,
+ * its stop strings and token arrays are copied. *id names the request. */
+nu_status nu_scheduler_submit(nu_scheduler *s, const char *text, const int32_t *tokens,
+                              size_t n_tokens, const nu_generate_params *params,
+                              nu_generate_result *results, int32_t *id, nu_error *err);
+
+/* Runs one batch. *active tells whether requests remain. An error that
+ * concerns one request finishes that request (NU_FINISH_CANCELLED with its
+ * message in the result text) rather than failing the step. */
+nu_status nu_scheduler_step(nu_scheduler *s, bool *active, nu_error *err);
+
+/* Runs steps until every request is done. */
+nu_status nu_scheduler_run(nu_scheduler *s, nu_error *err);
+
+bool nu_scheduler_is_done(const nu_scheduler *s, int32_t id);
+/* Stops a request; its results say NU_FINISH_CANCELLED. */
+void nu_scheduler_cancel(nu_scheduler *s, int32_t id);
+/* Requests waiting for a sequence, and samples generating. */
+int32_t nu_scheduler_queued(const nu_scheduler *s);
+int32_t nu_scheduler_running(const nu_scheduler *s);
 
 /* ------------------------------------------------------------------------ */
 /* Models by name                                                           */

@@ -92,8 +92,10 @@ static nu_status alloc_scratch(nu_context *c, nu_error *err) {
     s->cells = malloc(nb * sizeof(int32_t));
     s->out_rows = malloc(nb * sizeof(int32_t));
     s->seq_cells = malloc((size_t)p->n_seq_max * (size_t)p->n_ctx * sizeof(int32_t));
+    c->seq_tokens = malloc((size_t)p->n_seq_max * (size_t)p->n_ctx * sizeof(int32_t));
     if (!s->x || !s->xb || !s->q || !s->k || !s->v || !s->gate || !s->up || !s->rope ||
-        !s->scores || !s->matmul || !s->cells || !s->out_rows || !s->seq_cells)
+        !s->scores || !s->matmul || !s->cells || !s->out_rows || !s->seq_cells ||
+        !c->seq_tokens)
         return nu_fail(err, NU_ERR_NOMEM, "out of memory for the context's scratch buffers");
     return NU_OK;
 }
@@ -128,7 +130,8 @@ void nu_context_free(nu_context *c) {
     nu_kv_cache_free(&c->kv);
     nu_scratch *s = &c->s;
     void *bufs[] = {s->x, s->xb, s->q, s->k, s->v, s->gate, s->up, s->rope, s->scores,
-                    s->matmul, s->cells, s->out_rows, s->seq_cells, c->logits};
+                    s->matmul, s->cells, s->out_rows, s->seq_cells, c->logits,
+                    c->seq_tokens};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     free(c);
 }
@@ -137,7 +140,15 @@ const nu_model *nu_context_model(const nu_context *c) { return c->model; }
 int32_t nu_context_n_ctx(const nu_context *c) { return c->params.n_ctx; }
 int32_t nu_context_n_threads(const nu_context *c) { return c->params.n_threads; }
 
-void nu_kv_clear(nu_context *c) { nu_kv_cache_clear(&c->kv); }
+void nu_kv_clear(nu_context *c) {
+    nu_kv_cache_clear(&c->kv);
+    memset(c->seq_len, 0, sizeof c->seq_len);
+}
+
+const int32_t *nu_context_seq_tokens(const nu_context *c, int32_t seq, int32_t *n) {
+    *n = c->seq_len[seq];
+    return c->seq_tokens + (size_t)seq * c->params.n_ctx;
+}
 int32_t nu_kv_used(const nu_context *c) { return c->kv.used; }
 
 static bool seq_ok(const nu_context *c, int32_t seq) {
@@ -145,12 +156,24 @@ static bool seq_ok(const nu_context *c, int32_t seq) {
 }
 
 void nu_kv_seq_remove(nu_context *c, int32_t seq, int32_t p0, int32_t p1) {
-    if (seq_ok(c, seq)) nu_kv_cache_seq_remove(&c->kv, seq, p0 < 0 ? 0 : p0, p1);
+    if (!seq_ok(c, seq)) return;
+    if (p0 < 0) p0 = 0;
+    nu_kv_cache_seq_remove(&c->kv, seq, p0, p1);
+    if (p0 < c->seq_len[seq]) c->seq_len[seq] = p0; /* what follows is no longer contiguous */
 }
 
 void nu_kv_seq_copy(nu_context *c, int32_t src, int32_t dst, int32_t p0, int32_t p1) {
-    if (seq_ok(c, src) && seq_ok(c, dst))
-        nu_kv_cache_seq_copy(&c->kv, src, dst, p0 < 0 ? 0 : p0, p1);
+    if (!seq_ok(c, src) || !seq_ok(c, dst) || src == dst) return;
+    if (p0 < 0) p0 = 0;
+    nu_kv_cache_seq_copy(&c->kv, src, dst, p0, p1);
+    /* dst's known tokens grow only when the copy continues them */
+    int32_t end = p1 < 0 || p1 > c->seq_len[src] ? c->seq_len[src] : p1;
+    if (p0 <= c->seq_len[dst] && end > c->seq_len[dst]) {
+        size_t row = (size_t)c->params.n_ctx;
+        memcpy(c->seq_tokens + dst * row + c->seq_len[dst], c->seq_tokens + src * row + c->seq_len[dst],
+               (size_t)(end - c->seq_len[dst]) * sizeof(int32_t));
+        c->seq_len[dst] = end;
+    }
 }
 
 int32_t nu_kv_seq_pos_max(const nu_context *c, int32_t seq) {

@@ -34,7 +34,15 @@ struct nu_context {
     float *logits;         /* [logits_cap][n_vocab] */
     int32_t logits_cap;    /* rows allocated (grows to the most ever asked for) */
     int32_t n_last;        /* entries of the last decode */
+    /* The tokens each sequence holds at positions 0..seq_len-1 (kept by
+     * nu_decode and the nu_kv_* calls), so that a new prompt can reuse the
+     * cached part it shares with what a sequence already read. */
+    int32_t *seq_tokens;   /* [n_seq_max][n_ctx] */
+    int32_t seq_len[NU_MAX_SEQ];
 };
+
+/* Tokens cached contiguously from position 0 for seq, and their count. */
+const int32_t *nu_context_seq_tokens(const nu_context *c, int32_t seq, int32_t *n);
 
 /* Bytes of scratch a context of these sizes allocates (for nu_model_memory). */
 uint64_t nu_scratch_bytes(const nu_hparams *hp, int32_t n_ctx, int32_t n_batch, int32_t n_seq,

@@ -289,6 +289,16 @@ static void embed(nu_context *c, const nu_batch_entry *e, int32_t n) {
                           c->s.x + (size_t)b * t->n_in, t->n_in);
 }
 
+/* Keeps each sequence's contiguous token history up to date. */
+static void remember_tokens(nu_context *c, const nu_batch_entry *e, int32_t n) {
+    for (int32_t b = 0; b < n; b++) {
+        int32_t seq = e[b].seq;
+        if (e[b].pos > c->seq_len[seq] || e[b].pos >= c->params.n_ctx) continue;
+        c->seq_tokens[(size_t)seq * c->params.n_ctx + e[b].pos] = e[b].token;
+        if (e[b].pos == c->seq_len[seq]) c->seq_len[seq]++;
+    }
+}
+
 nu_status nu_decode(nu_context *c, const nu_batch_entry *e, int32_t n, nu_error *err) {
     nu_status st = check_batch(c, e, n, err);
     if (st) return st;
@@ -320,6 +330,7 @@ nu_status nu_decode(nu_context *c, const nu_batch_entry *e, int32_t n, nu_error 
     }
     compute_logits(c, n, n_out);
     c->n_last = n;
+    remember_tokens(c, e, n);
     return NU_OK;
 }
 
