@@ -164,6 +164,10 @@ int32_t nu_token_bos(const nu_model *model); /* -1 when the model has none */
 int32_t nu_token_eos(const nu_model *model);
 bool nu_token_is_eog(const nu_model *model, int32_t token); /* ends generation */
 bool nu_model_adds_bos(const nu_model *model);
+/* A note about the model's tokenizer worth showing the user, or NULL when
+ * there is none: e.g. an unknown tokenizer.ggml.pre, whose text is then split
+ * as GPT-2 splits it, so tokens may differ from the model's own tokenizer. */
+const char *nu_model_warning(const nu_model *model);
 
 /* Incremental detokenizer for streaming: bytes come out only as whole UTF-8
  * characters, so a character split over several tokens is never emitted
@@ -253,7 +257,8 @@ typedef struct nu_candidate {
 } nu_candidate;
 
 /* The array the sampler chain works on. Stages may reorder, shrink, change
- * logits or probabilities, or select. */
+ * logits or probabilities, or select. A banned token stays in the array with
+ * logit -INFINITY (probability 0) until a filtering stage drops it. */
 typedef struct nu_candidates {
     nu_candidate *data;
     size_t size;
@@ -261,53 +266,200 @@ typedef struct nu_candidates {
     int32_t selected; /* index into data of the chosen token, or -1 */
 } nu_candidates;
 
+/* The stages of the sampler chain. Each works on the array the previous one
+ * left. "History" is the tokens given to nu_sampler_accept (the generated
+ * ones), preceded by the prompt's (nu_sampler_accept_prompt) when
+ * penalize_prompt is set.
+ *   logit_bias        logit += bias for each (token, bias) of logit_bias;
+ *                     a bias of -INFINITY bans the token.
+ *   penalties         for each token that occurs c > 0 times in the penalty
+ *                     window (the last penalty_last_n tokens of the history):
+ *                     the repetition penalty of CTRL (Keskar et al. 2019),
+ *                       logit > 0 ? logit / repeat_penalty : logit * repeat_penalty,
+ *                     then OpenAI's frequency and presence penalties,
+ *                       logit -= c * frequency_penalty + presence_penalty.
+ *   no_repeat_ngram   bans every token that would complete an n-gram
+ *                     (n = no_repeat_ngram_size) already in the history: if
+ *                     the last n-1 tokens also occur followed by t, t is
+ *                     banned (n = 1 bans every token of the history).
+ *   repetition_guard  the CTRL penalty with the factor
+ *                       1 + guard_strength * nu_sampler_repetition_severity()
+ *                     on every token of the last guard_window generated
+ *                     tokens: the more the recent output repeats itself, the
+ *                     harder repeating is penalised. With penalties also on,
+ *                     a token in both windows is penalised by
+ *                     repeat_penalty * factor.
+ *   top_k             keeps the top_k highest logits.
+ *   typical_p         locally typical sampling (Meister et al. 2023): with
+ *                     p_i the softmax and H = -sum p_i ln p_i its entropy,
+ *                     keeps tokens in ascending order of |-ln p_i - H| until
+ *                     their probability adds up to >= typical_p.
+ *   top_p             nucleus sampling (Holtzman et al. 2020): keeps the most
+ *                     likely tokens until their probability adds up to >= top_p.
+ *   min_p             keeps the tokens with p_i >= min_p * max_j p_j.
+ *   temperature       logit /= temperature.
+ * Filtering stages always keep at least one token. */
 typedef enum nu_stage_kind {
     NU_STAGE_TOP_K,
     NU_STAGE_TOP_P,
     NU_STAGE_MIN_P,
     NU_STAGE_TEMPERATURE,
+    NU_STAGE_TYPICAL_P,
+    NU_STAGE_LOGIT_BIAS,
+    NU_STAGE_PENALTIES,
+    NU_STAGE_NO_REPEAT_NGRAM,
+    NU_STAGE_REPETITION_GUARD,
     NU_STAGE_COUNT_
 } nu_stage_kind;
 
 #define NU_MAX_STAGES 16
 
+/* An additive bias on one token's logit. */
+typedef struct nu_logit_bias {
+    int32_t token;
+    float bias; /* finite, or -INFINITY to ban the token */
+} nu_logit_bias;
+
+/* Everything the sampler does, with defaults (nu_sampler_default_params)
+ * close to llama.cpp's. Every stage has a value that turns it off. */
 typedef struct nu_sampler_params {
-    float temperature; /* 0: greedy (argmax) */
-    int32_t top_k;     /* 0: off */
-    float top_p;       /* 1: off */
-    float min_p;       /* 0: off */
-    uint64_t seed;
-    /* Order in which the filtering stages run; the last step is always the
-     * draw (or argmax when temperature is 0). n_stages 0 means the default:
-     * top_k, top_p, min_p, temperature. */
+    float temperature; /* 0.8; 0 is greedy; 0..100 */
+    int32_t top_k;     /* 40; 0 is off */
+    float top_p;       /* 0.95; 1 is off; 0 < top_p <= 1 */
+    float min_p;       /* 0.05; 0 is off; 0..1 */
+    float typical_p;   /* 1 (off); 0 < typical_p <= 1 */
+    /* Repetition. */
+    float repeat_penalty;         /* 1 (off); > 1 discourages repeating, < 1 encourages; 0 < x <= 100 */
+    float frequency_penalty;      /* 0 (off); -2..2 */
+    float presence_penalty;       /* 0 (off); -2..2 */
+    int32_t penalty_last_n;       /* 64; the penalty window; 0 turns penalties off, -1 is the whole history */
+    bool penalize_prompt;         /* false; the prompt counts as history (penalties, n-gram ban) */
+    int32_t no_repeat_ngram_size; /* 0 (off) */
+    float guard_strength;         /* 0 (off); 0..10; 1 is a good start */
+    int32_t guard_window;         /* 64; generated tokens the guard looks at; 2..512 */
+    /* End of generation: the end-of-generation tokens (nu_sampler_new_for_model
+     * or nu_sampler_set_eog) get logit -INFINITY before the chain while fewer
+     * than min_tokens tokens were accepted, or always with ignore_eos. This
+     * is a constraint, not a shaping step: it is not part of the order. */
+    int32_t min_tokens; /* 0 */
+    bool ignore_eos;    /* false */
+    /* Additive logit biases; nu_sampler_new copies them (a token may appear
+     * more than once: the biases add up). */
+    const nu_logit_bias *logit_bias;
+    int32_t n_logit_bias;
+    uint64_t seed; /* 0xC0FFEE */
+    /* Order in which the stages run; a stage left out does not run and none
+     * may appear twice. n_stages 0 means the default (the "default" preset of
+     * nu_sampler_order_parse): logit_bias, penalties, no_repeat_ngram,
+     * repetition_guard, top_k, typical_p, top_p, min_p, temperature.
+     * After the chain comes a seeded draw from the softmax of what is left.
+     * With temperature 0 (greedy) the filtering stages and temperature are
+     * skipped and the highest remaining logit is taken (lowest id among
+     * equals): greedy is the argmax of the biased and penalised logits. If
+     * the stages leave no token with a finite logit, the argmax of the raw
+     * logits is returned. */
     nu_stage_kind order[NU_MAX_STAGES];
     int32_t n_stages;
 } nu_sampler_params;
 
-/* Defaults: temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, seed 0xC0FFEE. */
 nu_sampler_params nu_sampler_default_params(void);
 
-/* Checks every field; returns NU_ERR_INVALID_ARG naming the first bad one. */
+/* Checks every field; out-of-range values are refused (never clamped) with
+ * NU_ERR_INVALID_ARG and a message naming the field. Logit-bias tokens are
+ * checked against the vocabulary by nu_sampler_new. */
 nu_status nu_sampler_params_check(const nu_sampler_params *params, nu_error *err);
+
+/* The name of a stage ("top_k", "typical_p", "logit_bias", ...), or NULL for
+ * a value that is not a stage. */
+const char *nu_stage_name(nu_stage_kind kind);
+
+/* Parses an order: stage names separated by commas (e.g. "penalties,top_k,
+ * typical_p,top_p,min_p,temperature"; '-' may stand for '_', blanks around
+ * names are ignored) or a preset:
+ *   "default"     logit_bias,penalties,no_repeat_ngram,repetition_guard,
+ *                 top_k,typical_p,top_p,min_p,temperature (llama.cpp's order)
+ *   "temp_first"  logit_bias,penalties,no_repeat_ngram,repetition_guard,
+ *                 temperature,top_k,top_p,min_p,typical_p (the temperature ->
+ *                 top-k -> top-p pipeline of Hugging Face transformers)
+ * Writes the stages to order (room for NU_MAX_STAGES) and their count to *n.
+ * Unknown or repeated names are NU_ERR_INVALID_ARG. */
+nu_status nu_sampler_order_parse(const char *text, nu_stage_kind *order, int32_t *n,
+                                 nu_error *err);
+
+/* Writes an order as comma-separated names (n 0: the default order). Returns
+ * the length the whole text needs, like snprintf. */
+size_t nu_sampler_order_string(const nu_stage_kind *order, int32_t n, char *buf, size_t cap);
 
 typedef struct nu_sampler nu_sampler;
 
+/* A sampler over a vocabulary of n_vocab tokens. All its buffers are sized
+ * here: sampling a token allocates nothing. It knows no end-of-generation
+ * tokens (see nu_sampler_set_eog). */
 nu_status nu_sampler_new(const nu_sampler_params *params, int32_t n_vocab, nu_sampler **out,
                          nu_error *err);
+/* A sampler for a model's vocabulary that knows its end-of-generation tokens
+ * (for min_tokens and ignore_eos). */
+nu_status nu_sampler_new_for_model(const nu_sampler_params *params, const nu_model *model,
+                                   nu_sampler **out, nu_error *err);
 void nu_sampler_free(nu_sampler *s);
-/* Picks the next token from raw logits (n_vocab floats). */
+/* Sets the end-of-generation tokens (a copy is kept). */
+nu_status nu_sampler_set_eog(nu_sampler *s, const int32_t *tokens, int32_t n, nu_error *err);
+
+/* Picks the next token from raw logits (n_vocab floats). Same seed, settings,
+ * history and logits give the same token. */
 int32_t nu_sampler_sample(nu_sampler *s, const float *logits);
-/* Tells the sampler a token was appended (for stages that track history). */
+/* Tells the sampler a token was generated (history, min_tokens). */
 void nu_sampler_accept(nu_sampler *s, int32_t token);
+/* Tells the sampler the prompt's tokens, after nu_sampler_new or
+ * nu_sampler_reset and before the first sample. They become history only
+ * when penalize_prompt is set. */
+void nu_sampler_accept_prompt(nu_sampler *s, const int32_t *tokens, int32_t n);
+/* Forgets the history and the count of generated tokens (the RNG goes on). */
+void nu_sampler_reset(nu_sampler *s);
 /* Restarts the RNG from a seed. */
 void nu_sampler_reseed(nu_sampler *s, uint64_t seed);
 
-/* The chain's stages over a candidate array, for callers building their own
- * loop and for tests. Probabilities are recomputed with softmax as needed. */
+/* How much the recent output repeats itself, in [0, 1): over the last
+ * n = min(guard_window, generated) generated tokens (0 when n < 2),
+ *   r_tokens  = 1 - (distinct tokens) / n
+ *   r_bigrams = 1 - (distinct bigrams) / (n - 1)
+ *   r_span    = L / n, L the length of the longest suffix of the window that
+ *               also occurs, ending earlier, in the window (overlap allowed)
+ *   severity  = (r_tokens + r_bigrams + r_span) / 3
+ * E.g. the window "a b c a b c a b" gives (5/8 + 4/7 + 5/8) / 3 = 0.607; a
+ * window of distinct tokens gives 0. The cost is O(guard_window^2). */
+float nu_sampler_repetition_severity(const nu_sampler *s);
+
+/* The candidates the chain left at the last nu_sampler_sample, probabilities
+ * softmax-normalised over them, selected the chosen entry (-1 when the
+ * raw-argmax fallback was taken): the distribution the token was drawn from,
+ * for log-probs "after the chain". When greedy, the distribution after the
+ * logit-shaping stages at temperature 1. NULL before the first sample; valid
+ * until the next nu_sampler_sample. */
+const nu_candidates *nu_sampler_last_candidates(const nu_sampler *s);
+
+/* Called during nu_sampler_sample after each stage that runs, with the
+ * whole candidate arrays before and after it (probabilities
+ * softmax-normalised over each; array order, not necessarily sorted), valid
+ * during the call only. stage is the stage's name; the suppression of
+ * end-of-generation tokens is reported as "eog" and the final choice as
+ * "greedy" or "dist", whose after->selected is the chosen index. Observing
+ * does not change which tokens are drawn. */
+typedef void (*nu_stage_observer)(void *user, const char *stage, const nu_candidates *before,
+                                  const nu_candidates *after);
+/* Sets (fn NULL: removes) the observer; allocates its copy buffer once. */
+nu_status nu_sampler_set_observer(nu_sampler *s, nu_stage_observer fn, void *user,
+                                  nu_error *err);
+
+/* The chain's stateless stages over a candidate array, for callers building
+ * their own loop and for tests. Stages compute probabilities from the logits
+ * as they need them; afterwards prob may be stale: call
+ * nu_candidates_softmax to normalise it over what is left. */
 void nu_candidates_softmax(nu_candidates *c);
 void nu_stage_top_k(nu_candidates *c, int32_t k);
 void nu_stage_top_p(nu_candidates *c, float p);
 void nu_stage_min_p(nu_candidates *c, float p);
+void nu_stage_typical_p(nu_candidates *c, float p);
 void nu_stage_temperature(nu_candidates *c, float t);
 
 /* A seeded random source (xoshiro256**), the one samplers use. */
@@ -317,6 +469,116 @@ typedef struct nu_rng {
 void nu_rng_seed(nu_rng *rng, uint64_t seed);
 uint64_t nu_rng_next(nu_rng *rng);
 double nu_rng_uniform(nu_rng *rng); /* [0, 1) with 53 random bits */
+
+/* ------------------------------------------------------------------------ */
+/* Constrained generation                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* A grammar restricts generation to the texts it matches: a GBNF grammar (the
+ * format llama.cpp uses), a JSON Schema, any JSON object, a regular
+ * expression or a choice among fixed strings. Grammars work on bytes and
+ * Unicode code points: a token may cover several grammar elements or end in
+ * the middle of a multi-byte character.
+ *
+ * A nu_grammar is compiled once, bound to a model's vocabulary (a trie of the
+ * tokens' bytes is built then), and is immutable: any number of states in
+ * any number of threads may share it. A nu_grammar_state follows one
+ * sequence; it owns scratch memory reused for every token, so the calls that
+ * check tokens take a non-const state (one thread at a time per state).
+ *
+ * Sampling with a grammar, cheaply: draw a token as usual and check it with
+ * nu_grammar_allows; only when it is refused, nu_grammar_mask the full
+ * candidate array and draw again. With plain temperature sampling this gives
+ * exactly the masked distribution p(t) / P(allowed). End-of-generation
+ * tokens are allowed exactly when the grammar may end; stop as soon as
+ * nu_grammar_must_end says nothing else may follow.
+ *
+ * Token budgets: after nu_grammar_state_set_budget(s, n), every check also
+ * refuses tokens after which the grammar could no longer be completed within
+ * the tokens left (it needs at least nu_grammar_distance bytes, and a token
+ * carries at least one byte), so generation that stops after n tokens always
+ * ends with complete text. This is exact for vocabularies that have a token
+ * for every byte (SentencePiece with byte fallback, byte-level BPE). */
+
+typedef struct nu_grammar nu_grammar;
+typedef struct nu_grammar_state nu_grammar_state;
+
+/* How JSON is laid out by the JSON grammars. */
+typedef struct nu_json_options {
+    /* 0: compact, no whitespace at all. N > 0: at most N spaces, tabs or
+     * newlines at each place JSON allows whitespace (between tokens), so a
+     * model can indent but cannot loop on whitespace. */
+    int32_t max_whitespace;
+} nu_json_options;
+
+/* Defaults: compact. */
+nu_json_options nu_json_default_options(void);
+
+/* Compiles GBNF text with start rule `root` (NULL: "root"). Errors give the
+ * line and column and what was expected; undefined rules and left recursion
+ * are reported by rule name. model may be NULL: the grammar then has no
+ * vocabulary and only the byte functions below work. */
+nu_status nu_grammar_from_gbnf(const nu_model *model, const char *gbnf, const char *root,
+                               nu_grammar **out, nu_error *err);
+/* A JSON Schema (text). Unsupported keywords are errors naming the keyword
+ * and its place in the schema. See docs/GRAMMAR.md for what is supported. */
+nu_status nu_grammar_from_json_schema(const nu_model *model, const char *schema_json,
+                                      const nu_json_options *opt, nu_grammar **out,
+                                      nu_error *err);
+/* Any JSON object. */
+nu_status nu_grammar_json_object(const nu_model *model, const nu_json_options *opt,
+                                 nu_grammar **out, nu_error *err);
+/* Texts a regular expression matches as a whole (ECMAScript syntax: classes,
+ * \d \w \s, groups, alternation, quantifiers; ^ and $ only at the ends). */
+nu_status nu_grammar_from_regex(const nu_model *model, const char *regex, nu_grammar **out,
+                                nu_error *err);
+/* Exactly one of n strings. */
+nu_status nu_grammar_from_choices(const nu_model *model, const char *const *choices, size_t n,
+                                  nu_grammar **out, nu_error *err);
+void nu_grammar_free(nu_grammar *g);
+
+/* The GBNF text a schema, JSON object, regex or choice list compiles from
+ * (for printing and debugging). *gbnf is set to a string the caller releases
+ * with nu_gbnf_free. */
+nu_status nu_json_schema_to_gbnf(const char *schema_json, const nu_json_options *opt,
+                                 char **gbnf, nu_error *err);
+nu_status nu_json_object_to_gbnf(const nu_json_options *opt, char **gbnf, nu_error *err);
+nu_status nu_regex_to_gbnf(const char *regex, char **gbnf, nu_error *err);
+nu_status nu_choices_to_gbnf(const char *const *choices, size_t n, char **gbnf, nu_error *err);
+void nu_gbnf_free(char *gbnf);
+
+/* A matching state at the start of the text. */
+nu_status nu_grammar_state_new(const nu_grammar *g, nu_grammar_state **out, nu_error *err);
+void nu_grammar_state_free(nu_grammar_state *s);
+/* An independent copy (for beams and parallel samples). */
+nu_status nu_grammar_state_copy(const nu_grammar_state *s, nu_grammar_state **out,
+                                nu_error *err);
+/* Allows at most n_tokens more tokens (end-of-generation tokens not counted;
+ * -1: no limit) and from now on refuses tokens that would leave too few to
+ * finish. Fails (NU_ERR_INVALID_ARG) when fewer than nu_grammar_distance are
+ * given. nu_grammar_accept counts the budget down. */
+nu_status nu_grammar_state_set_budget(nu_grammar_state *s, int32_t n_tokens, nu_error *err);
+
+/* May token come next? Cheap: walks only that token's bytes. */
+bool nu_grammar_allows(nu_grammar_state *s, int32_t token);
+/* Removes the candidates the grammar refuses, keeping the order of the rest
+ * (sets selected to -1). Small arrays are checked token by token; large ones
+ * with one walk of the vocabulary trie, whose result is cached per grammar
+ * state (inside a JSON string, say, the state repeats). */
+void nu_grammar_mask(nu_grammar_state *s, nu_candidates *c);
+/* Appends token: NU_ERR_INVALID_ARG, state unchanged, if it is not allowed.
+ * An end-of-generation token is accepted only when the grammar may end. */
+nu_status nu_grammar_accept(nu_grammar_state *s, int32_t token, nu_error *err);
+/* Appends raw bytes (no vocabulary needed): NU_ERR_INVALID_ARG, state
+ * unchanged, naming the offset of the first refused byte. */
+nu_status nu_grammar_accept_bytes(nu_grammar_state *s, const char *bytes, size_t len,
+                                  nu_error *err);
+/* The grammar may end here: end-of-generation tokens are allowed. */
+bool nu_grammar_is_complete(const nu_grammar_state *s);
+/* Nothing but the end is allowed. */
+bool nu_grammar_must_end(const nu_grammar_state *s);
+/* Fewest bytes that complete the text (0 when complete). */
+int64_t nu_grammar_distance(const nu_grammar_state *s);
 
 /* ------------------------------------------------------------------------ */
 /* Generation                                                               */
@@ -397,6 +659,7 @@ typedef struct nu_generate_result {
     int32_t n_logprobs;
     int32_t n_prompt_logprobs;
     double sum_logprob;   /* total model log-prob of the generated tokens */
+    double score;         /* beam search: sum_logprob / n_generated^length_penalty */
 } nu_generate_result;
 
 void nu_generate_result_free(nu_generate_result *r);
@@ -407,6 +670,45 @@ void nu_generate_result_free(nu_generate_result *r);
  * reused, not recomputed (the result is the same either way). */
 nu_status nu_generate(nu_context *ctx, const char *prompt, const nu_generate_params *params,
                       nu_generate_result *results, nu_error *err);
+
+/* Best-of-n: the index of the sample with the highest total log-prob. */
+int32_t nu_best_of(const nu_generate_result *results, int32_t n);
+
+/* Self-consistency: the answer most samples agree on. A sample's answer is
+ * the last match in its text of `pattern` (a POSIX extended regular
+ * expression; NULL means the last number); samples without one do not vote.
+ * Ties go to the answer that appeared first. Writes the answer, its votes and
+ * the index of the first sample that gave it (-1 and 0 votes when none). */
+nu_status nu_majority_answer(const nu_generate_result *results, int32_t n, const char *pattern,
+                             char *answer, size_t cap, int32_t *votes, int32_t *index,
+                             nu_error *err);
+
+/* Beam search: keeps the `width` best partial continuations by total
+ * log-probability, extending each by its best tokens at every step; a
+ * continuation that reaches an end-of-generation token becomes a finished
+ * hypothesis scored sum_logprob / length^length_penalty (length = generated
+ * tokens, the end token not counted; 0 = no normalisation, 1 = mean
+ * log-prob). Beams share the prompt's cache and their common prefixes.
+ * early_stopping: stop as soon as `width` hypotheses are finished; otherwise
+ * stop when no live beam can still beat the worst of them. At n_predict the
+ * live beams become hypotheses too (finish "length"). */
+typedef struct nu_beam_params {
+    int32_t width;          /* beams kept (1..32); the context needs 2 * width sequences */
+    int32_t n_return;       /* hypotheses returned, best first (1..width) */
+    float length_penalty;   /* alpha in score = sum_logprob / length^alpha */
+    bool early_stopping;
+    int32_t n_predict;      /* most tokens per hypothesis (>= 1) */
+    bool add_bos;
+    bool parse_special;
+} nu_beam_params;
+
+/* Defaults: width 4, n_return 1, length_penalty 1, no early stopping, n_predict 64. */
+nu_beam_params nu_beam_default_params(void);
+
+/* Runs beam search on the prompt; results (n_return of them) get the
+ * hypotheses, best score first. */
+nu_status nu_beam_search(nu_context *ctx, const char *prompt, const nu_beam_params *params,
+                         nu_generate_result *results, nu_error *err);
 
 /* A scheduler runs many requests together: every step makes one forward
  * batch from the next token of each generating sample and chunks of the

@@ -1,6 +1,7 @@
 /* generate.c - generation parameters and results, and nu_generate: one
  * prompt (with its n samples) run to the end through a scheduler. */
 #include <math.h>
+#include <regex.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -72,4 +73,64 @@ nu_status nu_generate(nu_context *ctx, const char *prompt, const nu_generate_par
     if (st == NU_OK) st = nu_scheduler_run(s, err);
     nu_scheduler_free(s);
     return st;
+}
+
+int32_t nu_best_of(const nu_generate_result *r, int32_t n) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (r[i].sum_logprob > r[best].sum_logprob) best = i;
+    return best;
+}
+
+/* The last match of re in text as [*start, *end); false when none. */
+static bool last_match(const regex_t *re, const char *text, size_t *start, size_t *end) {
+    regmatch_t m;
+    size_t off = 0;
+    bool found = false;
+    while (off <= strlen(text) && regexec(re, text + off, 1, &m, off ? REG_NOTBOL : 0) == 0) {
+        *start = off + (size_t)m.rm_so;
+        *end = off + (size_t)m.rm_eo;
+        found = true;
+        off = *end > *start ? *end : *end + 1; /* step past empty matches */
+    }
+    return found;
+}
+
+nu_status nu_majority_answer(const nu_generate_result *r, int32_t n, const char *pattern,
+                             char *answer, size_t cap, int32_t *votes, int32_t *index,
+                             nu_error *err) {
+    regex_t re;
+    int rc = regcomp(&re, pattern ? pattern : "-?[0-9]+([.,][0-9]+)*", REG_EXTENDED);
+    if (rc) {
+        char msg[200];
+        regerror(rc, &re, msg, sizeof msg);
+        return nu_fail(err, NU_ERR_INVALID_ARG, "answer pattern: %s", msg);
+    }
+    size_t *st = calloc((size_t)n + 1, sizeof *st), *en = calloc((size_t)n + 1, sizeof *en);
+    bool *has = calloc((size_t)n + 1, sizeof *has);
+    if (!st || !en || !has) {
+        free(st), free(en), free(has);
+        regfree(&re);
+        return nu_fail(err, NU_ERR_NOMEM, "out of memory");
+    }
+    for (int32_t i = 0; i < n; i++) has[i] = r[i].text && last_match(&re, r[i].text, &st[i], &en[i]);
+    *votes = 0;
+    *index = -1;
+    for (int32_t i = 0; i < n; i++) {
+        if (!has[i]) continue;
+        int32_t v = 0;
+        for (int32_t j = 0; j < n; j++)
+            v += has[j] && en[j] - st[j] == en[i] - st[i] &&
+                 memcmp(r[j].text + st[j], r[i].text + st[i], en[i] - st[i]) == 0;
+        if (v > *votes) *votes = v, *index = i;
+    }
+    if (cap) answer[0] = 0;
+    if (*index >= 0 && cap) {
+        size_t len = en[*index] - st[*index] < cap - 1 ? en[*index] - st[*index] : cap - 1;
+        memcpy(answer, r[*index].text + st[*index], len);
+        answer[len] = 0;
+    }
+    free(st), free(en), free(has);
+    regfree(&re);
+    return NU_OK;
 }
