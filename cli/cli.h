@@ -6,10 +6,16 @@
 #include "nucleus.h"
 
 int cmd_generate(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
 int cmd_info(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_template(int argc, char **argv);
+int cmd_grammar(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_pull(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 /* Shared helpers (cli_common.c). */
 

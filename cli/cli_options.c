@@ -1,8 +1,13 @@
 /* cli_options.c - parsing the options shared by generate, bench and friends. */
 #include "cli_options.h"
 
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli.h"
 
@@ -12,10 +17,33 @@ const char cli_run_opts_help[] =
     "  -c, --ctx N          context length in tokens (default: the model's, at most 4096)\n"
     "  -b, --batch N        most tokens per forward pass (default 512)\n"
     "      --kv-type T      KV cache element type: f16 (default) or f32 (more exact)\n"
+    "sampling (stages run in the order of --sampler-order, then a seeded draw):\n"
     "      --temp X         temperature; 0 is greedy (default 0.8)\n"
     "      --top-k N        keep the N most likely tokens; 0 is off (default 40)\n"
-    "      --top-p X        keep the most likely tokens up to probability X; 1 is off (default 0.95)\n"
-    "      --min-p X        drop tokens below X times the top probability; 0 is off (default 0.05)\n"
+    "      --top-p X        keep the most likely tokens up to probability X; 1 is off (default "
+    "0.95)\n"
+    "      --min-p X        drop tokens below X times the top probability; 0 is off (default "
+    "0.05)\n"
+    "      --typical-p X    locally typical sampling: keep the tokens whose surprise is closest\n"
+    "                       to the entropy, up to probability X; 1 is off (default 1)\n"
+    "      --repeat-penalty X  divide positive / multiply negative logits of recent tokens\n"
+    "                       by X (CTRL); 1 is off (default 1)\n"
+    "      --repeat-last-n N   tokens the penalties look back on; 0 is off, -1 all (default 64)\n"
+    "      --frequency-penalty X  subtract X times each recent token's count, -2..2 (default 0)\n"
+    "      --presence-penalty X   subtract X from each recent token's logit, -2..2 (default 0)\n"
+    "      --penalize-prompt   the prompt counts as history for penalties and n-gram ban\n"
+    "      --no-repeat-ngram N  ban tokens that would repeat an N-gram; 0 is off (default 0)\n"
+    "      --repetition-guard  raise the repetition penalty with how repetitive the recent\n"
+    "                       output is (same as --guard-strength 1)\n"
+    "      --guard-strength X  penalty 1 + X * severity on recent tokens, 0..10 (default 0: off)\n"
+    "      --guard-window N    generated tokens the guard measures, 2..512 (default 64)\n"
+    "      --logit-bias ID=B   add B to token ID's logit (B may be -inf: ban); repeatable\n"
+    "      --min-tokens N   no end-of-generation token before N tokens (default 0)\n"
+    "      --ignore-eos     never end at an end-of-generation token\n"
+    "      --sampler-order LIST  comma-separated stages, or a preset: default (logit_bias,\n"
+    "                       penalties,no_repeat_ngram,repetition_guard,top_k,typical_p,top_p,\n"
+    "                       min_p,temperature) or temp_first (... temperature,top_k,top_p,\n"
+    "                       min_p,typical_p)\n"
     "      --seed N         random seed (default 12648430)\n";
 
 void cli_run_opts_init(cli_run_opts *o) {
@@ -49,7 +77,20 @@ static int float_opt(int argc, char **argv, int *i, double lo, double hi, float 
     return 1;
 }
 
-int cli_run_opt(cli_run_opts *o, int argc, char **argv, int *i) {
+/* A float in (0, hi]: the value 0 has no meaning for these options. */
+static int positive_float_opt(int argc, char **argv, int *i, double hi, float *out,
+                              const char *zero_hint) {
+    const char *opt = argv[*i];
+    int r = float_opt(argc, argv, i, 0, hi, out);
+    if (r == 1 && *out <= 0) {
+        cli_error("%s must be greater than 0 (%s)", opt, zero_hint);
+        return -1;
+    }
+    return r;
+}
+
+/* The model, context and thread options. */
+static int context_opt(cli_run_opts *o, int argc, char **argv, int *i) {
     const char *a = argv[*i];
     if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
         o->model = value_of(argc, argv, i);
@@ -64,34 +105,120 @@ int cli_run_opt(cli_run_opts *o, int argc, char **argv, int *i) {
     if (!strcmp(a, "--kv-type")) {
         const char *v = value_of(argc, argv, i);
         if (!v) return -1;
-        if (!strcmp(v, "f32")) o->ctx.kv_type = NU_KV_F32;
-        else if (!strcmp(v, "f16")) o->ctx.kv_type = NU_KV_F16;
+        if (!strcmp(v, "f32"))
+            o->ctx.kv_type = NU_KV_F32;
+        else if (!strcmp(v, "f16"))
+            o->ctx.kv_type = NU_KV_F16;
         else {
             cli_error("--kv-type must be f32 or f16, not '%s'", v);
             return -1;
         }
         return 1;
     }
-    if (!strcmp(a, "--temp") || !strcmp(a, "--temperature"))
-        return float_opt(argc, argv, i, 0, 100, &o->sampling.temperature);
-    if (!strcmp(a, "--top-k")) return int_opt(argc, argv, i, 0, 1L << 30, &o->sampling.top_k);
-    if (!strcmp(a, "--top-p")) {
-        int r = float_opt(argc, argv, i, 0, 1, &o->sampling.top_p);
-        if (r == 1 && o->sampling.top_p <= 0) {
-            cli_error("--top-p must be greater than 0 (1 turns it off)");
-            return -1;
-        }
-        return r;
+    return 0;
+}
+
+/* --sampler-order LIST: stage names or a preset, checked by the library. */
+static int order_opt(cli_run_opts *o, int argc, char **argv, int *i) {
+    const char *v = value_of(argc, argv, i);
+    if (!v) return -1;
+    nu_error err;
+    if (nu_sampler_order_parse(v, o->sampling.order, &o->sampling.n_stages, &err) != NU_OK) {
+        cli_error("--sampler-order: %s", err.message);
+        return -1;
     }
-    if (!strcmp(a, "--min-p")) return float_opt(argc, argv, i, 0, 1, &o->sampling.min_p);
+    return 1;
+}
+
+/* The stages that shape the distribution, the order and the seed. */
+static int filter_opt(cli_run_opts *o, int argc, char **argv, int *i) {
+    const char *a = argv[*i];
+    nu_sampler_params *sp = &o->sampling;
+    if (!strcmp(a, "--temp") || !strcmp(a, "--temperature"))
+        return float_opt(argc, argv, i, 0, 100, &sp->temperature);
+    if (!strcmp(a, "--top-k")) return int_opt(argc, argv, i, 0, 1L << 30, &sp->top_k);
+    if (!strcmp(a, "--top-p"))
+        return positive_float_opt(argc, argv, i, 1, &sp->top_p, "1 turns it off");
+    if (!strcmp(a, "--min-p")) return float_opt(argc, argv, i, 0, 1, &sp->min_p);
+    if (!strcmp(a, "--typical-p") || !strcmp(a, "--typical"))
+        return positive_float_opt(argc, argv, i, 1, &sp->typical_p, "1 turns it off");
+    if (!strcmp(a, "--sampler-order")) return order_opt(o, argc, argv, i);
     if (!strcmp(a, "--seed")) {
         const char *opt = argv[*i], *v = value_of(argc, argv, i);
         long x;
         if (!v || !cli_parse_int(opt, v, 0, 0x7fffffffffffffffL, &x)) return -1;
-        o->sampling.seed = (uint64_t)x;
+        sp->seed = (uint64_t)x;
         return 1;
     }
     return 0;
+}
+
+/* "ID=BIAS" with BIAS a number or -inf. */
+static bool parse_bias(const char *v, nu_logit_bias *out) {
+    char *end;
+    errno = 0;
+    long id = strtol(v, &end, 10);
+    if (errno || end == v || *end != '=' || id < 0 || id > INT32_MAX) return false;
+    const char *b = end + 1;
+    if (!strcasecmp(b, "-inf") || !strcasecmp(b, "-infinity")) {
+        *out = (nu_logit_bias){(int32_t)id, -INFINITY};
+        return true;
+    }
+    double x = strtod(b, &end);
+    if (errno || end == b || *end || !isfinite(x)) return false;
+    *out = (nu_logit_bias){(int32_t)id, (float)x};
+    return true;
+}
+
+/* --logit-bias ID=BIAS, repeatable; the list lives in o->bias. */
+static int bias_opt(cli_run_opts *o, int argc, char **argv, int *i) {
+    const char *v = value_of(argc, argv, i);
+    if (!v) return -1;
+    nu_sampler_params *sp = &o->sampling;
+    if (sp->n_logit_bias >= CLI_MAX_LOGIT_BIAS) {
+        cli_error("at most %d --logit-bias options", CLI_MAX_LOGIT_BIAS);
+        return -1;
+    }
+    if (!parse_bias(v, &o->bias[sp->n_logit_bias])) {
+        cli_error("--logit-bias expects TOKEN_ID=BIAS (BIAS a number or -inf), got '%s'", v);
+        return -1;
+    }
+    sp->n_logit_bias++;
+    sp->logit_bias = o->bias;
+    return 1;
+}
+
+/* The repetition stages, logit biases and end-of-generation control. */
+static int repetition_opt(cli_run_opts *o, int argc, char **argv, int *i) {
+    const char *a = argv[*i];
+    nu_sampler_params *sp = &o->sampling;
+    if (!strcmp(a, "--repeat-penalty"))
+        return positive_float_opt(argc, argv, i, 100, &sp->repeat_penalty, "1 turns it off");
+    if (!strcmp(a, "--repeat-last-n"))
+        return int_opt(argc, argv, i, -1, 1L << 30, &sp->penalty_last_n);
+    if (!strcmp(a, "--frequency-penalty"))
+        return float_opt(argc, argv, i, -2, 2, &sp->frequency_penalty);
+    if (!strcmp(a, "--presence-penalty"))
+        return float_opt(argc, argv, i, -2, 2, &sp->presence_penalty);
+    if (!strcmp(a, "--no-repeat-ngram"))
+        return int_opt(argc, argv, i, 0, 1L << 20, &sp->no_repeat_ngram_size);
+    if (!strcmp(a, "--guard-strength")) return float_opt(argc, argv, i, 0, 10, &sp->guard_strength);
+    if (!strcmp(a, "--guard-window")) return int_opt(argc, argv, i, 2, 512, &sp->guard_window);
+    if (!strcmp(a, "--min-tokens")) return int_opt(argc, argv, i, 0, 1L << 30, &sp->min_tokens);
+    if (!strcmp(a, "--logit-bias")) return bias_opt(o, argc, argv, i);
+    bool *flag = !strcmp(a, "--penalize-prompt") ? &sp->penalize_prompt
+                 : !strcmp(a, "--ignore-eos")    ? &sp->ignore_eos
+                                                 : NULL;
+    if (flag) *flag = true;
+    if (!strcmp(a, "--repetition-guard")) sp->guard_strength = 1.0f;
+    return flag || !strcmp(a, "--repetition-guard");
+}
+
+int cli_run_opt(cli_run_opts *o, int argc, char **argv, int *i) {
+    int r = context_opt(o, argc, argv, i);
+    if (!r) r = filter_opt(o, argc, argv, i);
+    if (!r) r = repetition_opt(o, argc, argv, i);
+    return r;
 }
 
 int cli_open(const cli_run_opts *o, nu_model **model, nu_context **ctx) {

@@ -5,10 +5,14 @@
 
 #include "nucleus.h"
 
+/* Most --logit-bias options one command line may give. */
+#define CLI_MAX_LOGIT_BIAS 256
+
 typedef struct cli_run_opts {
     const char *model;
     nu_context_params ctx;
-    nu_sampler_params sampling;
+    nu_sampler_params sampling; /* its logit_bias points into bias below */
+    nu_logit_bias bias[CLI_MAX_LOGIT_BIAS];
 } cli_run_opts;
 
 void cli_run_opts_init(cli_run_opts *o);

@@ -29,6 +29,11 @@ static const char generate_help[] =
     "      --logprobs N     record each token's log-prob and N alternatives (0..20)\n"
     "      --logprobs-after-chain  log-probs of the distribution the sampler chain leaves\n"
     "      --json           print the result(s) as JSON lines instead of text\n"
+    "      --draft MODEL    speculative decoding with this draft model (same vocabulary)\n"
+    "      --lookup         speculative decoding with prompt lookup (no draft model)\n"
+    "      --draft-max K    most tokens proposed per pass (default 8)\n"
+    "      --draft-min K    fewest tokens proposed per pass (default 1)\n"
+    "      --draft-fixed    keep the draft length at --draft-max (no adaptation)\n"
     "      --special        special-token text in the prompt (e.g. <s>) becomes its token\n"
     "      --no-bos         do not add the BOS token the model asks for\n"
     "      --no-summary     no summary on stderr\n";
@@ -42,6 +47,8 @@ typedef struct generate_opts {
     int32_t stop_tokens[MAX_STOP];
     nu_generate_params gen;
     nu_beam_params beam;
+    nu_speculative_params spec;
+    const char *draft_model;
     long best_of, consistency;
     bool summary, json, use_beam;
 } generate_opts;
@@ -74,6 +81,10 @@ static int parse_counts(generate_opts *o, int argc, char **argv, int *i) {
         double x;
         if (!cli_parse_float(a, argv[++*i], -10, 10, &x)) return -1;
         o->beam.length_penalty = (float)x;
+    } else if (!strcmp(a, "--draft-max") || !strcmp(a, "--draft-min")) {
+        if (!cli_parse_int(a, argv[++*i], 1, 64, &v)) return -1;
+        if (!strcmp(a, "--draft-max")) o->spec.draft_max = (int32_t)v;
+        else o->spec.draft_min = (int32_t)v;
     } else if (!strcmp(a, "--logprobs")) {
         if (!cli_parse_int(a, argv[++*i], 0, NU_MAX_TOP_LOGPROBS, &v)) return -1;
         o->gen.logprobs = (int32_t)v;
@@ -99,6 +110,8 @@ static int parse_flag(generate_opts *o, const char *a) {
     else if (!strcmp(a, "--early-stopping")) o->beam.early_stopping = true;
     else if (!strcmp(a, "--logprobs-after-chain")) o->gen.logprobs_after_chain = true;
     else if (!strcmp(a, "--json")) o->json = true;
+    else if (!strcmp(a, "--lookup")) o->spec.lookup = true;
+    else if (!strcmp(a, "--draft-fixed")) o->spec.adaptive = false;
     else if (!strcmp(a, "--special")) o->gen.parse_special = o->beam.parse_special = true;
     else if (!strcmp(a, "--no-bos")) o->gen.add_bos = o->beam.add_bos = false;
     else if (!strcmp(a, "--no-summary")) o->summary = false;
@@ -122,6 +135,8 @@ static int parse(generate_opts *o, int argc, char **argv) {
             o->prompt = argv[++i];
         } else if ((!strcmp(a, "-f") || !strcmp(a, "--file")) && v) {
             o->prompt_file = argv[++i];
+        } else if (!strcmp(a, "--draft") && v) {
+            o->draft_model = argv[++i];
         } else if (!strcmp(a, "--answer-regex") && v) {
             o->answer_regex = argv[++i];
         } else if (!strcmp(a, "--stop") && v) {
@@ -190,7 +205,43 @@ static int pick_one(const generate_opts *o, const nu_model *m, nu_generate_resul
     return 0;
 }
 
+/* Speculative decoding: one sample, with the draft's statistics. */
+static int run_speculative(generate_opts *o, nu_context *ctx, const char *prompt) {
+    nu_model *dm = NULL;
+    nu_context *dctx = NULL;
+    nu_error err;
+    int rc = 0;
+    if (o->draft_model) {
+        cli_run_opts d = o->run;
+        d.model = o->draft_model;
+        if ((rc = cli_open(&d, &dm, &dctx))) return rc;
+        o->spec.draft = dctx;
+    }
+    nu_speculative_stats stats;
+    nu_generate_result r;
+    o->gen.on_text = o->json ? NULL : write_text;
+    if (nu_generate_speculative(ctx, prompt, &o->gen, &o->spec, &r, &stats, &err) != NU_OK) {
+        cli_error("%s", err.message);
+        rc = 1;
+    } else {
+        print_results(o, nu_context_model(ctx), &r, 1, !o->json);
+        if (o->summary)
+            fprintf(stderr, "speculative (%s): %lld proposed, %lld accepted (%.1f%%), %lld target "
+                            "passes, %.2f tokens per target pass\n",
+                    o->draft_model ? "draft model" : "prompt lookup", (long long)stats.drafted,
+                    (long long)stats.accepted,
+                    stats.drafted ? 100.0 * (double)stats.accepted / (double)stats.drafted : 0.0,
+                    (long long)stats.target_passes,
+                    stats.target_passes ? (double)r.n_generated / (double)stats.target_passes : 0.0);
+        nu_generate_result_free(&r);
+    }
+    nu_context_free(dctx);
+    nu_model_free(dm);
+    return rc;
+}
+
 static int run(generate_opts *o, nu_context *ctx, const char *prompt) {
+    if (o->draft_model || o->spec.lookup) return run_speculative(o, ctx, prompt);
     const nu_model *m = nu_context_model(ctx);
     nu_generate_result r[64];
     nu_error err;
@@ -217,7 +268,7 @@ static int run(generate_opts *o, nu_context *ctx, const char *prompt) {
 
 int cmd_generate(int argc, char **argv) {
     generate_opts o = {.gen = nu_generate_default_params(), .beam = nu_beam_default_params(),
-                       .summary = true};
+                       .spec = nu_speculative_default_params(), .summary = true};
     cli_run_opts_init(&o.run);
     int rc = parse(&o, argc, argv);
     if (rc) return rc < 0 ? 0 : rc;

@@ -12,9 +12,15 @@ typedef struct command {
 
 static const command commands[] = {
     {"generate", cmd_generate, "continue a prompt, streaming the text"},
+    {"compare", cmd_compare, "decoding strategies side by side on one next-token distribution"},
+    {"inspect", cmd_inspect, "what each sampling stage does to the next-token distributions"},
     {"info", cmd_info, "metadata, tensors, parameters and memory needs of a model"},
     {"tokenize", cmd_tokenize, "show the tokens of a text"},
+    {"template", cmd_template, "render a conversation with a chat template"},
+    {"grammar", cmd_grammar, "show the GBNF of a JSON Schema, regex or choices; check a text"},
     {"bench", cmd_bench, "prompt and generation throughput"},
+    {"serve", cmd_serve, "an OpenAI-compatible HTTP server with continuous batching"},
+    {"quantize", cmd_quantize, "write a copy of a model with its weights in another type"},
     {"pull", cmd_pull, "download a model into the cache (hf:ORG/REPO/FILE.gguf)"},
 };
 

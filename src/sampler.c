@@ -1,10 +1,18 @@
-/* sampler.c - choosing the next token: a chain of stages over a candidate
- * array, then a seeded draw (or the argmax when the temperature is 0).
+/* sampler.c - choosing the next token: the sampler object, its parameters
+ * and stage order, the history it keeps (for the repetition stages), the
+ * stages that need that state (logit bias, penalties, no-repeat-n-gram, the
+ * repetition guard, end-of-generation suppression), and the chain itself:
+ * stages in the configured order, then a seeded draw or the argmax.
  *
- * Each stage works on {id, logit, prob} entries. Filtering stages shrink the
- * array; probabilities are recomputed from the logits that remain (softmax)
- * whenever a stage needs them, so a stage always sees the distribution the
- * previous stages left. */
+ * The stateless stages (top-k, top-p, min-p, typical-p, temperature) and the
+ * RNG live in sampler_stages.c.
+ *
+ * Cost per token: one copy of the logits into the candidate array, then each
+ * stage. While no filtering stage has run, the candidate array is still
+ * indexed by token id ("identity"), and the state-keeping stages touch only
+ * the tokens they change (O(history window), not O(vocabulary)). Nothing is
+ * allocated per token: every buffer is sized by nu_sampler_new, except the
+ * history, which doubles a few times per generation while it fills. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,183 +20,320 @@
 #include "error.h"
 #include "nucleus.h"
 
-/* ---- random numbers ------------------------------------------------------ */
-
-/* splitmix64 spreads a 64-bit seed over xoshiro's 256-bit state. */
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-void nu_rng_seed(nu_rng *rng, uint64_t seed) {
-    for (int i = 0; i < 4; i++) rng->s[i] = splitmix64(&seed);
-}
-
-static uint64_t rotl(uint64_t x, int k) {
-    return (x << k) | (x >> (64 - k));
-}
-
-/* xoshiro256** (Blackman and Vigna). */
-uint64_t nu_rng_next(nu_rng *rng) {
-    uint64_t *s = rng->s;
-    uint64_t result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
-}
-
-double nu_rng_uniform(nu_rng *rng) {
-    return (double)(nu_rng_next(rng) >> 11) * (1.0 / 9007199254740992.0);
-}
-
-/* ---- candidate arrays ---------------------------------------------------- */
-
-/* Descending logit; ties by ascending id so that the order is total. */
-static int cmp_candidates(const void *a, const void *b) {
-    const nu_candidate *x = a, *y = b;
-    if (x->logit != y->logit) return x->logit > y->logit ? -1 : 1;
-    return (x->id > y->id) - (x->id < y->id);
-}
-
-static void sort_candidates(nu_candidates *c) {
-    if (c->sorted) return;
-    qsort(c->data, c->size, sizeof *c->data, cmp_candidates);
-    c->sorted = true;
-}
-
-/* prob = softmax(logit) over the candidates left, computed in double. */
-void nu_candidates_softmax(nu_candidates *c) {
-    if (c->size == 0) return;
-    float max = -INFINITY;
-    for (size_t i = 0; i < c->size; i++)
-        if (c->data[i].logit > max) max = c->data[i].logit;
-    double sum = 0;
-    for (size_t i = 0; i < c->size; i++) sum += exp((double)c->data[i].logit - max);
-    for (size_t i = 0; i < c->size; i++)
-        c->data[i].prob = (float)(exp((double)c->data[i].logit - max) / sum);
-}
-
-/* Sifts entry i down a heap whose root is the worst of the k kept (the
- * heap order is the reverse of the candidate order). */
-static void heap_sift_down(nu_candidate *h, size_t k, size_t i) {
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, worst = i;
-        if (l < k && cmp_candidates(&h[l], &h[worst]) > 0) worst = l;
-        if (r < k && cmp_candidates(&h[r], &h[worst]) > 0) worst = r;
-        if (worst == i) return;
-        nu_candidate t = h[i];
-        h[i] = h[worst];
-        h[worst] = t;
-        i = worst;
-    }
-}
-
-/* Moves the k best candidates to the front, sorted, in O(n log k): a heap of
- * the k best so far, whose root is replaced whenever a better one comes. */
-static void select_top(nu_candidates *c, size_t k) {
-    if (c->sorted || k >= c->size) {
-        sort_candidates(c);
-        return;
-    }
-    nu_candidate *h = c->data;
-    for (size_t i = k / 2; i-- > 0;) heap_sift_down(h, k, i);
-    for (size_t i = k; i < c->size; i++) {
-        if (cmp_candidates(&c->data[i], &h[0]) < 0) {
-            nu_candidate t = h[0];
-            h[0] = c->data[i];
-            c->data[i] = t;
-            heap_sift_down(h, k, 0);
-        }
-    }
-    qsort(c->data, k, sizeof *c->data, cmp_candidates);
-}
-
-void nu_stage_top_k(nu_candidates *c, int32_t k) {
-    if (k <= 0 || (size_t)k >= c->size) return;
-    select_top(c, (size_t)k);
-    c->size = (size_t)k;
-    c->sorted = true;
-}
-
-/* Keeps the smallest set of most likely tokens whose probability adds up to
- * at least p (never fewer than one). */
-void nu_stage_top_p(nu_candidates *c, float p) {
-    if (p >= 1.0f || c->size == 0) return;
-    sort_candidates(c);
-    nu_candidates_softmax(c);
-    double cum = 0;
-    size_t keep = c->size;
-    for (size_t i = 0; i < c->size; i++) {
-        cum += c->data[i].prob;
-        if (cum >= p) {
-            keep = i + 1;
-            break;
-        }
-    }
-    c->size = keep;
-}
-
-/* Keeps tokens whose probability is at least p times the top token's. */
-void nu_stage_min_p(nu_candidates *c, float p) {
-    if (p <= 0.0f || c->size == 0) return;
-    float max = -INFINITY;
-    for (size_t i = 0; i < c->size; i++)
-        if (c->data[i].logit > max) max = c->data[i].logit;
-    /* prob_i >= p * prob_max  <=>  logit_i >= logit_max + ln p */
-    float threshold = max + logf(p);
-    size_t n = 0;
-    for (size_t i = 0; i < c->size; i++)
-        if (c->data[i].logit >= threshold) c->data[n++] = c->data[i];
-    c->size = n;
-}
-
-void nu_stage_temperature(nu_candidates *c, float t) {
-    if (t <= 0.0f || t == 1.0f) return;
-    for (size_t i = 0; i < c->size; i++) c->data[i].logit /= t;
-}
-
-/* ---- the sampler ---------------------------------------------------------- */
-
 struct nu_sampler {
-    nu_sampler_params p;
+    nu_sampler_params p; /* order filled in; logit_bias points to bias */
     int32_t n_vocab;
-    nu_candidate *cand;
     nu_rng rng;
+    nu_candidate *cand; /* n_vocab entries: the working array */
+    nu_candidates last; /* what the chain left at the last sample */
+    bool have_last;
+    bool last_normalised; /* last's probs are up to date */
+    nu_logit_bias *bias;  /* a copy of params->logit_bias */
+    float *bias_table;    /* n_vocab summed biases, when there are biases */
+    int32_t *eog;         /* end-of-generation tokens */
+    int32_t n_eog;
+    /* History: the last tokens (prompt ones first when penalize_prompt).
+     * Bounded to the last keep_hist tokens unless the n-gram ban needs all. */
+    int32_t *hist;
+    size_t n_hist, cap_hist, keep_hist;
+    bool hist_unbounded;
+    bool window_lost;    /* out of memory dropped part of the penalty window */
+    int64_t n_generated; /* nu_sampler_accept calls since new or reset */
+    /* The penalty window: count per token, and the tokens with count > 0. */
+    int32_t *counts;
+    int32_t *seen;
+    size_t n_seen;
+    /* A token set for the stages that work on non-identity arrays: token t
+     * is in it when mark[t] == epoch. */
+    uint32_t *mark;
+    uint32_t epoch;
+    nu_stage_observer observer;
+    void *observer_user;
+    nu_candidate *before; /* n_vocab: the observer's copy */
 };
 
+/* ---- parameters ------------------------------------------------------------ */
+
+static const nu_stage_kind default_order[] = {
+    NU_STAGE_LOGIT_BIAS, NU_STAGE_PENALTIES, NU_STAGE_NO_REPEAT_NGRAM, NU_STAGE_REPETITION_GUARD,
+    NU_STAGE_TOP_K,      NU_STAGE_TYPICAL_P, NU_STAGE_TOP_P,           NU_STAGE_MIN_P,
+    NU_STAGE_TEMPERATURE};
+
+static const nu_stage_kind temp_first_order[] = {
+    NU_STAGE_LOGIT_BIAS,  NU_STAGE_PENALTIES, NU_STAGE_NO_REPEAT_NGRAM, NU_STAGE_REPETITION_GUARD,
+    NU_STAGE_TEMPERATURE, NU_STAGE_TOP_K,     NU_STAGE_TOP_P,           NU_STAGE_MIN_P,
+    NU_STAGE_TYPICAL_P};
+
+#define N_DEFAULT_STAGES ((int32_t)(sizeof default_order / sizeof *default_order))
+
 nu_sampler_params nu_sampler_default_params(void) {
-    nu_sampler_params p = {.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f,
-                           .seed = 0xC0FFEE, .n_stages = 0};
+    nu_sampler_params p = {.temperature = 0.8f,
+                           .top_k = 40,
+                           .top_p = 0.95f,
+                           .min_p = 0.05f,
+                           .typical_p = 1.0f,
+                           .repeat_penalty = 1.0f,
+                           .frequency_penalty = 0.0f,
+                           .presence_penalty = 0.0f,
+                           .penalty_last_n = 64,
+                           .penalize_prompt = false,
+                           .no_repeat_ngram_size = 0,
+                           .guard_strength = 0.0f,
+                           .guard_window = 64,
+                           .min_tokens = 0,
+                           .ignore_eos = false,
+                           .logit_bias = NULL,
+                           .n_logit_bias = 0,
+                           .seed = 0xC0FFEE,
+                           .n_stages = 0};
     return p;
 }
 
-static const nu_stage_kind default_order[] = {NU_STAGE_TOP_K, NU_STAGE_TOP_P, NU_STAGE_MIN_P,
-                                              NU_STAGE_TEMPERATURE};
+/* lo <= x <= hi, false for NaN. */
+static bool in_range(float x, float lo, float hi) {
+    return x >= lo && x <= hi;
+}
 
-nu_status nu_sampler_params_check(const nu_sampler_params *p, nu_error *err) {
-    if (!(p->temperature >= 0.0f && p->temperature <= 100.0f))
+/* The probability-shaped parameters and the temperature. */
+static nu_status check_filters(const nu_sampler_params *p, nu_error *err) {
+    if (!in_range(p->temperature, 0.0f, 100.0f))
         return nu_fail(err, NU_ERR_INVALID_ARG, "temperature %g is out of range (0..100)",
                        p->temperature);
     if (p->top_k < 0)
-        return nu_fail(err, NU_ERR_INVALID_ARG, "top_k %d must be >= 0 (0 turns it off)",
-                       p->top_k);
+        return nu_fail(err, NU_ERR_INVALID_ARG, "top_k %d must be >= 0 (0 turns it off)", p->top_k);
     if (!(p->top_p > 0.0f && p->top_p <= 1.0f))
-        return nu_fail(err, NU_ERR_INVALID_ARG, "top_p %g is out of range (0 < p <= 1)", p->top_p);
-    if (!(p->min_p >= 0.0f && p->min_p <= 1.0f))
+        return nu_fail(err, NU_ERR_INVALID_ARG, "top_p %g is out of range (0 < top_p <= 1)",
+                       p->top_p);
+    if (!in_range(p->min_p, 0.0f, 1.0f))
         return nu_fail(err, NU_ERR_INVALID_ARG, "min_p %g is out of range (0..1)", p->min_p);
-    if (p->n_stages < 0 || p->n_stages > NU_MAX_STAGES)
-        return nu_fail(err, NU_ERR_INVALID_ARG, "%d sampler stages (at most %d)", p->n_stages,
-                       NU_MAX_STAGES);
-    for (int32_t i = 0; i < p->n_stages; i++)
-        if ((unsigned)p->order[i] >= NU_STAGE_COUNT_)
-            return nu_fail(err, NU_ERR_INVALID_ARG, "unknown sampler stage %d", (int)p->order[i]);
+    if (!(p->typical_p > 0.0f && p->typical_p <= 1.0f))
+        return nu_fail(err, NU_ERR_INVALID_ARG, "typical_p %g is out of range (0 < typical_p <= 1)",
+                       p->typical_p);
     return NU_OK;
+}
+
+/* The repetition parameters. */
+static nu_status check_repetition(const nu_sampler_params *p, nu_error *err) {
+    if (!(p->repeat_penalty > 0.0f && p->repeat_penalty <= 100.0f))
+        return nu_fail(err, NU_ERR_INVALID_ARG,
+                       "repeat_penalty %g is out of range (0 < repeat_penalty <= 100)",
+                       p->repeat_penalty);
+    if (!in_range(p->frequency_penalty, -2.0f, 2.0f))
+        return nu_fail(err, NU_ERR_INVALID_ARG, "frequency_penalty %g is out of range (-2..2)",
+                       p->frequency_penalty);
+    if (!in_range(p->presence_penalty, -2.0f, 2.0f))
+        return nu_fail(err, NU_ERR_INVALID_ARG, "presence_penalty %g is out of range (-2..2)",
+                       p->presence_penalty);
+    if (p->penalty_last_n < -1)
+        return nu_fail(err, NU_ERR_INVALID_ARG,
+                       "penalty_last_n %d must be >= -1 (0 is off, -1 the whole history)",
+                       p->penalty_last_n);
+    if (p->no_repeat_ngram_size < 0)
+        return nu_fail(err, NU_ERR_INVALID_ARG,
+                       "no_repeat_ngram_size %d must be >= 0 (0 turns it off)",
+                       p->no_repeat_ngram_size);
+    if (!in_range(p->guard_strength, 0.0f, 10.0f))
+        return nu_fail(err, NU_ERR_INVALID_ARG, "guard_strength %g is out of range (0..10)",
+                       p->guard_strength);
+    if (p->guard_window < 2 || p->guard_window > 512)
+        return nu_fail(err, NU_ERR_INVALID_ARG, "guard_window %d is out of range (2..512)",
+                       p->guard_window);
+    if (p->min_tokens < 0)
+        return nu_fail(err, NU_ERR_INVALID_ARG, "min_tokens %d must be >= 0", p->min_tokens);
+    return NU_OK;
+}
+
+/* The bias list (its tokens' range is checked by nu_sampler_new). */
+static nu_status check_bias(const nu_sampler_params *p, nu_error *err) {
+    if (p->n_logit_bias < 0 || (p->n_logit_bias > 0 && !p->logit_bias))
+        return nu_fail(err, NU_ERR_INVALID_ARG, "logit_bias: %d entries at %p", p->n_logit_bias,
+                       (const void *)p->logit_bias);
+    for (int32_t i = 0; i < p->n_logit_bias; i++) {
+        const nu_logit_bias *b = &p->logit_bias[i];
+        if (b->token < 0)
+            return nu_fail(err, NU_ERR_INVALID_ARG, "logit_bias token %d is negative", b->token);
+        if (isnan(b->bias) || b->bias == INFINITY)
+            return nu_fail(err, NU_ERR_INVALID_ARG,
+                           "logit_bias of token %d is %g (finite or -inf only)", b->token, b->bias);
+    }
+    return NU_OK;
+}
+
+/* Known stages, none twice, at most NU_MAX_STAGES. */
+static nu_status check_order(const nu_stage_kind *order, int32_t n, nu_error *err) {
+    if (n < 0 || n > NU_MAX_STAGES)
+        return nu_fail(err, NU_ERR_INVALID_ARG, "%d sampler stages (at most %d)", n, NU_MAX_STAGES);
+    for (int32_t i = 0; i < n; i++) {
+        if ((unsigned)order[i] >= NU_STAGE_COUNT_)
+            return nu_fail(err, NU_ERR_INVALID_ARG, "unknown sampler stage %d", (int)order[i]);
+        for (int32_t j = 0; j < i; j++)
+            if (order[j] == order[i])
+                return nu_fail(err, NU_ERR_INVALID_ARG,
+                               "sampler stage %s appears twice in the order",
+                               nu_stage_name(order[i]));
+    }
+    return NU_OK;
+}
+
+nu_status nu_sampler_params_check(const nu_sampler_params *p, nu_error *err) {
+    nu_status st = check_filters(p, err);
+    if (!st) st = check_repetition(p, err);
+    if (!st) st = check_bias(p, err);
+    if (!st) st = check_order(p->order, p->n_stages, err);
+    return st;
+}
+
+/* ---- stage names and orders ------------------------------------------------ */
+
+static const char *const stage_names[NU_STAGE_COUNT_] = {
+    [NU_STAGE_TOP_K] = "top_k",
+    [NU_STAGE_TOP_P] = "top_p",
+    [NU_STAGE_MIN_P] = "min_p",
+    [NU_STAGE_TEMPERATURE] = "temperature",
+    [NU_STAGE_TYPICAL_P] = "typical_p",
+    [NU_STAGE_LOGIT_BIAS] = "logit_bias",
+    [NU_STAGE_PENALTIES] = "penalties",
+    [NU_STAGE_NO_REPEAT_NGRAM] = "no_repeat_ngram",
+    [NU_STAGE_REPETITION_GUARD] = "repetition_guard",
+};
+
+const char *nu_stage_name(nu_stage_kind kind) {
+    return (unsigned)kind < NU_STAGE_COUNT_ ? stage_names[kind] : NULL;
+}
+
+/* The stage whose name is text[0..len) ('-' matching '_'); -1 if none. */
+static int stage_by_name(const char *text, size_t len) {
+    for (int k = 0; k < NU_STAGE_COUNT_; k++) {
+        const char *name = stage_names[k];
+        if (strlen(name) != len) continue;
+        size_t i = 0;
+        while (i < len && (text[i] == name[i] || (text[i] == '-' && name[i] == '_'))) i++;
+        if (i == len) return k;
+    }
+    return -1;
+}
+
+/* Blanks allowed around stage names. */
+static bool is_blank(char ch) {
+    return ch == ' ' || ch == '\t';
+}
+
+/* Copies a preset into order when text names one. */
+static bool order_preset(const char *text, nu_stage_kind *order, int32_t *n) {
+    const nu_stage_kind *src = NULL;
+    if (!strcmp(text, "default"))
+        src = default_order;
+    else if (!strcmp(text, "temp_first") || !strcmp(text, "temp-first"))
+        src = temp_first_order;
+    if (!src) return false;
+    memcpy(order, src, sizeof default_order);
+    *n = N_DEFAULT_STAGES;
+    return true;
+}
+
+nu_status nu_sampler_order_parse(const char *text, nu_stage_kind *order, int32_t *n,
+                                 nu_error *err) {
+    *n = 0;
+    if (order_preset(text, order, n)) return NU_OK;
+    const char *s = text;
+    for (;;) {
+        while (is_blank(*s)) s++;
+        size_t len = strcspn(s, ",");
+        size_t trimmed = len;
+        while (trimmed > 0 && is_blank(s[trimmed - 1])) trimmed--;
+        int kind = stage_by_name(s, trimmed);
+        if (kind < 0)
+            return nu_fail(err, NU_ERR_INVALID_ARG,
+                           "unknown sampler stage '%.*s' (stages: logit_bias, penalties, "
+                           "no_repeat_ngram, repetition_guard, top_k, typical_p, top_p, min_p, "
+                           "temperature; presets: default, temp_first)",
+                           (int)trimmed, s);
+        if (*n == NU_MAX_STAGES)
+            return nu_fail(err, NU_ERR_INVALID_ARG, "more than %d sampler stages", NU_MAX_STAGES);
+        order[(*n)++] = (nu_stage_kind)kind;
+        if (s[len] != ',') break;
+        s += len + 1;
+    }
+    return check_order(order, *n, err);
+}
+
+size_t nu_sampler_order_string(const nu_stage_kind *order, int32_t n, char *buf, size_t cap) {
+    if (n == 0) {
+        order = default_order;
+        n = N_DEFAULT_STAGES;
+    }
+    size_t len = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const char *name = nu_stage_name(order[i]);
+        if (!name) name = "?";
+        for (const char *q = i ? "," : ""; *q; q++, len++)
+            if (len + 1 < cap) buf[len] = *q;
+        for (const char *q = name; *q; q++, len++)
+            if (len + 1 < cap) buf[len] = *q;
+    }
+    if (cap) buf[len < cap ? len : cap - 1] = 0;
+    return len;
+}
+
+/* ---- creating a sampler ---------------------------------------------------- */
+
+static bool penalties_on(const nu_sampler_params *p) {
+    return p->penalty_last_n != 0 && (p->repeat_penalty != 1.0f || p->frequency_penalty != 0.0f ||
+                                      p->presence_penalty != 0.0f);
+}
+
+/* How many of the last history tokens the windows need. */
+static size_t history_keep(const nu_sampler_params *p) {
+    size_t keep = (size_t)p->guard_window;
+    if (p->penalty_last_n > 0 && (size_t)p->penalty_last_n > keep) keep = (size_t)p->penalty_last_n;
+    return keep;
+}
+
+/* The copy of the biases, and their per-token sums for arrays that are no
+ * longer indexed by id. */
+static nu_status make_bias(nu_sampler *s, nu_error *err) {
+    int32_t n = s->p.n_logit_bias;
+    if (n <= 0) return NU_OK;
+    for (int32_t i = 0; i < n; i++)
+        if (s->p.logit_bias[i].token >= s->n_vocab)
+            return nu_fail(err, NU_ERR_INVALID_ARG,
+                           "logit_bias token %d is outside the vocabulary (%d tokens)",
+                           s->p.logit_bias[i].token, s->n_vocab);
+    s->bias = malloc((size_t)n * sizeof *s->bias);
+    s->bias_table = calloc((size_t)s->n_vocab, sizeof *s->bias_table);
+    if (!s->bias || !s->bias_table)
+        return nu_fail(err, NU_ERR_NOMEM, "out of memory for the logit biases");
+    memcpy(s->bias, s->p.logit_bias, (size_t)n * sizeof *s->bias);
+    for (int32_t i = 0; i < n; i++) s->bias_table[s->bias[i].token] += s->bias[i].bias;
+    s->p.logit_bias = s->bias;
+    return NU_OK;
+}
+
+/* The history array starts with room for HISTORY_FIRST tokens and doubles
+ * when the windows need more (a few times per generation at most), so a
+ * large penalty_last_n costs memory only once that many tokens exist. */
+enum { HISTORY_FIRST = 256 };
+
+/* Every buffer the sampler will use while sampling. */
+static nu_status make_buffers(nu_sampler *s, nu_error *err) {
+    size_t nv = (size_t)s->n_vocab;
+    s->keep_hist = history_keep(&s->p);
+    s->hist_unbounded = s->p.no_repeat_ngram_size > 0;
+    s->cap_hist = HISTORY_FIRST;
+    s->cand = malloc(nv * sizeof *s->cand);
+    s->hist = malloc(s->cap_hist * sizeof *s->hist);
+    bool ok = s->cand && s->hist;
+    if (ok && penalties_on(&s->p)) {
+        s->counts = calloc(nv, sizeof *s->counts);
+        s->seen = malloc(nv * sizeof *s->seen);
+        ok = s->counts && s->seen;
+    }
+    if (ok && (s->p.no_repeat_ngram_size > 0 || s->p.guard_strength > 0)) {
+        s->mark = calloc(nv, sizeof *s->mark);
+        ok = s->mark != NULL;
+    }
+    if (!ok) return nu_fail(err, NU_ERR_NOMEM, "out of memory for a sampler");
+    return make_bias(s, err);
 }
 
 nu_status nu_sampler_new(const nu_sampler_params *params, int32_t n_vocab, nu_sampler **out,
@@ -198,72 +343,489 @@ nu_status nu_sampler_new(const nu_sampler_params *params, int32_t n_vocab, nu_sa
     if (st) return st;
     if (n_vocab < 1) return nu_fail(err, NU_ERR_INVALID_ARG, "vocabulary size %d", n_vocab);
     nu_sampler *s = calloc(1, sizeof *s);
-    if (s) s->cand = malloc((size_t)n_vocab * sizeof *s->cand);
-    if (!s || !s->cand) {
-        if (s) free(s);
-        return nu_fail(err, NU_ERR_NOMEM, "out of memory for a sampler");
-    }
+    if (!s) return nu_fail(err, NU_ERR_NOMEM, "out of memory for a sampler");
     s->p = *params;
     if (s->p.n_stages == 0) {
-        s->p.n_stages = (int32_t)(sizeof default_order / sizeof *default_order);
+        s->p.n_stages = N_DEFAULT_STAGES;
         memcpy(s->p.order, default_order, sizeof default_order);
     }
     s->n_vocab = n_vocab;
+    s->epoch = 1;
     nu_rng_seed(&s->rng, params->seed);
+    if ((st = make_buffers(s, err))) {
+        nu_sampler_free(s);
+        return st;
+    }
     *out = s;
     return NU_OK;
+}
+
+nu_status nu_sampler_new_for_model(const nu_sampler_params *params, const nu_model *model,
+                                   nu_sampler **out, nu_error *err) {
+    int32_t n_vocab = nu_model_n_vocab(model);
+    nu_status st = nu_sampler_new(params, n_vocab, out, err);
+    if (st) return st;
+    int32_t n = 0;
+    for (int32_t t = 0; t < n_vocab; t++) n += nu_token_is_eog(model, t);
+    int32_t *ids = malloc(((size_t)n + 1) * sizeof *ids);
+    if (!ids) st = nu_fail(err, NU_ERR_NOMEM, "out of memory for a sampler");
+    n = 0;
+    for (int32_t t = 0; ids && t < n_vocab; t++)
+        if (nu_token_is_eog(model, t)) ids[n++] = t;
+    if (!st) st = nu_sampler_set_eog(*out, ids, n, err);
+    free(ids);
+    if (st) {
+        nu_sampler_free(*out);
+        *out = NULL;
+    }
+    return st;
 }
 
 void nu_sampler_free(nu_sampler *s) {
     if (!s) return;
     free(s->cand);
+    free(s->bias);
+    free(s->bias_table);
+    free(s->eog);
+    free(s->hist);
+    free(s->counts);
+    free(s->seen);
+    free(s->mark);
+    free(s->before);
     free(s);
 }
 
-void nu_sampler_reseed(nu_sampler *s, uint64_t seed) { nu_rng_seed(&s->rng, seed); }
-
-void nu_sampler_accept(nu_sampler *s, int32_t token) {
-    (void)s, (void)token; /* no stage keeps history yet */
+nu_status nu_sampler_set_eog(nu_sampler *s, const int32_t *tokens, int32_t n, nu_error *err) {
+    if (n < 0 || (n > 0 && !tokens))
+        return nu_fail(err, NU_ERR_INVALID_ARG, "%d end-of-generation tokens", n);
+    for (int32_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= s->n_vocab)
+            return nu_fail(err, NU_ERR_INVALID_ARG,
+                           "end-of-generation token %d is outside the vocabulary (%d tokens)",
+                           tokens[i], s->n_vocab);
+    int32_t *copy = malloc(((size_t)n + 1) * sizeof *copy);
+    if (!copy) return nu_fail(err, NU_ERR_NOMEM, "out of memory for end-of-generation tokens");
+    if (n) memcpy(copy, tokens, (size_t)n * sizeof *copy);
+    free(s->eog);
+    s->eog = copy;
+    s->n_eog = n;
+    return NU_OK;
 }
 
-/* The highest logit; the lowest id among equals. */
-static int32_t argmax(const float *logits, int32_t n) {
+nu_status nu_sampler_set_observer(nu_sampler *s, nu_stage_observer fn, void *user, nu_error *err) {
+    if (fn && !s->before) {
+        s->before = malloc((size_t)s->n_vocab * sizeof *s->before);
+        if (!s->before) return nu_fail(err, NU_ERR_NOMEM, "out of memory for an observer");
+    }
+    s->observer = fn;
+    s->observer_user = user;
+    return NU_OK;
+}
+
+void nu_sampler_reseed(nu_sampler *s, uint64_t seed) {
+    nu_rng_seed(&s->rng, seed);
+}
+
+/* ---- history ----------------------------------------------------------------- */
+
+void nu_sampler_reset(nu_sampler *s) {
+    s->n_hist = 0;
+    s->n_generated = 0;
+    s->window_lost = false;
+    if (s->counts)
+        for (size_t i = 0; i < s->n_seen; i++) s->counts[s->seen[i]] = 0;
+    s->n_seen = 0;
+}
+
+/* Makes room for one more token: doubles the array while the windows need
+ * more room (always, when the n-gram ban needs the whole history); then
+ * drops all but the last keep_hist tokens, all the windows look at. If
+ * memory runs out, half the history goes and the penalty counts stop
+ * decrementing (safe, if no longer windowed). */
+static void history_make_room(nu_sampler *s) {
+    bool grow = s->hist_unbounded || s->cap_hist < 2 * s->keep_hist + 64;
+    if (grow && s->cap_hist <= SIZE_MAX / 2 / sizeof *s->hist) {
+        int32_t *bigger = realloc(s->hist, 2 * s->cap_hist * sizeof *s->hist);
+        if (bigger) {
+            s->hist = bigger;
+            s->cap_hist *= 2;
+            return;
+        }
+    }
+    size_t keep = s->keep_hist;
+    if (keep > s->n_hist / 2) {
+        keep = s->n_hist / 2;
+        s->window_lost = true;
+    }
+    memmove(s->hist, s->hist + s->n_hist - keep, keep * sizeof *s->hist);
+    s->n_hist = keep;
+}
+
+/* One more occurrence of t in the penalty window (delta +1) or one fewer
+ * (delta -1), keeping the list of tokens with a count. */
+static void count_token(nu_sampler *s, int32_t t, int delta) {
+    if (delta > 0 && s->counts[t]++ == 0) s->seen[s->n_seen++] = t;
+    if (delta < 0 && --s->counts[t] == 0) {
+        size_t i = 0;
+        while (s->seen[i] != t) i++;
+        s->seen[i] = s->seen[--s->n_seen];
+    }
+}
+
+/* Appends t to the history; the token that leaves the penalty window (the
+ * one penalty_last_n places back) loses its count. */
+static void history_push(nu_sampler *s, int32_t t) {
+    if (t < 0 || t >= s->n_vocab) return;
+    if (s->n_hist == s->cap_hist) history_make_room(s);
+    s->hist[s->n_hist++] = t;
+    if (!s->counts) return;
+    count_token(s, t, +1);
+    size_t last_n = (size_t)s->p.penalty_last_n;
+    if (s->p.penalty_last_n > 0 && !s->window_lost && s->n_hist > last_n)
+        count_token(s, s->hist[s->n_hist - 1 - last_n], -1);
+}
+
+void nu_sampler_accept_prompt(nu_sampler *s, const int32_t *tokens, int32_t n) {
+    if (!s->p.penalize_prompt) return;
+    for (int32_t i = 0; i < n; i++) history_push(s, tokens[i]);
+}
+
+void nu_sampler_accept(nu_sampler *s, int32_t token) {
+    history_push(s, token);
+    s->n_generated++;
+}
+
+/* ---- token sets ---------------------------------------------------------------- */
+
+/* Starts an empty token set (see mark/epoch). */
+static void set_clear(nu_sampler *s) {
+    if (++s->epoch == 0) { /* wrapped: old marks could look current */
+        memset(s->mark, 0, (size_t)s->n_vocab * sizeof *s->mark);
+        s->epoch = 1;
+    }
+}
+
+/* Adds t; returns true if it was not in the set yet. */
+static bool set_add(nu_sampler *s, int32_t t) {
+    if (s->mark[t] == s->epoch) return false;
+    s->mark[t] = s->epoch;
+    return true;
+}
+
+/* Whether t is in the set. */
+static bool set_has(const nu_sampler *s, int32_t t) {
+    return s->mark[t] == s->epoch;
+}
+
+/* ---- the stages that keep state ------------------------------------------------ */
+
+/* The CTRL repetition penalty: positive logits are divided by it, negative
+ * ones multiplied, so that it always makes the token less likely (for
+ * penalty > 1). */
+static float ctrl_penalty(float logit, float penalty) {
+    return logit > 0.0f ? logit / penalty : logit * penalty;
+}
+
+/* logit += bias. With an identity array only the biased entries are
+ * touched; otherwise each candidate looks up its summed bias. */
+static void stage_logit_bias(nu_sampler *s, nu_candidates *c, bool identity) {
+    if (s->p.n_logit_bias == 0) return;
+    if (identity) {
+        for (int32_t i = 0; i < s->p.n_logit_bias; i++)
+            c->data[s->bias[i].token].logit += s->bias[i].bias;
+    } else {
+        for (size_t i = 0; i < c->size; i++) c->data[i].logit += s->bias_table[c->data[i].id];
+    }
+    c->sorted = false;
+}
+
+/* Repetition (CTRL), frequency and presence penalties of one candidate that
+ * occurs count > 0 times in the window. */
+static void penalise(const nu_sampler_params *p, nu_candidate *x, int32_t count) {
+    x->logit = ctrl_penalty(x->logit, p->repeat_penalty);
+    x->logit -= (float)count * p->frequency_penalty + p->presence_penalty;
+}
+
+/* The penalties over the tokens of the penalty window: through the list of
+ * tokens seen when the array is indexed by id, else through the counts. */
+static void stage_penalties(nu_sampler *s, nu_candidates *c, bool identity) {
+    if (!s->counts || s->n_seen == 0) return;
+    if (identity) {
+        for (size_t i = 0; i < s->n_seen; i++) {
+            int32_t t = s->seen[i];
+            penalise(&s->p, &c->data[t], s->counts[t]);
+        }
+    } else {
+        for (size_t i = 0; i < c->size; i++) {
+            int32_t count = s->counts[c->data[i].id];
+            if (count > 0) penalise(&s->p, &c->data[i], count);
+        }
+    }
+    c->sorted = false;
+}
+
+/* Sets logit -INFINITY for the tokens in the set (non-identity arrays). */
+static void ban_marked(nu_sampler *s, nu_candidates *c) {
+    for (size_t i = 0; i < c->size; i++)
+        if (set_has(s, c->data[i].id)) c->data[i].logit = -INFINITY;
+}
+
+/* Bans every token that follows an earlier occurrence of the last n-1
+ * tokens (each n-gram h[i..i+n) of the history whose first n-1 tokens equal
+ * the history's last n-1 would be repeated by h[i+n-1]). O(history * n). */
+static void stage_no_repeat_ngram(nu_sampler *s, nu_candidates *c, bool identity) {
+    size_t n = (size_t)s->p.no_repeat_ngram_size, len = s->n_hist;
+    if (n == 0 || len < n) return;
+    const int32_t *h = s->hist, *suffix = h + len - (n - 1);
+    set_clear(s);
+    for (size_t i = 0; i + n <= len; i++) {
+        if (memcmp(h + i, suffix, (n - 1) * sizeof *h) != 0) continue;
+        int32_t t = h[i + n - 1];
+        if (identity)
+            c->data[t].logit = -INFINITY;
+        else
+            set_add(s, t);
+    }
+    if (!identity) ban_marked(s, c);
+    c->sorted = false;
+}
+
+/* The generated tokens the guard looks at: the last min(guard_window,
+ * generated) of the history. */
+static const int32_t *guard_window(const nu_sampler *s, size_t *n) {
+    size_t w = (size_t)s->p.guard_window;
+    if ((uint64_t)s->n_generated < w) w = (size_t)s->n_generated;
+    if (s->n_hist < w) w = s->n_hist;
+    *n = w;
+    return s->hist + s->n_hist - w;
+}
+
+/* Distinct g-grams among the n - g + 1 of w (O(n^2 g), n <= 512). */
+static size_t distinct_grams(const int32_t *w, size_t n, size_t g) {
+    size_t distinct = 0;
+    for (size_t i = 0; i + g <= n; i++) {
+        size_t j = 0;
+        while (j < i && memcmp(w + j, w + i, g * sizeof *w) != 0) j++;
+        distinct += j == i;
+    }
+    return distinct;
+}
+
+/* The length of the longest suffix of w that also ends at an earlier
+ * position (occurrences may overlap the suffix). */
+static size_t longest_repeated_suffix(const int32_t *w, size_t n) {
+    size_t best = 0;
+    for (size_t end = 0; end + 1 < n; end++) {
+        size_t k = 0;
+        while (k <= end && w[end - k] == w[n - 1 - k]) k++;
+        if (k > best) best = k;
+    }
+    return best;
+}
+
+float nu_sampler_repetition_severity(const nu_sampler *s) {
+    size_t n;
+    const int32_t *w = guard_window(s, &n);
+    if (n < 2) return 0.0f;
+    double r_tokens = 1.0 - (double)distinct_grams(w, n, 1) / (double)n;
+    double r_bigrams = 1.0 - (double)distinct_grams(w, n, 2) / (double)(n - 1);
+    double r_span = (double)longest_repeated_suffix(w, n) / (double)n;
+    return (float)((r_tokens + r_bigrams + r_span) / 3.0);
+}
+
+/* The CTRL penalty 1 + guard_strength * severity on each token of the
+ * guard window. */
+static void stage_repetition_guard(nu_sampler *s, nu_candidates *c, bool identity) {
+    if (s->p.guard_strength <= 0.0f) return;
+    float factor = 1.0f + s->p.guard_strength * nu_sampler_repetition_severity(s);
+    if (factor == 1.0f) return;
+    size_t n;
+    const int32_t *w = guard_window(s, &n);
+    set_clear(s);
+    for (size_t i = 0; i < n; i++) {
+        if (set_add(s, w[i]) && identity)
+            c->data[w[i]].logit = ctrl_penalty(c->data[w[i]].logit, factor);
+    }
+    for (size_t i = 0; !identity && i < c->size; i++)
+        if (set_has(s, c->data[i].id)) c->data[i].logit = ctrl_penalty(c->data[i].logit, factor);
+    c->sorted = false;
+}
+
+/* min_tokens and ignore_eos: whether the end-of-generation tokens are banned
+ * before the chain of this sample (the array is then still indexed by id). */
+static bool eog_suppressed(const nu_sampler *s) {
+    return s->n_eog > 0 && (s->p.ignore_eos || s->n_generated < s->p.min_tokens);
+}
+
+/* Bans every end-of-generation token (identity array). */
+static void suppress_eog(nu_sampler *s, nu_candidates *c) {
+    for (int32_t i = 0; i < s->n_eog; i++) c->data[s->eog[i]].logit = -INFINITY;
+    c->sorted = false;
+}
+
+/* ---- the chain --------------------------------------------------------------- */
+
+/* Not an nu_stage_kind: the EOG suppression, run (and observed) like one. */
+#define STAGE_EOG NU_STAGE_COUNT_
+
+/* The stages greedy decoding skips, with temperature: they cannot change
+ * the argmax (typical-p could drop it, which greedy does not want). */
+static bool is_filter(int kind) {
+    return kind == NU_STAGE_TOP_K || kind == NU_STAGE_TOP_P || kind == NU_STAGE_MIN_P ||
+           kind == NU_STAGE_TYPICAL_P;
+}
+
+/* Whether a stage leaves an identity array indexed by id: the stages that
+ * only change logits do, and a filter that is switched off. */
+static bool keeps_identity(const nu_sampler_params *p, int kind) {
+    switch (kind) {
+    case NU_STAGE_TOP_K: return p->top_k == 0;
+    case NU_STAGE_TOP_P: return p->top_p >= 1.0f;
+    case NU_STAGE_MIN_P: return p->min_p <= 0.0f;
+    case NU_STAGE_TYPICAL_P: return p->typical_p >= 1.0f;
+    default: return true;
+    }
+}
+
+/* One stage with its parameters; identity says the array is still indexed
+ * by token id. */
+static void run_stage(nu_sampler *s, int kind, nu_candidates *c, bool identity) {
+    const nu_sampler_params *p = &s->p;
+    switch (kind) {
+    case NU_STAGE_TOP_K: nu_stage_top_k(c, p->top_k); break;
+    case NU_STAGE_TOP_P: nu_stage_top_p(c, p->top_p); break;
+    case NU_STAGE_MIN_P: nu_stage_min_p(c, p->min_p); break;
+    case NU_STAGE_TYPICAL_P: nu_stage_typical_p(c, p->typical_p); break;
+    case NU_STAGE_TEMPERATURE: nu_stage_temperature(c, p->temperature); break;
+    case NU_STAGE_LOGIT_BIAS: stage_logit_bias(s, c, identity); break;
+    case NU_STAGE_PENALTIES: stage_penalties(s, c, identity); break;
+    case NU_STAGE_NO_REPEAT_NGRAM: stage_no_repeat_ngram(s, c, identity); break;
+    case NU_STAGE_REPETITION_GUARD: stage_repetition_guard(s, c, identity); break;
+    case STAGE_EOG: suppress_eog(s, c); break;
+    default: break;
+    }
+}
+
+/* Runs one stage; with an observer, shows it the array before and after
+ * (both softmax-normalised; the stages never read prob, so this changes
+ * nothing that follows). */
+static void run_observed(nu_sampler *s, int kind, nu_candidates *c, bool *identity) {
+    if (!s->observer) {
+        run_stage(s, kind, c, *identity);
+    } else {
+        nu_candidates before = {s->before, c->size, c->sorted, -1};
+        memcpy(s->before, c->data, c->size * sizeof *c->data);
+        run_stage(s, kind, c, *identity);
+        nu_candidates_softmax(&before);
+        nu_candidates_softmax(c);
+        s->observer(s->observer_user, kind == STAGE_EOG ? "eog" : nu_stage_name(kind), &before, c);
+    }
+    *identity = *identity && keeps_identity(&s->p, kind);
+}
+
+/* The index of the highest finite logit (lowest id among equals), or -1. */
+static int32_t best_index(const nu_candidates *c) {
+    int32_t best = -1;
+    for (size_t i = 0; i < c->size; i++) {
+        const nu_candidate *x = &c->data[i];
+        if (x->logit == -INFINITY) continue;
+        if (best < 0 || x->logit > c->data[best].logit ||
+            (x->logit == c->data[best].logit && x->id < c->data[best].id))
+            best = (int32_t)i;
+    }
+    return best;
+}
+
+/* Inverse-CDF draw over the candidates' probabilities; -1 when all are 0. */
+static int32_t draw(nu_candidates *c, nu_rng *rng) {
+    nu_candidates_softmax(c);
+    double u = nu_rng_uniform(rng), cum = 0;
+    int32_t last = -1;
+    for (size_t i = 0; i < c->size; i++) {
+        if (c->data[i].prob <= 0.0f) continue;
+        cum += c->data[i].prob;
+        last = (int32_t)i;
+        if (u < cum) return last;
+    }
+    return last; /* rounding left u above the last partial sum */
+}
+
+/* The highest raw logit; the lowest id among equals. */
+static int32_t raw_argmax(const float *logits, int32_t n) {
     int32_t best = 0;
     for (int32_t i = 1; i < n; i++)
         if (logits[i] > logits[best]) best = i;
     return best;
 }
 
-static void run_stage(const nu_sampler_params *p, nu_stage_kind kind, nu_candidates *c) {
-    switch (kind) {
-    case NU_STAGE_TOP_K: nu_stage_top_k(c, p->top_k); break;
-    case NU_STAGE_TOP_P: nu_stage_top_p(c, p->top_p); break;
-    case NU_STAGE_MIN_P: nu_stage_min_p(c, p->min_p); break;
-    case NU_STAGE_TEMPERATURE: nu_stage_temperature(c, p->temperature); break;
-    default: break;
+/* The last step: argmax (greedy) or draw, shown to the observer. */
+static int32_t pick(nu_sampler *s, nu_candidates *c, bool greedy) {
+    int32_t i = greedy ? best_index(c) : draw(c, &s->rng);
+    s->last_normalised = !greedy;
+    if (s->observer) {
+        if (greedy) nu_candidates_softmax(c);
+        s->last_normalised = true;
+        nu_candidates before = *c;
+        c->selected = i;
+        s->observer(s->observer_user, greedy ? "greedy" : "dist", &before, c);
     }
+    c->selected = i;
+    return i;
 }
 
-/* Inverse-CDF draw over the candidates' probabilities. */
-static size_t draw(nu_candidates *c, nu_rng *rng) {
-    nu_candidates_softmax(c);
-    double u = nu_rng_uniform(rng), cum = 0;
-    for (size_t i = 0; i < c->size; i++) {
-        cum += c->data[i].prob;
-        if (u < cum) return i;
+/* Copies the logits into the candidate array (indexed by id), bans the
+ * EOG tokens if asked and runs the order (greedy skips the filters). */
+static nu_candidates *run_chain(nu_sampler *s, const float *logits, bool greedy) {
+    nu_candidates *c = &s->last;
+    *c = (nu_candidates){s->cand, (size_t)s->n_vocab, false, -1};
+    for (int32_t i = 0; i < s->n_vocab; i++) c->data[i] = (nu_candidate){i, logits[i], 0.0f};
+    s->have_last = true;
+    bool identity = true;
+    if (eog_suppressed(s)) run_observed(s, STAGE_EOG, c, &identity);
+    for (int32_t k = 0; k < s->p.n_stages; k++) {
+        int kind = s->p.order[k];
+        if (greedy && (is_filter(kind) || kind == NU_STAGE_TEMPERATURE)) continue;
+        run_observed(s, kind, c, &identity);
     }
-    return c->size - 1; /* rounding left u above the last partial sum */
+    return c;
 }
 
+/* Runs the chain and picks; the raw argmax when nothing finite is left. */
 int32_t nu_sampler_sample(nu_sampler *s, const float *logits) {
-    if (s->p.temperature <= 0.0f) return argmax(logits, s->n_vocab);
-    nu_candidates c = {s->cand, (size_t)s->n_vocab, false, -1};
-    for (int32_t i = 0; i < s->n_vocab; i++) {
-        c.data[i].id = i;
-        c.data[i].logit = logits[i];
-        c.data[i].prob = 0;
+    bool greedy = s->p.temperature <= 0.0f;
+    nu_candidates *c = run_chain(s, logits, greedy);
+    int32_t i = pick(s, c, greedy);
+    return i >= 0 ? c->data[i].id : raw_argmax(logits, s->n_vocab);
+}
+
+/* The chain without the draw: greedy gives a point mass on its choice. */
+const nu_candidates *nu_sampler_distribution(nu_sampler *s, const float *logits) {
+    bool greedy = s->p.temperature <= 0.0f;
+    nu_candidates *c = run_chain(s, logits, greedy);
+    int32_t i = greedy ? best_index(c) : -1;
+    bool finite = false;
+    for (size_t k = 0; !greedy && k < c->size && !finite; k++) finite = c->data[k].logit > -INFINITY;
+    if (greedy || !finite) {
+        int32_t id = i >= 0 ? c->data[i].id : raw_argmax(logits, s->n_vocab);
+        c->data[0] = (nu_candidate){id, 0.0f, 1.0f};
+        c->size = 1;
+        c->sorted = true;
+    } else {
+        nu_candidates_softmax(c);
     }
-    for (int32_t i = 0; i < s->p.n_stages; i++) run_stage(&s->p, s->p.order[i], &c);
-    if (c.size == 0) return argmax(logits, s->n_vocab);
-    return c.data[draw(&c, &s->rng)].id;
+    c->selected = -1;
+    s->last_normalised = true;
+    return c;
+}
+
+const nu_candidates *nu_sampler_last_candidates(const nu_sampler *s) {
+    if (!s->have_last) return NULL;
+    if (!s->last_normalised) {
+        /* Normalising lazily keeps greedy decoding free of n_vocab exp()s;
+         * the sampler itself is never const, so this cast is sound. */
+        nu_sampler *m = (nu_sampler *)s;
+        nu_candidates_softmax(&m->last);
+        m->last_normalised = true;
+    }
+    return &s->last;
 }

@@ -152,7 +152,8 @@ static nu_status make_samples(gen_request *r, const nu_model *m, nu_error *err) 
         gen_sample *g = &r->samples[i];
         nu_sampler_params sp = r->p.sampling;
         sp.seed += (uint64_t)i; /* each sample its own stream, reproducibly */
-        nu_status st = nu_sampler_new(&sp, nu_model_n_vocab(m), &g->sampler, err);
+        /* a sampler that knows the end-of-generation tokens, for min_tokens and ignore_eos */
+        nu_status st = nu_sampler_new_for_model(&sp, m, &g->sampler, err);
         if (st) return st;
         g->req = r;
         g->index = i;

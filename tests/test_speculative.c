@@ -1,0 +1,273 @@
+/* test_speculative.c - speculative decoding is exact:
+ *  - greedy output is token-for-token plain greedy output, with a draft that
+ *    agrees often (a q4_0 copy), one that never agrees (a copy whose output
+ *    projection is negated, so it proposes the least likely tokens), and
+ *    prompt lookup;
+ *  - sampled output follows the target's distribution: over thousands of
+ *    seeded runs with the disagreeing draft (every proposal goes through the
+ *    rejection rule and the residual distribution), the first token's
+ *    frequencies fit the exact distribution and the second token's match
+ *    plain sampling (chi-square tests at p = 0.001); likewise with a draft
+ *    that is too sure of the target's favourite tokens. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf.h"
+#include "kernels/kernels.h"
+#include "nucleus.h"
+#include "test_support.h"
+
+static nu_model *target, *agree, *disagree, *sharp;
+
+/* Multiplies every q8_0 block scale of output.weight in a written file by
+ * factor: -1 turns the model's preferences upside down, 4 sharpens them. */
+static int scale_output(const char *path, float factor) {
+    gguf_file *f;
+    if (gguf_open(path, &f, NULL) != NU_OK) return -1;
+    const gguf_tensor *t = gguf_find_tensor(f, "output.weight");
+    if (!t || t->type != NU_TYPE_Q8_0) {
+        gguf_close(f);
+        return -1;
+    }
+    long off = (long)((const uint8_t *)t->data - f->base);
+    uint64_t blocks = t->n_bytes / 34;
+    gguf_close(f);
+    FILE *fp = fopen(path, "r+b");
+    if (!fp) return -1;
+    for (uint64_t b = 0; b < blocks; b++) {
+        unsigned char d[2];
+        fseek(fp, off + (long)(b * 34), SEEK_SET);
+        if (fread(d, 1, 2, fp) != 2) break;
+        uint16_t h = (uint16_t)(d[0] | d[1] << 8);
+        h = nu_f32_to_f16(nu_f16_to_f32(h) * factor);
+        d[0] = (unsigned char)(h & 0xff), d[1] = (unsigned char)(h >> 8);
+        fseek(fp, off + (long)(b * 34), SEEK_SET);
+        fwrite(d, 1, 2, fp);
+    }
+    return fclose(fp);
+}
+
+static int setup(void **state) {
+    (void)state;
+    const char *src = nu_test_shared("models/stories260K.gguf");
+    char q4[4096], neg[4096], sh[4096];
+    snprintf(q4, sizeof q4, "%s", nu_test_tmp("spec_q4_0.gguf"));
+    snprintf(neg, sizeof neg, "%s", nu_test_tmp("spec_negated.gguf"));
+    snprintf(sh, sizeof sh, "%s", nu_test_tmp("spec_sharpened.gguf"));
+    if (nu_model_load(src, NULL, &target, NULL)) return -1;
+    if (nu_quantize_file(src, q4, "q4_0", NULL) || nu_model_load(q4, NULL, &agree, NULL)) return -1;
+    if (nu_quantize_file(src, neg, "q8_0", NULL) || scale_output(neg, -1.0f)) return -1;
+    if (nu_quantize_file(src, sh, "q8_0", NULL) || scale_output(sh, 4.0f)) return -1;
+    if (nu_model_load(sh, NULL, &sharp, NULL)) return -1;
+    return nu_model_load(neg, NULL, &disagree, NULL) ? -1 : 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    nu_model_free(target);
+    nu_model_free(agree);
+    nu_model_free(disagree);
+    nu_model_free(sharp);
+    return 0;
+}
+
+static nu_context *ctx_for(const nu_model *m) {
+    nu_context_params cp = nu_context_default_params();
+    cp.n_ctx = 256;
+    cp.n_batch = 64;
+    cp.n_threads = 1;
+    nu_context *c;
+    assert_int_equal(nu_context_new(m, &cp, &c, NULL), NU_OK);
+    return c;
+}
+
+static const char *prompts[] = {"Once upon a time", "Lily and Ben went to the park",
+                                "The little dog ran to the"};
+
+static void expect_greedy_identical(const nu_model *draft, bool lookup, double *acceptance) {
+    nu_context *t = ctx_for(target), *d = draft ? ctx_for(draft) : NULL;
+    int64_t drafted = 0, accepted = 0;
+    for (size_t i = 0; i < 3; i++) {
+        nu_generate_params p = nu_generate_default_params();
+        p.n_predict = 80;
+        p.sampling.temperature = 0;
+        nu_generate_result plain, spec;
+        assert_int_equal(nu_generate(t, prompts[i], &p, &plain, NULL), NU_OK);
+        nu_speculative_params sp = nu_speculative_default_params();
+        sp.draft = d;
+        sp.lookup = lookup;
+        nu_speculative_stats st;
+        assert_int_equal(nu_generate_speculative(t, prompts[i], &p, &sp, &spec, &st, NULL), NU_OK);
+        assert_int_equal(spec.n_tokens, plain.n_tokens);
+        assert_memory_equal(spec.tokens, plain.tokens, sizeof(int32_t) * (size_t)plain.n_tokens);
+        assert_string_equal(spec.text, plain.text);
+        assert_int_equal(spec.finish, plain.finish);
+        drafted += st.drafted;
+        accepted += st.accepted;
+        nu_generate_result_free(&plain);
+        nu_generate_result_free(&spec);
+    }
+    *acceptance = drafted ? (double)accepted / (double)drafted : 0;
+    nu_context_free(t);
+    nu_context_free(d);
+}
+
+static void test_greedy_identical(void **state) {
+    (void)state;
+    double agree_rate, disagree_rate, lookup_rate;
+    expect_greedy_identical(agree, false, &agree_rate);
+    expect_greedy_identical(disagree, false, &disagree_rate);
+    expect_greedy_identical(NULL, true, &lookup_rate);
+    print_message("greedy acceptance: q4_0 draft %.1f%%, negated draft %.1f%%, lookup %.1f%%\n",
+                  100 * agree_rate, 100 * disagree_rate, 100 * lookup_rate);
+    assert_true(agree_rate > 0.5);    /* the q4_0 copy mostly agrees */
+    assert_true(disagree_rate < 0.1); /* the negated copy mostly does not */
+}
+
+#define RUNS 3000
+#define MAX_BINS 512
+
+/* The first two generated tokens of many seeded runs. */
+static void sample_pairs(const nu_model *draft, bool speculative, nu_sampler_params sp,
+                         int32_t *first, int32_t *second) {
+    nu_context *t = ctx_for(target), *d = draft ? ctx_for(draft) : NULL;
+    for (int r = 0; r < RUNS; r++) {
+        nu_generate_params p = nu_generate_default_params();
+        p.n_predict = 3;
+        p.sampling = sp;
+        p.sampling.seed = 1000 + (uint64_t)r;
+        nu_generate_result res;
+        if (speculative) {
+            nu_speculative_params s = nu_speculative_default_params();
+            s.draft = d;
+            s.draft_max = 4;
+            assert_int_equal(nu_generate_speculative(t, prompts[0], &p, &s, &res, NULL, NULL),
+                             NU_OK);
+        } else {
+            assert_int_equal(nu_generate(t, prompts[0], &p, &res, NULL), NU_OK);
+        }
+        assert_true(res.n_tokens >= 2);
+        first[r] = res.tokens[0];
+        second[r] = res.tokens[1];
+        nu_generate_result_free(&res);
+    }
+    nu_context_free(t);
+    nu_context_free(d);
+}
+
+/* Chi-square of counts against expected frequencies, bins with expected < 5
+ * merged into one; returns the statistic and the degrees of freedom. */
+static double chi_square(const double *observed, const double *expected, int n, int *df) {
+    double chi = 0, o_rest = 0, e_rest = 0;
+    *df = -1;
+    for (int i = 0; i < n; i++) {
+        if (expected[i] < 5) {
+            o_rest += observed[i];
+            e_rest += expected[i];
+            continue;
+        }
+        chi += (observed[i] - expected[i]) * (observed[i] - expected[i]) / expected[i];
+        (*df)++;
+    }
+    if (e_rest >= 5) {
+        chi += (o_rest - e_rest) * (o_rest - e_rest) / e_rest;
+        (*df)++;
+    }
+    return chi;
+}
+
+/* Critical chi-square values at p = 0.001, by the Wilson-Hilferty
+ * approximation (within 1% for df >= 3). */
+static double chi2_critical(int df) {
+    double z = 3.0902, a = 2.0 / (9.0 * df), c = 1 - a + z * sqrt(a);
+    return df * c * c * c;
+}
+
+static void sampled_distribution(const nu_model *draft, const char *name) {
+    nu_sampler_params sp = nu_sampler_default_params();
+    sp.temperature = 1.5f;
+    sp.top_k = 0;
+    sp.top_p = 1.0f;
+    sp.min_p = 0.0f;
+    static int32_t f_spec[RUNS], s_spec[RUNS], f_plain[RUNS], s_plain[RUNS];
+    sample_pairs(draft, true, sp, f_spec, s_spec);
+    sample_pairs(NULL, false, sp, f_plain, s_plain);
+    /* first token: the exact distribution after the chain */
+    nu_context *t = ctx_for(target);
+    int32_t toks[16];
+    size_t n;
+    assert_int_equal(nu_tokenize(target, prompts[0], strlen(prompts[0]), NU_TOKENIZE_ADD_BOS, toks,
+                                 16, &n, NULL), NU_OK);
+    nu_batch_entry b[16];
+    for (size_t i = 0; i < n; i++) b[i] = (nu_batch_entry){toks[i], (int32_t)i, 0, i == n - 1};
+    assert_int_equal(nu_decode(t, b, (int32_t)n, NULL), NU_OK);
+    nu_sampler *s;
+    assert_int_equal(nu_sampler_new_for_model(&sp, target, &s, NULL), NU_OK);
+    const nu_candidates *c = nu_sampler_distribution(s, nu_logits(t, (int32_t)n - 1));
+    static double obs[MAX_BINS], expct[MAX_BINS];
+    memset(obs, 0, sizeof obs);
+    memset(expct, 0, sizeof expct);
+    for (size_t i = 0; i < c->size; i++) expct[c->data[i].id] = c->data[i].prob * RUNS;
+    for (int r = 0; r < RUNS; r++) obs[f_spec[r]]++;
+    int df;
+    double chi = chi_square(obs, expct, MAX_BINS, &df);
+    print_message("%s draft, first token: chi2 %.2f, df %d, critical %.2f\n", name, chi, df,
+                  chi2_critical(df));
+    assert_true(df >= 3 && chi < chi2_critical(df));
+    /* second token: two samples (speculative vs plain) of the same law;
+     * the pooled frequencies give each side's expected counts */
+    static double a[MAX_BINS], bb[MAX_BINS], ea[MAX_BINS];
+    memset(a, 0, sizeof a);
+    memset(bb, 0, sizeof bb);
+    for (int r = 0; r < RUNS; r++) a[s_spec[r]]++, bb[s_plain[r]]++;
+    for (int i = 0; i < MAX_BINS; i++) ea[i] = (a[i] + bb[i]) / 2;
+    double chi_a = chi_square(a, ea, MAX_BINS, &df);
+    int df_b;
+    double chi_b = chi_square(bb, ea, MAX_BINS, &df_b);
+    print_message("%s draft, second token: two-sample chi2 %.2f, df %d, critical %.2f\n", name,
+                  chi_a + chi_b, df, chi2_critical(df));
+    assert_true(df >= 3 && chi_a + chi_b < chi2_critical(df));
+    nu_sampler_free(s);
+    nu_context_free(t);
+}
+
+/* The negated draft proposes what the target finds unlikely (the residual
+ * is then nearly the target's own distribution); the sharpened one proposes
+ * the target's favourites too often, so rejections and the residual
+ * max(0, p - q) decide how often the other tokens come out. */
+static void test_sampled_distribution(void **state) {
+    (void)state;
+    sampled_distribution(disagree, "negated");
+    sampled_distribution(sharp, "sharpened");
+}
+
+static void test_bad_draft(void **state) {
+    (void)state;
+    nu_model *other;
+    assert_int_equal(nu_model_load(nu_test_shared("vocab/ggml-vocab-llama-spm.gguf"),
+                                   &(nu_model_params){NU_LOAD_VOCAB_ONLY}, &other, NULL), NU_OK);
+    nu_error err;
+    assert_int_equal(nu_draft_check(target, other, &err), NU_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "vocabulary"));
+    nu_model_free(other);
+    nu_context *t = ctx_for(target);
+    nu_generate_params p = nu_generate_default_params();
+    nu_speculative_params sp = nu_speculative_default_params();
+    nu_generate_result r;
+    assert_int_equal(nu_generate_speculative(t, "Hi", &p, &sp, &r, NULL, &err), NU_ERR_INVALID_ARG);
+    sp.lookup = true;
+    sp.draft_max = 0;
+    assert_int_equal(nu_generate_speculative(t, "Hi", &p, &sp, &r, NULL, &err), NU_ERR_INVALID_ARG);
+    nu_context_free(t);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_greedy_identical),
+        cmocka_unit_test(test_sampled_distribution),
+        cmocka_unit_test(test_bad_draft),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
