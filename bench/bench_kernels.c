@@ -85,8 +85,7 @@ static double time_matmul(nu_threadpool *pool, uint32_t type, const uint8_t *w, 
     return med;
 }
 
-static void bench_type(uint32_t type, const options *o, const float *x, float *y,
-                       void *scratch) {
+static void bench_type(uint32_t type, const options *o, const float *x, float *y, void *scratch) {
     const char *name = nu_type_get(type)->name;
     if (o->type && strcmp(o->type, name) != 0) return;
     size_t bytes = nu_type_row_bytes(type, N_IN) * N_OUT;
@@ -108,7 +107,8 @@ static void bench_type(uint32_t type, const options *o, const float *x, float *y
             double hot = time_matmul(pool, type, w, bytes, 1, x, 1, y, scratch, reps);
             int breps = level == 0 ? 3 : o->quick ? 3 : 9;
             double batch = time_matmul(pool, type, w, bytes, 1, x, BATCH, y, scratch, breps);
-            printf("%-5s %-7s %d thr  cold %6.1f GB/s  hot %6.1f GB/s  %7.1f us  batch%d %7.1f GOP/s\n",
+            printf("%-5s %-7s %d thr  cold %6.1f GB/s  hot %6.1f GB/s  %7.1f us  batch%d %7.1f "
+                   "GOP/s\n",
                    name, nu_kernels_level(), threads, (double)bytes / cold / 1e9,
                    (double)bytes / hot / 1e9, cold * 1e6, BATCH,
                    2.0 * N_IN * N_OUT * BATCH / batch / 1e9);
@@ -122,10 +122,14 @@ static void bench_type(uint32_t type, const options *o, const float *x, float *y
 int main(int argc, char **argv) {
     options o = {0};
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--quick")) o.quick = 1;
-        else if (!strcmp(argv[i], "--type") && i + 1 < argc) o.type = argv[++i];
-        else if (!strcmp(argv[i], "--level") && i + 1 < argc) o.level = argv[++i];
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) o.threads = atoi(argv[++i]);
+        if (!strcmp(argv[i], "--quick"))
+            o.quick = 1;
+        else if (!strcmp(argv[i], "--type") && i + 1 < argc)
+            o.type = argv[++i];
+        else if (!strcmp(argv[i], "--level") && i + 1 < argc)
+            o.level = argv[++i];
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            o.threads = atoi(argv[++i]);
         else {
             fprintf(stderr, "usage: %s [--quick] [--type NAME] [--level NAME] [--threads N]\n",
                     argv[0]);
@@ -142,7 +146,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < N_IN * BATCH; i++) x[i] = (float)((i * 7919) % 2001 - 1000) / 1000.0f;
     const uint32_t types[] = {NU_TYPE_Q4_0, NU_TYPE_Q8_0, NU_TYPE_Q4_1, NU_TYPE_Q5_0,
                               NU_TYPE_Q5_1, NU_TYPE_F16,  NU_TYPE_BF16, NU_TYPE_F32};
-    for (size_t t = 0; t < sizeof types / sizeof *types; t++) bench_type(types[t], &o, x, y, scratch);
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++)
+        bench_type(types[t], &o, x, y, scratch);
     free(x);
     free(y);
     free(scratch);

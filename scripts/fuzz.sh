@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets with clang (NU_FUZZ=ON) and runs the GGUF
-# fuzzer for a bounded time. Exits non-zero if the fuzzer finds a crash, a
-# leak or undefined behaviour; the input that triggered it is left in the
-# build directory's fuzz-artifacts/.
+# Builds the libFuzzer targets with clang (NU_FUZZ=ON) and runs each for a
+# bounded time: the GGUF reader, then the tokenizers (on the vocabularies in
+# ../shared/vocab), then the chat-template engine, then the grammars (GBNF, JSON Schema, regex and the
+# matcher). Exits non-zero if a fuzzer finds a crash, a leak or
+# undefined behaviour; the input that triggered it is left in the build
+# directory's fuzz-artifacts/.
 #
-# usage: scripts/fuzz.sh [SECONDS]        (default 60)
+# usage: scripts/fuzz.sh [SECONDS]        (default 120: the whole run, shared
+#                                          evenly by the fuzzers, 10 s at least each)
 #   NU_FUZZ_BUILD   build directory (default: build-fuzz in the project root)
 #   NU_FUZZ_JOBS    parallel fuzzing processes (default 1)
 set -euo pipefail
 
-seconds="${1:-60}"
+seconds="${1:-120}"
 if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -eq 0 ]; then
   echo "usage: $0 [SECONDS]" >&2
   exit 2
@@ -20,21 +23,96 @@ jobs="${NU_FUZZ_JOBS:-1}"
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DNU_FUZZ=ON -DNU_TESTS=OFF >/dev/null
-# Only the fuzzer: it compiles its own copy of the sources it needs.
-cmake --build "$build" --target fuzz_gguf
+# Only the fuzzers: each compiles its own copy of the sources it needs.
+cmake --build "$build" --target fuzz_gguf fuzz_tokenizer fuzz_jinja fuzz_grammar fuzz_request
 
-# New inputs go to a working corpus in the build directory; the committed
+# New inputs go to working corpora in the build directory; the committed
 # seeds are only read.
-work="$build/fuzz-corpus/gguf"
 artifacts="$build/fuzz-artifacts/"
-mkdir -p "$work" "$artifacts"
+mkdir -p "$build/fuzz-corpus/gguf" "$build/fuzz-corpus/tokenizer" "$artifacts"
 
 # With several jobs libFuzzer runs them as child processes logging to fuzz-N.log.
 parallel=()
 if [ "$jobs" -gt 1 ]; then parallel=(-jobs="$jobs" -workers="$jobs"); fi
+# SECONDS is the whole budget: keep n_fuzzers equal to the fuzzers run below.
+n_fuzzers=5
+seconds=$((seconds / n_fuzzers < 10 ? 10 : seconds / n_fuzzers))
+common=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -artifact_prefix="$artifacts"
+        -print_final_stats=1)
 
-echo "fuzzing gguf for ${seconds}s ..."
 cd "$build"
-"$build/fuzz/fuzz_gguf" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-  -dict="$root/fuzz/gguf.dict" -artifact_prefix="$artifacts" -print_final_stats=1 \
-  "${parallel[@]}" "$work" "$root/fuzz/corpus/gguf"
+echo "fuzzing gguf for ${seconds}s ..."
+"$build/fuzz/fuzz_gguf" "${common[@]}" -dict="$root/fuzz/gguf.dict" "${parallel[@]}" \
+  "$build/fuzz-corpus/gguf" "$root/fuzz/corpus/gguf"
+
+# Seeds: the tokenizer test texts (the first byte of an input picks the
+# vocabulary and whether special tokens are parsed).
+seeds="$build/fuzz-corpus/tokenizer-seeds"
+mkdir -p "$seeds"
+cp "$root/../shared/vocab/ggml-vocab-gpt-2.gguf.inp" "$seeds/texts" 2>/dev/null || true
+printf '\x80a<|endoftext|>b<fim_prefix> <|User|>' >"$seeds/special"
+echo "fuzzing the tokenizers for ${seconds}s ..."
+"$build/fuzz/fuzz_tokenizer" "${common[@]}" -max_len=4096 "${parallel[@]}" \
+  "$build/fuzz-corpus/tokenizer" "$seeds"
+
+# Chat templates: seeded with the real templates of ../shared/chat_templates,
+# with a dictionary of Jinja syntax.
+seeds="$build/fuzz-corpus/jinja-seeds"
+mkdir -p "$seeds" "$build/fuzz-corpus/jinja"
+cp "$root"/../shared/chat_templates/*.jinja "$seeds/" 2>/dev/null || true
+printf '"{{"\n"}}"\n"{%%"\n"%%}"\n"{#"\n"#}"\n"{%%-"\n"-%%}"\n"{{-"\n"-}}"\n"{%%+"\n' >"$build/jinja.dict"
+for w in if elif else endif for endfor in set endset macro endmacro call endcall filter endfilter \
+  with endwith raw endraw break continue generation endgeneration namespace loop caller not and or \
+  is defined none true false tojson trim items selectattr map join length default range; do
+  printf '"%s"\n' "$w" >>"$build/jinja.dict"
+done
+echo "fuzzing the chat templates for ${seconds}s ..."
+"$build/fuzz/fuzz_jinja" "${common[@]}" -max_len=8192 -dict="$build/jinja.dict" "${parallel[@]}" \
+  "$build/fuzz-corpus/jinja" "$seeds"
+
+# Grammars: one seed per front end (the first byte picks GBNF, JSON Schema,
+# regex or a JSON-string pattern; the text to match follows a NUL byte).
+seeds="$build/fuzz-corpus/grammar-seeds"
+mkdir -p "$seeds" "$build/fuzz-corpus/grammar"
+printf '\x00root ::= "a" [b-d]* ("x" | y){1,3} # c\ny ::= [^\\n\\u00e9]? .\n\x00abbxy\xc3\xa9' \
+  >"$seeds/gbnf"
+printf '\x01{"type":"object","properties":{"a":{"type":"integer","minimum":-5,"maximum":300},'`
+      `'"b":{"type":"string","format":"date"},"c":{"$ref":"#"}},"required":["a"]}\x00{"a":12}' \
+  >"$seeds/schema"
+printf '\x02^(ab|c)*d{2,3}[^x-z]\\d+$\x00ababcdd1' >"$seeds/regex"
+printf '\x03[a-z]+"x\x00"ab\\"x"' >"$seeds/pattern"
+: >"$build/grammar.dict"
+for w in '::=' '|' '[^' '\\u00e9' '\\x41' '{2,5}' '(?:' 'properties' 'required' 'type' \
+  'items' 'prefixItems' 'anyOf' 'oneOf' 'allOf' '$ref' '#/$defs/' 'minimum' 'exclusiveMaximum' \
+  'maxLength' 'pattern' 'format' 'date-time' 'additionalProperties' 'enum' 'const'; do
+  printf '"%s"\n' "$w" >>"$build/grammar.dict"
+done
+echo "fuzzing the grammars for ${seconds}s ..."
+"$build/fuzz/fuzz_grammar" "${common[@]}" -max_len=2048 -dict="$build/grammar.dict" \
+  "${parallel[@]}" "$build/fuzz-corpus/grammar" "$seeds"
+
+# Server requests (server/openai_params.c), for at most 30 s: the first byte
+# picks chat or completions, the rest is the JSON body.
+seeds="$build/fuzz-corpus/request-seeds"
+mkdir -p "$seeds" "$build/fuzz-corpus/request"
+printf '\x00{"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":'`
+      `'"text","text":"hi"}]}],"max_tokens":8,"temperature":0.7,"top_p":0.9,"n":2,"stream":true,'`
+      `'"stream_options":{"include_usage":true},"stop":["\\n","x"],"logprobs":true,"top_logprobs":3,'`
+      `'"logit_bias":{"13":-100},"seed":-5,"response_format":{"type":"json_schema","json_schema":'`
+      `'{"name":"p","schema":{"type":"object"}}}}' >"$seeds/chat"
+printf '\x01{"prompt":[[1,2,3],[4]],"max_tokens":0,"echo":true,"logprobs":5,"best_of":3,"n":2,'`
+      `'"top_k":40,"min_p":0.1,"typical_p":0.5,"repetition_penalty":1.1,"penalty_last_n":-1,'`
+      `'"no_repeat_ngram_size":3,"min_tokens":2,"ignore_eos":false,"choice":["a","b"]}' >"$seeds/completion"
+printf '\x01{"prompt":"Once","beam_width":3,"n":2,"length_penalty":0.5,"early_stopping":true}' >"$seeds/beam"
+: >"$build/request.dict"
+for w in messages prompt role content system user assistant max_tokens max_completion_tokens \
+  temperature top_p stream stream_options include_usage stop presence_penalty frequency_penalty \
+  logit_bias logprobs top_logprobs echo seed response_format json_schema json_object best_of \
+  top_k min_p typical_p repetition_penalty penalty_last_n beam_width null true false '\\u0000' \
+  '\\ud800' 1e999 -0 9007199254740993; do
+  printf '"%s"\n' "$w" >>"$build/request.dict"
+done
+req_seconds=$(( seconds < 30 ? seconds : 30 ))
+echo "fuzzing the server's request parser for ${req_seconds}s ..."
+"$build/fuzz/fuzz_request" "${common[@]/-max_total_time=*/-max_total_time=$req_seconds}" -max_len=4096 \
+  -dict="$build/request.dict" "${parallel[@]}" "$build/fuzz-corpus/request" "$seeds"

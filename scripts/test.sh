@@ -8,6 +8,14 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh --deps
 
 jobs=$(nproc)
+# The server tests (tests/cli_server.sh) use the official OpenAI client from npm.
+if command -v npm >/dev/null && [ ! -d tests/server/node_modules/openai ]; then
+  (cd tests/server && npm ci --no-audit --no-fund --loglevel=error)
+fi
+# The constrained-generation test validates its outputs with ajv from npm.
+if command -v npm >/dev/null && [ ! -d tests/js/node_modules/ajv-formats ]; then
+  (cd tests/js && npm ci --no-audit --no-fund --loglevel=error)
+fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build
 (cd build && ctest --output-on-failure -j "$jobs")

@@ -11,8 +11,8 @@
  *            Merges cannot cross a point between two characters that no
  *            token holds side by side, so the text is cut there first and
  *            each piece (about a word) gets its own small queue.
- *   "gpt2"   byte-level BPE with merge ranks. Loaded (texts, types, special
- *            ids, detokenizing) but tokenizing is not implemented yet.
+ *   "gpt2"   byte-level BPE with merge ranks (GPT-2, Llama 3, Qwen2, Falcon,
+ *            StarCoder, DeepSeek, ...): see tokenizer_bpe.c.
  *
  * Tokenizing first cuts the input at special tokens (user-defined tokens
  * always, control tokens on request; longest match first, found with a trie),
@@ -21,125 +21,13 @@
  * The vocabulary is immutable after loading and safe to share between
  * threads; tokenizing allocates its own scratch memory per call.
  */
-#include "tokenizer.h"
+#include "tokenizer_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
-
-/* ------------------------------------------------------------------------ */
-/* The vocabulary                                                           */
-/* ------------------------------------------------------------------------ */
-
-typedef enum vocab_kind {
-    VOCAB_SPM, /* SentencePiece BPE with scores ("llama") */
-    VOCAB_BPE, /* byte-level BPE with merges ("gpt2"); tokenizing not yet implemented */
-} vocab_kind;
-
-/* Per-token flags, derived from the type and the special ids at load. */
-enum {
-    TOKEN_MERGEABLE = 1 << 0, /* BPE may produce it (normal, user-defined, unused) */
-    TOKEN_EOG = 1 << 1,       /* ends generation */
-};
-
-/* A node of the trie of special-token texts. Children form a sibling list,
- * except the root's, which are indexed by byte in nu_vocab.trie_root. */
-typedef struct trie_node {
-    int32_t first_child;
-    int32_t next_sibling;
-    int32_t always_token;  /* a user-defined token with this text, or -1 */
-    int32_t special_token; /* a control / unknown token with this text, or -1 */
-    uint8_t byte;
-} trie_node;
-
-struct nu_vocab {
-    vocab_kind kind;
-    char model_name[32];
-    int32_t n_tokens;
-
-    /* token id -> text (NUL-terminated inside pool), length, score, type, flags */
-    char *pool;
-    size_t *offset;
-    uint32_t *length;
-    float *score;
-    uint8_t *type;
-    uint8_t *flags;
-    size_t max_token_len;
-
-    /* text -> id: open addressing, linear probing; slots hold id + 1 (0 = empty) */
-    uint32_t *slots;
-    uint32_t slot_mask;
-
-    /* every pair of adjacent characters inside a token BPE may produce, each
-     * character packed into 32 bits; a text is cut where a pair is absent */
-    uint64_t *bigrams; /* open addressing; 0 = empty */
-    uint64_t bigram_mask;
-    size_t n_bigrams;
-
-    int32_t byte_token[256]; /* <0xXX> token of each byte, or -1 */
-    bool has_byte_tokens;
-
-    int32_t bos, eos, unk, pad, sep, eot, eom; /* -1 when the vocab has none */
-    bool add_bos, add_eos, add_space_prefix;
-
-    /* special tokens (control, user-defined, unknown) by text */
-    trie_node *trie;
-    int32_t n_trie;
-    int32_t trie_root[256];
-};
-
-/* ------------------------------------------------------------------------ */
-/* UTF-8                                                                    */
-/* ------------------------------------------------------------------------ */
-
-/* Length of the well-formed UTF-8 character at s (n bytes available), or 0
- * when the bytes there are not one (bad lead byte, truncated, overlong,
- * surrogate or beyond U+10FFFF). */
-static size_t utf8_char_len(const unsigned char *s, size_t n) {
-    unsigned c = s[0];
-    if (c < 0x80) return 1;
-    size_t len;
-    unsigned lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
-    if (c >= 0xC2 && c <= 0xDF) {
-        len = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3;
-        if (c == 0xE0) lo = 0xA0;
-        if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4;
-        if (c == 0xF0) lo = 0x90;
-        if (c == 0xF4) hi = 0x8F;
-    } else {
-        return 0;
-    }
-    if (n < len || s[1] < lo || s[1] > hi) return 0;
-    for (size_t i = 2; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80) return 0;
-    }
-    return len;
-}
-
-/* True when s[0..n) is well-formed UTF-8 without NUL bytes. */
-static bool utf8_valid_text(const char *s, size_t n) {
-    const unsigned char *u = (const unsigned char *)s;
-    for (size_t i = 0; i < n;) {
-        size_t k = utf8_char_len(u + i, n - i);
-        if (k == 0 || u[i] == 0) return false;
-        i += k;
-    }
-    return true;
-}
-
-/* Decodes the well-formed character at s (length len from utf8_char_len). */
-static uint32_t utf8_decode(const unsigned char *s, size_t len) {
-    if (len == 1) return s[0];
-    uint32_t cp = s[0] & (0x7F >> len);
-    for (size_t i = 1; i < len; i++) cp = (cp << 6) | (s[i] & 0x3F);
-    return cp;
-}
 
 /* ------------------------------------------------------------------------ */
 /* Text -> id hash table                                                    */
@@ -155,8 +43,7 @@ static uint32_t text_hash(const char *s, size_t n) {
     return h;
 }
 
-/* The id of the token whose text is s[0..n), or -1. */
-static int32_t vocab_find(const nu_vocab *v, const char *s, size_t n) {
+int32_t nu_vocab_find(const nu_vocab *v, const char *s, size_t n) {
     for (uint32_t i = text_hash(s, n) & v->slot_mask;; i = (i + 1) & v->slot_mask) {
         uint32_t slot = v->slots[i];
         if (slot == 0) return -1;
@@ -435,7 +322,10 @@ static nu_status load_scores_types(const gguf_file *f, nu_vocab *v, nu_error *er
 
 /* Special token ids and the add-BOS / add-EOS / space-prefix flags, with the
  * SentencePiece defaults for "llama" vocabularies (<unk> 0, <s> 1, </s> 2,
- * add BOS, no EOS, space prefix). */
+ * add BOS, no EOS, space prefix). Byte-level BPE vocabularies have no default
+ * ids and add BOS only when the file (or, as Llama 3's, the pre-tokenizer
+ * family) says so; they never add a space prefix, which their pre-tokenizers
+ * do not know (llama.cpp ignores the flag for them too). */
 static nu_status load_specials(const gguf_file *f, nu_vocab *v, nu_error *err) {
     bool spm = v->kind == VOCAB_SPM;
     int32_t n = v->n_tokens;
@@ -443,7 +333,7 @@ static nu_status load_specials(const gguf_file *f, nu_vocab *v, nu_error *err) {
     v->bos = spm && n > 1 ? 1 : -1;
     v->eos = spm && n > 2 ? 2 : -1;
     v->pad = v->sep = v->eot = v->eom = -1;
-    v->add_bos = spm;
+    v->add_bos = spm || (v->kind == VOCAB_BPE && bpe_default_add_bos(v));
     v->add_eos = false;
     v->add_space_prefix = spm;
     static const char *const keys[] = {
@@ -460,6 +350,7 @@ static nu_status load_specials(const gguf_file *f, nu_vocab *v, nu_error *err) {
     nu_status st = read_flag(f, "tokenizer.ggml.add_bos_token", &v->add_bos, err);
     if (!st) st = read_flag(f, "tokenizer.ggml.add_eos_token", &v->add_eos, err);
     if (!st) st = read_flag(f, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix, err);
+    if (!spm) v->add_space_prefix = false;
     return st;
 }
 
@@ -620,6 +511,7 @@ nu_status nu_vocab_load(const gguf_file *f, nu_vocab **out, nu_error *err) {
     nu_status st = load_kind(f, v, err);
     if (!st) st = load_texts(f, v, err);
     if (!st) st = load_scores_types(f, v, err);
+    if (!st && v->kind == VOCAB_BPE) st = bpe_load_pre(f, v, err);
     if (!st) st = load_specials(f, v, err);
     if (!st && v->kind == VOCAB_SPM) st = find_byte_tokens(v, err);
     if (!st) {
@@ -628,6 +520,7 @@ nu_status nu_vocab_load(const gguf_file *f, nu_vocab **out, nu_error *err) {
     }
     if (!st) st = build_trie(v, err);
     if (!st && v->kind == VOCAB_SPM) st = build_bigrams(v, err);
+    if (!st && v->kind == VOCAB_BPE) st = bpe_load_merges(f, v, err);
     if (st) {
         nu_vocab_free(v);
         return st;
@@ -647,6 +540,7 @@ void nu_vocab_free(nu_vocab *v) {
     free(v->slots);
     free(v->trie);
     free(v->bigrams);
+    bpe_vocab_free(v->bpe);
     free(v);
 }
 
@@ -667,6 +561,9 @@ bool nu_vocab_adds_bos(const nu_vocab *v) {
 }
 bool nu_vocab_adds_space_prefix(const nu_vocab *v) {
     return v->add_space_prefix;
+}
+const char *nu_vocab_warning(const nu_vocab *v) {
+    return v && v->warning[0] ? v->warning : NULL;
 }
 
 static bool valid_id(const nu_vocab *v, int32_t token) {
@@ -689,19 +586,6 @@ bool nu_vocab_is_eog(const nu_vocab *v, int32_t token) {
 /* Tokenizing: output and scratch                                           */
 /* ------------------------------------------------------------------------ */
 
-/* Where token ids go: all are counted, the first cap are stored. */
-typedef struct token_sink {
-    int32_t *ids;
-    size_t cap;
-    size_t n;
-    bool after_unknown; /* the last id stands for unknown characters */
-} token_sink;
-
-static void sink_push(token_sink *s, int32_t id) {
-    if (s->n < s->cap) s->ids[s->n] = id;
-    s->n++;
-    s->after_unknown = false;
-}
 
 /* A symbol of the SentencePiece merge loop: a run of the escaped text, in a
  * doubly linked list of the symbols still alive (len 0 = merged away). */
@@ -819,7 +703,7 @@ static nu_status try_pair(const nu_vocab *v, spm_work *w, int32_t left, nu_error
     if (a->next < 0) return NU_OK;
     uint32_t len = a->len + w->symbols[a->next].len;
     if (len > v->max_token_len) return NU_OK;
-    int32_t id = vocab_find(v, w->text + a->start, len);
+    int32_t id = nu_vocab_find(v, w->text + a->start, len);
     if (id < 0 || !(v->flags[id] & TOKEN_MERGEABLE)) return NU_OK;
     return heap_push(w, (spm_pair){v->score[id], left, len, id}, err);
 }
@@ -875,7 +759,7 @@ static void emit_node(const nu_vocab *v, const spm_work *w, int32_t node, token_
     const spm_symbol *c = &w->symbols[~node];
     const char *s = w->text + c->start;
     size_t n = c->char_len;
-    int32_t id = vocab_find(v, s, n);
+    int32_t id = nu_vocab_find(v, s, n);
     if (id >= 0 && (v->flags[id] & TOKEN_MERGEABLE)) {
         sink_push(out, id);
     } else {
@@ -975,27 +859,49 @@ static size_t next_special(const nu_vocab *v, const char *text, size_t from, siz
     return len;
 }
 
-/* SentencePiece tokenizing: cuts the text at special tokens and encodes the
- * plain pieces in between. The space prefix goes only on a plain piece that
- * starts the text. */
-static nu_status spm_tokenize(const nu_vocab *v, const char *text, size_t len, bool parse_special,
-                              token_sink *out, nu_error *err) {
-    spm_work w;
-    nu_status st = spm_work_init(&w, len, err);
+/* The encoder of plain-text fragments for one tokenize call: the vocabulary
+ * kind's scratch memory, sized for the whole input. */
+typedef struct fragment_encoder {
+    spm_work spm;
+    bpe_work *bpe;
+} fragment_encoder;
+
+static nu_status encoder_init(const nu_vocab *v, fragment_encoder *e, size_t len, nu_error *err) {
+    memset(e, 0, sizeof *e);
+    if (v->kind == VOCAB_BPE) return bpe_work_new(v, len, &e->bpe, err);
+    return spm_work_init(&e->spm, len, err);
+}
+
+static void encoder_free(fragment_encoder *e) {
+    spm_work_free(&e->spm);
+    bpe_work_free(e->bpe);
+}
+
+/* Encodes one fragment of plain text. SentencePiece's space prefix goes only
+ * on a fragment that starts the text. */
+static nu_status encode_fragment(const nu_vocab *v, fragment_encoder *e, const char *s, size_t n,
+                                 bool at_start, token_sink *out, nu_error *err) {
+    if (v->kind == VOCAB_BPE) return bpe_encode(v, e->bpe, s, n, out, err);
+    return spm_encode(v, &e->spm, s, n, at_start && v->add_space_prefix, out, err);
+}
+
+/* Cuts the text at special tokens and encodes the plain fragments in
+ * between with the vocabulary kind's encoder. */
+static nu_status tokenize_text(const nu_vocab *v, const char *text, size_t len, bool parse_special,
+                               token_sink *out, nu_error *err) {
+    fragment_encoder e;
+    nu_status st = encoder_init(v, &e, len, err);
     if (st) return st;
     for (size_t start = 0;;) {
         int32_t id = -1;
         size_t match_len = 0;
         size_t at = next_special(v, text, start, len, parse_special, &id, &match_len);
-        if (at > start) {
-            bool prefix = start == 0 && v->add_space_prefix;
-            st = spm_encode(v, &w, text + start, at - start, prefix, out, err);
-        }
+        if (at > start) st = encode_fragment(v, &e, text + start, at - start, start == 0, out, err);
         if (st || at == len) break;
         sink_push(out, id);
         start = at + match_len;
     }
-    spm_work_free(&w);
+    encoder_free(&e);
     return st;
 }
 
@@ -1008,15 +914,10 @@ nu_status nu_vocab_tokenize(const nu_vocab *v, const char *text, size_t len, uns
     if (len > (UINT32_MAX / 3) - 2) {
         return nu_fail(err, NU_ERR_INVALID_ARG, "text of %zu bytes is too long to tokenize", len);
     }
-    if (v->kind != VOCAB_SPM) {
-        return nu_fail(err, NU_ERR_UNSUPPORTED,
-                       "tokenizing with a byte-level BPE ('gpt2') vocabulary is not implemented "
-                       "yet");
-    }
     token_sink out = {tokens, cap, 0, false};
     bool add = (flags & NU_TOKENIZE_ADD_BOS) != 0;
     if (add && v->add_bos && v->bos >= 0) sink_push(&out, v->bos);
-    nu_status st = spm_tokenize(v, text, len, (flags & NU_TOKENIZE_PARSE_SPECIAL) != 0, &out, err);
+    nu_status st = tokenize_text(v, text, len, (flags & NU_TOKENIZE_PARSE_SPECIAL) != 0, &out, err);
     if (st) return st;
     if (add && v->add_eos && v->eos >= 0) sink_push(&out, v->eos);
     *n_tokens = out.n;
@@ -1034,21 +935,6 @@ nu_status nu_vocab_tokenize(const nu_vocab *v, const char *text, size_t len, uns
 /* Receives the bytes of a token one at a time. */
 typedef void (*byte_fn)(void *ctx, unsigned char b);
 
-/* GPT-2's byte-level vocabularies spell every byte as a printable character:
- * the bytes '!'..'~', 0xA1..0xAC and 0xAE..0xFF as the code point of the same
- * value, the other 68 bytes (0x00..0x20, 0x7F..0xA0, 0xAD) as U+0100.. in
- * increasing order. Returns the byte a code point stands for, or -1. */
-static int gpt2_byte_of(uint32_t cp) {
-    if ((cp >= 0x21 && cp <= 0x7E) || (cp >= 0xA1 && cp <= 0xAC) || (cp >= 0xAE && cp <= 0xFF)) {
-        return (int)cp;
-    }
-    if (cp < 0x100 || cp >= 0x100 + 68) return -1;
-    uint32_t k = cp - 0x100;
-    if (k < 33) return (int)k;
-    if (k < 67) return (int)(0x7F + (k - 33));
-    return 0xAD;
-}
-
 /* Sends a normal token's text: SentencePiece "▁" becomes a space; GPT-2
  * characters become the bytes they stand for. */
 static void send_normal_text(const nu_vocab *v, const char *s, size_t n, byte_fn fn, void *ctx) {
@@ -1058,8 +944,8 @@ static void send_normal_text(const nu_vocab *v, const char *s, size_t n, byte_fn
         if (k == 0) k = 1;
         if (v->kind == VOCAB_SPM && k == 3 && memcmp(u + i, "\xE2\x96\x81", 3) == 0) {
             fn(ctx, ' ');
-        } else if (v->kind == VOCAB_BPE && gpt2_byte_of(utf8_decode(u + i, k)) >= 0) {
-            fn(ctx, (unsigned char)gpt2_byte_of(utf8_decode(u + i, k)));
+        } else if (v->kind == VOCAB_BPE && bpe_byte_of_char(utf8_decode(u + i, k)) >= 0) {
+            fn(ctx, (unsigned char)bpe_byte_of_char(utf8_decode(u + i, k)));
         } else {
             for (size_t j = 0; j < k; j++) fn(ctx, u[i + j]);
         }

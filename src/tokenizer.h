@@ -13,7 +13,8 @@
 typedef struct nu_vocab nu_vocab;
 
 /* Reads tokenizer.ggml.model, tokens, scores, token_type, the special token
- * ids and the add-BOS / add-EOS / add-space-prefix flags. */
+ * ids and the add-BOS / add-EOS / add-space-prefix flags; for byte-level BPE
+ * ("gpt2") also tokenizer.ggml.merges and tokenizer.ggml.pre. */
 nu_status nu_vocab_load(const gguf_file *f, nu_vocab **out, nu_error *err);
 void nu_vocab_free(nu_vocab *v);
 
@@ -31,6 +32,9 @@ int32_t nu_vocab_eos(const nu_vocab *v);
 bool nu_vocab_is_eog(const nu_vocab *v, int32_t token);
 bool nu_vocab_adds_bos(const nu_vocab *v);
 bool nu_vocab_adds_space_prefix(const nu_vocab *v);
+/* A note about the file the caller may want to show (e.g. an unknown
+ * tokenizer.ggml.pre, tokenized with GPT-2's pre-tokenizer instead), or NULL. */
+const char *nu_vocab_warning(const nu_vocab *v);
 
 /* The streaming detokenizer of nucleus.h on a vocabulary (d->model is not
  * used): nu_detokenizer_push / nu_detokenizer_flush call these. */

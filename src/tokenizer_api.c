@@ -72,3 +72,8 @@ size_t nu_detokenizer_push(nu_detokenizer *d, int32_t token, char *out, size_t c
 size_t nu_detokenizer_flush(nu_detokenizer *d, char *out, size_t cap) {
     return nu_vocab_detokenize_flush(d, out, cap);
 }
+
+const char *nu_model_warning(const nu_model *model) {
+    const nu_vocab *v = vocab_of(model);
+    return v ? nu_vocab_warning(v) : NULL;
+}

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # `nucleus tokenize --ids --no-bos` reproduces the test vectors of every
-# SentencePiece-style vocabulary in ../shared/vocab (ids from the Hugging
-# Face tokenizer, no special tokens added or parsed).
+# vocabulary in ../shared/vocab that has them, SentencePiece-style and
+# byte-level BPE (ids from the Hugging Face tokenizer, no special tokens
+# added or parsed).
 set -euo pipefail
 nucleus=$1 shared=$2 tmp=$3/cli_tokenize
 mkdir -p "$tmp"
 fail=0 total=0
-for vocab in llama-spm phi-3; do
+for vocab in llama-spm phi-3 gpt-2 deepseek-coder falcon starcoder; do
   gguf=$shared/vocab/ggml-vocab-$vocab.gguf
   python3 - "$gguf.inp" "$gguf.out" "$tmp/$vocab" <<'PY'
 import sys, os
@@ -38,5 +39,10 @@ got=$("$nucleus" tokenize -m "$shared/models/stories260K.gguf" -p "Once upon a t
 # the default listing shows ids and pieces
 "$nucleus" tokenize -m "$shared/models/stories260K.gguf" -p "Once upon" | grep -q "403 -> ' Once'" \
   || { echo "listing lacks 403 -> ' Once'"; fail=$((fail + 1)); }
-echo "$((total - fail + 2)) passed, $fail failed"
+# byte-level BPE: special-token text becomes its id only with --special
+got=$("$nucleus" tokenize -m "$shared/vocab/ggml-vocab-gpt-2.gguf" -p "a<|endoftext|>" --ids --special)
+[ "$got" = "64 50256" ] || { echo "gpt-2 --special: got '$got'"; fail=$((fail + 1)); }
+got=$("$nucleus" tokenize -m "$shared/vocab/ggml-vocab-gpt-2.gguf" -p "a<|endoftext|>" --ids)
+[ "$got" = "64 27 91 437 1659 5239 91 29" ] || { echo "gpt-2 plain: got '$got'"; fail=$((fail + 1)); }
+echo "$((total - fail + 4)) passed, $fail failed"
 [ "$fail" -eq 0 ]

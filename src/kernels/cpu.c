@@ -28,9 +28,9 @@ nu_simd nu_kernels_cpu_level(void) {
     __builtin_cpu_init();
     int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                __builtin_cpu_supports("f16c");
-    int avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
-                 __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-                 __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
+    int avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                 __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                 __builtin_cpu_supports("avx512vnni");
     if (avx512) return NU_SIMD_AVX512;
     if (avx2) return NU_SIMD_AVX2;
 #endif
@@ -40,9 +40,12 @@ nu_simd nu_kernels_cpu_level(void) {
 nu_simd nu_kernels_pick_level(const char *request, nu_simd cpu_max) {
     nu_simd want = cpu_max;
     if (!request) return cpu_max;
-    if (strcmp(request, "scalar") == 0) want = NU_SIMD_SCALAR;
-    else if (strcmp(request, "avx2") == 0) want = NU_SIMD_AVX2;
-    else if (strcmp(request, "avx512") == 0) want = NU_SIMD_AVX512;
+    if (strcmp(request, "scalar") == 0)
+        want = NU_SIMD_SCALAR;
+    else if (strcmp(request, "avx2") == 0)
+        want = NU_SIMD_AVX2;
+    else if (strcmp(request, "avx512") == 0)
+        want = NU_SIMD_AVX512;
     return want < cpu_max ? want : cpu_max;
 }
 

@@ -2,8 +2,8 @@
  *
  * The same scheme as the AVX-512 kernels (see dot_avx512.c), one block per
  * 256-bit register and groups of 8 blocks per scale vector:
- *   - a gather fetches 8 f16 scales (and minima) per group; times the 8
- *     activation scales they give one float per block;
+ *   - the 8 f16 scales (and minima) of a group are loaded and widened; times
+ *     the 8 activation scales they give one float per block;
  *   - each block's 32 quants become unsigned bytes; vpmaddubsw multiplies them
  *     with the int8 activations and adds neighbours into int16 (no overflow:
  *     2 * 31 * 127 for Q5, 2 * 128 * 127 for Q8), vpmaddwd adds pairs of those
@@ -19,8 +19,9 @@
 #include "kernels_internal.h"
 
 #define INLINE static inline __attribute__((always_inline))
-#define GROUP 8 /* blocks per scale vector */
-#define NACC 2  /* float accumulators per activation row */
+#define GROUP 8             /* blocks per scale vector */
+#define NACC 2              /* float accumulators per activation row */
+#define PREFETCH_BYTES 4096 /* how far ahead in the weights to prefetch */
 
 /* ---- Helpers --------------------------------------------------------------- */
 
@@ -86,8 +87,18 @@ INLINE __m256i high_bits(const uint8_t *qh) {
 INLINE __m128i low_halves(__m256i v) {
     const __m256i pick = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1,
                                           0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1);
-    __m256i packed = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, pick), _MM_SHUFFLE(3, 1, 2, 0));
+    __m256i packed =
+        _mm256_permute4x64_epi64(_mm256_shuffle_epi8(v, pick), _MM_SHUFFLE(3, 1, 2, 0));
     return _mm256_castsi256_si128(packed);
+}
+
+/* Four 32-bit words `stride` bytes apart, built with inserts (an initialiser
+ * list tends to go through the stack and stall store forwarding). */
+INLINE __m128i load4_u32(const uint8_t *p, int stride) {
+    __m128i v = _mm_cvtsi32_si128((int)nu_load_u32(p));
+    v = _mm_insert_epi32(v, (int)nu_load_u32(p + stride), 1);
+    v = _mm_insert_epi32(v, (int)nu_load_u32(p + 2 * stride), 2);
+    return _mm_insert_epi32(v, (int)nu_load_u32(p + 3 * stride), 3);
 }
 
 /* ---- Quantised weights ----------------------------------------------------- */
@@ -98,25 +109,26 @@ typedef struct quant_acc {
 } quant_acc;
 
 /* scale[v] lane i = d_w(block i) * d_a(block i); corr[v] += (d_w or m_w) * s_a. */
-INLINE void group_scales(uint32_t type, const uint8_t *wg, const uint8_t *const *act,
-                         int64_t n_pad, int64_t g, int k, __m256 *scale, quant_acc *a) {
-    const int bytes = block_bytes(type);
-    const __m256i index =
-        _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(bytes));
-    const __m256i raw = _mm256_i32gather_epi32((const int *)(const void *)wg, index, 1);
+INLINE void group_scales(uint32_t type, const uint8_t *wg, const uint8_t *const *act, int64_t n_pad,
+                         int64_t g, int k, __m256 *scale, quant_acc *a) {
+    const int b = block_bytes(type);
+    /* 32 bits at each block start: d in the low half, m (if any) in the high.
+     * Plain loads: vpgatherdd is slow on several AVX2 CPUs. */
+    const __m256i raw = _mm256_inserti128_si256(_mm256_castsi128_si256(load4_u32(wg, b)),
+                                                load4_u32(wg + 4 * b, b), 1);
     const __m256 dw = _mm256_cvtph_ps(low_halves(raw));
     const __m256 mw = has_min(type) ? _mm256_cvtph_ps(low_halves(_mm256_srli_epi32(raw, 16))) : dw;
     for (int v = 0; v < k; v++) {
         scale[v] = _mm256_mul_ps(dw, _mm256_load_ps(nu_act_d(act[v], n_pad) + g * GROUP));
         if (has_min(type) || quant_offset(type))
-            a->corr[v] =
-                _mm256_fmadd_ps(mw, _mm256_load_ps(nu_act_s(act[v], n_pad) + g * GROUP), a->corr[v]);
+            a->corr[v] = _mm256_fmadd_ps(mw, _mm256_load_ps(nu_act_s(act[v], n_pad) + g * GROUP),
+                                         a->corr[v]);
     }
 }
 
 /* One group of 8 blocks at wg against k activation rows (group g of each). */
-INLINE void quant_group(uint32_t type, const uint8_t *wg, const uint8_t *const *act,
-                        int64_t n_pad, int64_t g, int k, quant_acc *a) {
+INLINE void quant_group(uint32_t type, const uint8_t *wg, const uint8_t *const *act, int64_t n_pad,
+                        int64_t g, int k, quant_acc *a) {
     const int bytes = block_bytes(type);
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 scale[NU_TILE_MAX];
@@ -130,7 +142,8 @@ INLINE void quant_group(uint32_t type, const uint8_t *wg, const uint8_t *const *
             wq = _mm256_abs_epi8(w);
         } else {
             wq = unpack_nibbles(blk + nibble_offset(type));
-            if (has_high_bits(type)) wq = _mm256_or_si256(wq, high_bits(blk + nibble_offset(type) - 4));
+            if (has_high_bits(type))
+                wq = _mm256_or_si256(wq, high_bits(blk + nibble_offset(type) - 4));
         }
         const __m256i select = _mm256_set1_epi32(b);
         for (int v = 0; v < k; v++) {
@@ -157,7 +170,12 @@ INLINE void quant_tile(uint32_t type, const nu_matmul_job *job, int64_t row, int
         a.corr[v] = _mm256_setzero_ps();
         for (int i = 0; i < NACC; i++) a.sum[v][i] = _mm256_setzero_ps();
     }
-    for (int64_t g = 0; g < full; g++) quant_group(type, w + g * GROUP * bytes, act, n_pad, g, k, &a);
+    for (int64_t g = 0; g < full; g++) {
+        const uint8_t *wg = w + g * GROUP * bytes;
+        for (int i = 0; i < GROUP * bytes; i += 64)
+            _mm_prefetch((const char *)(wg + PREFETCH_BYTES + i), _MM_HINT_T0);
+        quant_group(type, wg, act, n_pad, g, k, &a);
+    }
     if (nb % GROUP) {
         alignas(32) uint8_t tail[GROUP * NU_Q8_0_BYTES];
         memset(tail, 0, sizeof tail);
@@ -174,14 +192,14 @@ INLINE void quant_tile(uint32_t type, const nu_matmul_job *job, int64_t row, int
     }
 }
 
-#define DEFINE_QUANT_TILE(fn, TYPE)                                                              \
-    static void fn(const nu_matmul_job *job, int64_t row, int32_t b0, int k) {                  \
-        switch (k) {                                                                             \
-        case 1: quant_tile(TYPE, job, row, b0, 1); break;                                        \
-        case 2: quant_tile(TYPE, job, row, b0, 2); break;                                        \
-        case 3: quant_tile(TYPE, job, row, b0, 3); break;                                        \
-        default: quant_tile(TYPE, job, row, b0, 4); break;                                       \
-        }                                                                                        \
+#define DEFINE_QUANT_TILE(fn, TYPE)                                                                \
+    static void fn(const nu_matmul_job *job, int64_t row, int32_t b0, int k) {                     \
+        switch (k) {                                                                               \
+        case 1: quant_tile(TYPE, job, row, b0, 1); break;                                          \
+        case 2: quant_tile(TYPE, job, row, b0, 2); break;                                          \
+        case 3: quant_tile(TYPE, job, row, b0, 3); break;                                          \
+        default: quant_tile(TYPE, job, row, b0, 4); break;                                         \
+        }                                                                                          \
     }
 
 DEFINE_QUANT_TILE(tile_q4_0, NU_TYPE_Q4_0)
@@ -224,14 +242,15 @@ static void quantize_act(const float *x, int64_t n_in, uint8_t *dst) {
         __m256 inv = _mm256_set1_ps(1.0f / scale);
         __m256i qi[4];
         for (int i = 0; i < 4; i++)
-            qi[i] = _mm256_cvtps_epi32(
-                _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(xv[i], inv), lo), hi));
+            qi[i] =
+                _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(xv[i], inv), lo), hi));
         /* int32 -> int8 with saturating packs, then undo their lane interleave. */
         __m256i p16 = _mm256_packs_epi32(qi[0], qi[1]), p16b = _mm256_packs_epi32(qi[2], qi[3]);
         __m256i p8 = _mm256_packs_epi16(p16, p16b);
         p8 = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
         _mm256_storeu_si256((__m256i *)(q + b * NU_QK), p8);
-        __m256i sum = _mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3]));
+        __m256i sum =
+            _mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3]));
         __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
         s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
         s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
@@ -301,14 +320,14 @@ INLINE void float_tile(uint32_t type, const nu_matmul_job *job, int64_t row, int
     for (int v = 0; v < k; v++) job->y[(size_t)(b0 + v) * (size_t)job->W->n_out + row] = out[v];
 }
 
-#define DEFINE_FLOAT_TILE(fn, TYPE)                                                              \
-    static void fn(const nu_matmul_job *job, int64_t row, int32_t b0, int k) {                  \
-        switch (k) {                                                                             \
-        case 1: float_tile(TYPE, job, row, b0, 1); break;                                        \
-        case 2: float_tile(TYPE, job, row, b0, 2); break;                                        \
-        case 3: float_tile(TYPE, job, row, b0, 3); break;                                        \
-        default: float_tile(TYPE, job, row, b0, 4); break;                                       \
-        }                                                                                        \
+#define DEFINE_FLOAT_TILE(fn, TYPE)                                                                \
+    static void fn(const nu_matmul_job *job, int64_t row, int32_t b0, int k) {                     \
+        switch (k) {                                                                               \
+        case 1: float_tile(TYPE, job, row, b0, 1); break;                                          \
+        case 2: float_tile(TYPE, job, row, b0, 2); break;                                          \
+        case 3: float_tile(TYPE, job, row, b0, 3); break;                                          \
+        default: float_tile(TYPE, job, row, b0, 4); break;                                         \
+        }                                                                                          \
     }
 
 DEFINE_FLOAT_TILE(tile_f32, NU_TYPE_F32)
@@ -333,7 +352,8 @@ static void mad_f32(float *y, const float *x, float a, int64_t n) {
     const __m256 av = _mm256_set1_ps(a);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+        _mm256_storeu_ps(y + i,
+                         _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
     for (; i < n; i++) y[i] += a * x[i];
 }
 

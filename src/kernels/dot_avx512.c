@@ -1,9 +1,10 @@
 /* dot_avx512.c - kernels for CPUs with AVX-512 F/BW/VL/DQ and VNNI.
  *
  * Quantised weights. A row is walked in groups of 16 blocks (512 elements):
- *   - one gather fetches the 16 f16 scales (and, for the _1 types, the 16 f16
- *     minima sitting next to them), which are widened and multiplied by the
- *     16 activation scales: one float per block, in one register;
+ *   - the 16 f16 scales (and, for the _1 types, the 16 f16 minima next to
+ *     them) are picked out of the group's bytes with word permutes, widened
+ *     and multiplied by the 16 activation scales: one float per block, in
+ *     one register;
  *   - each pair of blocks becomes 64 unsigned bytes (nibbles unpacked in
  *     element order, plus bit 4 for Q5) and vpdpbusd multiplies them with the
  *     64 int8 activations, summing groups of 4 products into 16 int32 lanes
@@ -29,8 +30,9 @@
 #include "kernels_internal.h"
 
 #define INLINE static inline __attribute__((always_inline))
-#define GROUP 16 /* blocks per scale vector */
-#define NACC 2   /* float accumulators per activation row */
+#define GROUP 16            /* blocks per scale vector */
+#define NACC 2              /* float accumulators per activation row */
+#define PREFETCH_BYTES 4096 /* how far ahead in the weights to prefetch */
 
 /* ---- Helpers --------------------------------------------------------------- */
 
@@ -82,11 +84,10 @@ INLINE int has_high_bits(uint32_t type) {
  * right by 4, so masking with 0x0F leaves low nibbles (elements 0..15) then
  * high nibbles (elements 16..31) of each block. */
 INLINE __m512i unpack_nibbles_pair(const uint8_t *q0, const uint8_t *q1) {
-    __m256i both = _mm256_inserti128_si256(
-        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)q0)),
-        _mm_loadu_si128((const __m128i *)q1), 1);
-    __m512i wide = _mm512_castsi256_si512(both);
-    __m512i dup = _mm512_shuffle_i64x2(wide, wide, _MM_SHUFFLE(1, 1, 0, 0));
+    /* Broadcasts from memory need no shuffle unit: q0 to all four 128-bit
+     * lanes, then q1 into the upper two. */
+    __m512i dup = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)q0));
+    dup = _mm512_mask_broadcast_i32x4(dup, 0xFF00, _mm_loadu_si128((const __m128i *)q1));
     __m512i shifted = _mm512_srlv_epi64(dup, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4));
     return _mm512_and_si512(shifted, _mm512_set1_epi8(0x0F));
 }
@@ -107,30 +108,72 @@ typedef struct quant_acc {
     __m512 corr[NU_TILE_MAX];
 } quant_acc;
 
+/* Bytes of a group of 16 blocks, and how many 64-byte chunks of it hold the
+ * f16 scales (and minima): block 15's fields end at 15 * bytes + 4. */
+INLINE int group_bytes(uint32_t type) {
+    return GROUP * block_bytes(type);
+}
+INLINE int scale_chunks(uint32_t type) {
+    return (15 * block_bytes(type) + (has_min(type) ? 4 : 2) + 63) / 64;
+}
+
+/* Chunk i of a group, not reading past the group's end (a partial last
+ * chunk is a masked load, whose missing bytes read as zero). */
+INLINE __m512i load_chunk(uint32_t type, const uint8_t *wg, int i) {
+    const int left = group_bytes(type) - 64 * i;
+    if (left >= 64) return _mm512_loadu_si512((const void *)(wg + 64 * i));
+    return _mm512_maskz_loadu_epi8(((__mmask64)1 << left) - 1, wg + 64 * i);
+}
+
+/* The 16 f16 scales of a group in word lanes 0..15 and, for the _1 types,
+ * the 16 minima in lanes 16..31. A gather would be simplest but is slow on
+ * some CPUs; instead the group is read as 64-byte chunks and each pair of
+ * chunks (64 words) gives the fields that lie in it through one two-source
+ * word permute, merged into the result under a mask. The index and mask
+ * vectors depend on the type only and are hoisted out of the row loop. */
+INLINE __m512i group_fields(uint32_t type, const uint8_t *wg) {
+    static const int16_t lane[32] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10,
+                                     11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
+                                     22, 23, 24, 25, 26, 27, 28, 29, 30, 31};
+    const __m512i pos = _mm512_loadu_si512((const void *)lane);
+    const __m512i block = _mm512_and_si512(pos, _mm512_set1_epi16(15));
+    /* Word offset of lane p's field: block (p % 16), plus 1 for m (p >= 16). */
+    const __m512i stride = _mm512_set1_epi16((short)(block_bytes(type) / 2));
+    const __m512i word =
+        _mm512_add_epi16(_mm512_mullo_epi16(block, stride), _mm512_srli_epi16(pos, 4));
+    const __mmask32 wanted = has_min(type) ? 0xFFFFFFFFu : 0xFFFFu;
+    __m512i out = _mm512_setzero_si512();
+    for (int w = 0; 2 * w < scale_chunks(type); w++) {
+        const __m512i base = _mm512_set1_epi16((short)(64 * w));
+        const __mmask32 in =
+            _mm512_mask_cmpge_epu16_mask(wanted, word, base) &
+            _mm512_cmplt_epu16_mask(word, _mm512_add_epi16(base, _mm512_set1_epi16(64)));
+        const __m512i lo = load_chunk(type, wg, 2 * w);
+        const __m512i hi = 2 * w + 1 < scale_chunks(type) ? load_chunk(type, wg, 2 * w + 1) : lo;
+        const __m512i picked = _mm512_permutex2var_epi16(lo, _mm512_sub_epi16(word, base), hi);
+        out = w == 0 ? picked : _mm512_mask_mov_epi16(out, in, picked);
+    }
+    return out;
+}
+
 /* Per-block products of scales: scale[v] lane i = d_w(block i) * d_a(block i);
  * and corr[v] += (d_w or m_w) * s_a per lane. */
-INLINE void group_scales(uint32_t type, const uint8_t *wg, const uint8_t *const *act,
-                         int64_t n_pad, int64_t g, int k, __m512 *scale, quant_acc *a) {
-    const int bytes = block_bytes(type);
-    const __m512i index = _mm512_mullo_epi32(
-        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-        _mm512_set1_epi32(bytes));
-    /* 32 bits at each block start: d in the low half, m (if any) in the high. */
-    const __m512i raw = _mm512_i32gather_epi32(index, (const void *)wg, 1);
-    const __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw));
-    const __m512 mw =
-        has_min(type) ? _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(raw, 16))) : dw;
+INLINE void group_scales(uint32_t type, const uint8_t *wg, const uint8_t *const *act, int64_t n_pad,
+                         int64_t g, int k, __m512 *scale, quant_acc *a) {
+    const __m512i fields = group_fields(type, wg);
+    const __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(fields));
+    const __m512 mw = has_min(type) ? _mm512_cvtph_ps(_mm512_extracti64x4_epi64(fields, 1)) : dw;
     for (int v = 0; v < k; v++) {
         scale[v] = _mm512_mul_ps(dw, _mm512_load_ps(nu_act_d(act[v], n_pad) + g * GROUP));
         if (has_min(type) || quant_offset(type))
-            a->corr[v] =
-                _mm512_fmadd_ps(mw, _mm512_load_ps(nu_act_s(act[v], n_pad) + g * GROUP), a->corr[v]);
+            a->corr[v] = _mm512_fmadd_ps(mw, _mm512_load_ps(nu_act_s(act[v], n_pad) + g * GROUP),
+                                         a->corr[v]);
     }
 }
 
 /* One group of 16 blocks at wg against k activation rows (group g of each). */
-INLINE void quant_group(uint32_t type, const uint8_t *wg, const uint8_t *const *act,
-                        int64_t n_pad, int64_t g, int k, quant_acc *a) {
+INLINE void quant_group(uint32_t type, const uint8_t *wg, const uint8_t *const *act, int64_t n_pad,
+                        int64_t g, int k, quant_acc *a) {
     const int bytes = block_bytes(type);
     const __m512i half_select = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
     __m512 scale[NU_TILE_MAX];
@@ -141,22 +184,23 @@ INLINE void quant_group(uint32_t type, const uint8_t *wg, const uint8_t *const *
         __m512i wq;
         __mmask64 negative = 0;
         if (type == NU_TYPE_Q8_0) {
-            __m512i w = _mm512_inserti64x4(
-                _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(b0 + 2))),
-                _mm256_loadu_si256((const __m256i *)(b1 + 2)), 1);
+            __m512i w = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b0 + 2)));
+            w = _mm512_mask_broadcast_i64x4(w, 0xF0, _mm256_loadu_si256((const __m256i *)(b1 + 2)));
             negative = _mm512_movepi8_mask(w);
             wq = _mm512_abs_epi8(w);
         } else {
             wq = unpack_nibbles_pair(b0 + nibble_offset(type), b1 + nibble_offset(type));
-            if (has_high_bits(type)) wq = add_high_bits_pair(wq, b0 + nibble_offset(type) - 4,
-                                                             b1 + nibble_offset(type) - 4);
+            if (has_high_bits(type))
+                wq = add_high_bits_pair(wq, b0 + nibble_offset(type) - 4,
+                                        b1 + nibble_offset(type) - 4);
         }
         /* Lanes 0..7 take block 2p's scale, lanes 8..15 block 2p+1's. */
         const __m512i select = _mm512_add_epi32(half_select, _mm512_set1_epi32(2 * p));
         for (int v = 0; v < k; v++) {
             __m512i x = _mm512_load_si512(
                 (const void *)(nu_act_q(act[v]) + g * GROUP * NU_QK + p * 2 * NU_QK));
-            if (type == NU_TYPE_Q8_0) x = _mm512_mask_sub_epi8(x, negative, _mm512_setzero_si512(), x);
+            if (type == NU_TYPE_Q8_0)
+                x = _mm512_mask_sub_epi8(x, negative, _mm512_setzero_si512(), x);
             __m512i isum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wq, x);
             __m512 s = _mm512_permutexvar_ps(select, scale[v]);
             a->sum[v][p % NACC] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), s, a->sum[v][p % NACC]);
@@ -178,7 +222,12 @@ INLINE void quant_tile(uint32_t type, const nu_matmul_job *job, int64_t row, int
         a.corr[v] = _mm512_setzero_ps();
         for (int i = 0; i < NACC; i++) a.sum[v][i] = _mm512_setzero_ps();
     }
-    for (int64_t g = 0; g < full; g++) quant_group(type, w + g * GROUP * bytes, act, n_pad, g, k, &a);
+    for (int64_t g = 0; g < full; g++) {
+        const uint8_t *wg = w + g * GROUP * bytes;
+        for (int i = 0; i < group_bytes(type); i += 64)
+            _mm_prefetch((const char *)(wg + PREFETCH_BYTES + i), _MM_HINT_T0);
+        quant_group(type, wg, act, n_pad, g, k, &a);
+    }
     if (nb % GROUP) {
         alignas(64) uint8_t tail[GROUP * NU_Q8_0_BYTES];
         memset(tail, 0, sizeof tail);
@@ -186,7 +235,8 @@ INLINE void quant_tile(uint32_t type, const nu_matmul_job *job, int64_t row, int
         quant_group(type, tail, act, n_pad, full, k, &a);
     }
     for (int v = 0; v < k; v++) {
-        __m512 t = _mm512_add_ps(a.sum[v][0], a.sum[v][1]);
+        __m512 t = a.sum[v][0];
+        for (int i = 1; i < NACC; i++) t = _mm512_add_ps(t, a.sum[v][i]);
         if (quant_offset(type))
             t = _mm512_fmadd_ps(a.corr[v], _mm512_set1_ps(-(float)quant_offset(type)), t);
         else if (has_min(type))
@@ -196,14 +246,14 @@ INLINE void quant_tile(uint32_t type, const nu_matmul_job *job, int64_t row, int
 }
 
 /* One function per type, each with the tile width as a compile-time constant. */
-#define DEFINE_QUANT_TILE(fn, TYPE)                                                              \
-    static void fn(const nu_matmul_job *job, int64_t row, int32_t b0, int k) {                  \
-        switch (k) {                                                                             \
-        case 1: quant_tile(TYPE, job, row, b0, 1); break;                                        \
-        case 2: quant_tile(TYPE, job, row, b0, 2); break;                                        \
-        case 3: quant_tile(TYPE, job, row, b0, 3); break;                                        \
-        default: quant_tile(TYPE, job, row, b0, 4); break;                                       \
-        }                                                                                        \
+#define DEFINE_QUANT_TILE(fn, TYPE)                                                                \
+    static void fn(const nu_matmul_job *job, int64_t row, int32_t b0, int k) {                     \
+        switch (k) {                                                                               \
+        case 1: quant_tile(TYPE, job, row, b0, 1); break;                                          \
+        case 2: quant_tile(TYPE, job, row, b0, 2); break;                                          \
+        case 3: quant_tile(TYPE, job, row, b0, 3); break;                                          \
+        default: quant_tile(TYPE, job, row, b0, 4); break;                                         \
+        }                                                                                          \
     }
 
 DEFINE_QUANT_TILE(tile_q4_0, NU_TYPE_Q4_0)
@@ -234,8 +284,10 @@ static void quantize_act(const float *x, int64_t n_in, uint8_t *dst) {
         }
         float scale = amax / 127.0f;
         __m512 inv = _mm512_set1_ps(1.0f / scale);
-        __m512i q0 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x0, inv), lo), hi));
-        __m512i q1 = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x1, inv), lo), hi));
+        __m512i q0 =
+            _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x0, inv), lo), hi));
+        __m512i q1 =
+            _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x1, inv), lo), hi));
         _mm_storeu_si128((__m128i *)(q + b * NU_QK), _mm512_cvtepi32_epi8(q0));
         _mm_storeu_si128((__m128i *)(q + b * NU_QK + 16), _mm512_cvtepi32_epi8(q1));
         d[b] = scale;
@@ -295,14 +347,14 @@ INLINE void float_tile(uint32_t type, const nu_matmul_job *job, int64_t row, int
     for (int v = 0; v < k; v++) job->y[(size_t)(b0 + v) * (size_t)job->W->n_out + row] = out[v];
 }
 
-#define DEFINE_FLOAT_TILE(fn, TYPE)                                                              \
-    static void fn(const nu_matmul_job *job, int64_t row, int32_t b0, int k) {                  \
-        switch (k) {                                                                             \
-        case 1: float_tile(TYPE, job, row, b0, 1); break;                                        \
-        case 2: float_tile(TYPE, job, row, b0, 2); break;                                        \
-        case 3: float_tile(TYPE, job, row, b0, 3); break;                                        \
-        default: float_tile(TYPE, job, row, b0, 4); break;                                       \
-        }                                                                                        \
+#define DEFINE_FLOAT_TILE(fn, TYPE)                                                                \
+    static void fn(const nu_matmul_job *job, int64_t row, int32_t b0, int k) {                     \
+        switch (k) {                                                                               \
+        case 1: float_tile(TYPE, job, row, b0, 1); break;                                          \
+        case 2: float_tile(TYPE, job, row, b0, 2); break;                                          \
+        case 3: float_tile(TYPE, job, row, b0, 3); break;                                          \
+        default: float_tile(TYPE, job, row, b0, 4); break;                                         \
+        }                                                                                          \
     }
 
 DEFINE_FLOAT_TILE(tile_f32, NU_TYPE_F32)

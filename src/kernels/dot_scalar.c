@@ -70,9 +70,7 @@ static void decode_block(uint32_t type, const uint8_t *blk, int8_t *q, float *d,
     *d = nu_f16_to_f32(nu_load_u16(blk));
     *m = 0.0f;
     switch (type) {
-    case NU_TYPE_Q8_0:
-        memcpy(q, blk + 2, NU_QK);
-        return;
+    case NU_TYPE_Q8_0: memcpy(q, blk + 2, NU_QK); return;
     case NU_TYPE_Q4_0: qs = blk + 2, offset = 8; break;
     case NU_TYPE_Q4_1: qs = blk + 4, *m = nu_f16_to_f32(nu_load_u16(blk + 2)); break;
     case NU_TYPE_Q5_0: qs = blk + 6, qh = nu_load_u32(blk + 2), offset = 16; break;
@@ -97,8 +95,7 @@ static int32_t dot_block_i8(const int8_t *a, const int8_t *b) {
 
 /* One weight row against k quantised activation rows. Each block adds
  * (d_w * d_a) * isum (+ m_w * s_a) to a per-row float sum, in block order. */
-static void tile_quant(const nu_matmul_job *job, int64_t row, int32_t b0, int k,
-                       uint32_t type) {
+static void tile_quant(const nu_matmul_job *job, int64_t row, int32_t b0, int k, uint32_t type) {
     const uint8_t *w = nu_job_row(job, row);
     const size_t bytes = nu_type_get(type)->block_bytes;
     const int64_t nb = job->W->n_in / NU_QK, n_pad = job->act_n_pad;
@@ -142,9 +139,12 @@ static void tile_q8_0(const nu_matmul_job *j, int64_t r, int32_t b, int k) {
 /* Weights i .. i+count-1 of a float-type row as floats. */
 static void load_weights(uint32_t type, const uint8_t *w, int64_t i, int count, float *out) {
     for (int j = 0; j < count; j++) {
-        if (type == NU_TYPE_F32) memcpy(&out[j], w + 4 * (i + j), 4);
-        else if (type == NU_TYPE_F16) out[j] = nu_f16_to_f32(nu_load_u16(w + 2 * (i + j)));
-        else out[j] = nu_bf16_to_f32(nu_load_u16(w + 2 * (i + j)));
+        if (type == NU_TYPE_F32)
+            memcpy(&out[j], w + 4 * (i + j), 4);
+        else if (type == NU_TYPE_F16)
+            out[j] = nu_f16_to_f32(nu_load_u16(w + 2 * (i + j)));
+        else
+            out[j] = nu_bf16_to_f32(nu_load_u16(w + 2 * (i + j)));
     }
 }
 
@@ -154,8 +154,8 @@ static float sum_lanes(const float *l) {
 }
 
 /* Dots of one float-type row w (n elements) with k float vectors x[v]. */
-static void dot_float_rows(uint32_t type, const uint8_t *w, const float *const *x, int k,
-                           int64_t n, float *out) {
+static void dot_float_rows(uint32_t type, const uint8_t *w, const float *const *x, int k, int64_t n,
+                           float *out) {
     float acc[NU_TILE_MAX][LANES] = {{0}};
     for (int64_t i = 0; i < n; i += LANES) {
         int count = n - i < LANES ? (int)(n - i) : LANES;

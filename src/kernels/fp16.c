@@ -22,22 +22,17 @@ static float bits_float(uint32_t u) {
     return f;
 }
 
-/* Widening is exact: a half's value is a float's with a rebased exponent.
- * Subnormal halves (exponent 0) are mant * 2^-24 and become normal floats. */
+/* Widening is exact. The half's exponent and mantissa bits, moved to the
+ * float positions, read as a float of value x * 2^-112 (a normal half lands
+ * 112 below its exponent, a subnormal one on the float subnormal of the same
+ * mantissa); multiplying by 2^112 rebases both exactly. Only infinities and
+ * NaNs (exponent 31) need their exponent set by hand. (This assumes the
+ * default floating-point environment: no denormals-are-zero mode.) */
 float nu_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t exp = (h >> 10) & 0x1Fu;
-    uint32_t mant = h & 0x3FFu;
-    if (exp == 0x1F) return bits_float(sign | 0x7F800000u | (mant << 13)); /* inf, NaN */
-    if (exp != 0) return bits_float(sign | ((exp + 112u) << 23) | (mant << 13));
-    if (mant == 0) return bits_float(sign); /* +-0 */
-    /* Subnormal: shift the leading 1 up to bit 10, lowering the exponent. */
-    uint32_t e = 113; /* 2^-14 = float exponent 113 before normalising */
-    while (!(mant & 0x400u)) {
-        mant <<= 1;
-        e--;
-    }
-    return bits_float(sign | (e << 23) | ((mant & 0x3FFu) << 13));
+    uint32_t body = (uint32_t)(h & 0x7FFFu) << 13;
+    if ((h & 0x7C00u) == 0x7C00u) return bits_float(sign | 0x7F800000u | body);
+    return bits_float(sign | float_bits(bits_float(body) * 0x1p112f));
 }
 
 /* Rounds value >> shift to nearest, ties to even (shift >= 1). */

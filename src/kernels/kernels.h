@@ -65,9 +65,11 @@ size_t nu_matmul_scratch_bytes(uint32_t type, int64_t n_in, int32_t n_batch);
  * any n_batch, thread count or row split. Nothing is allocated.
  * For quantised weights, each 32-element activation block is rounded to
  * int8 with scale max|x|/127 first, so y differs from nu_matmul_ref by at most
- * sum over blocks of (max|x_block| / 254) * sum|w_block| plus float rounding. */
-void nu_matmul(nu_threadpool *pool, const nu_matrix *W, const float *x, int32_t n_batch,
-               float *y, void *scratch);
+ * sum over blocks of (max|x_block| / 254) * sum|w_block| plus float rounding.
+ * W->n_in must be a whole number of blocks; weights of a type the kernels
+ * cannot multiply (not `computable` in tensor_type.h) leave y untouched. */
+void nu_matmul(nu_threadpool *pool, const nu_matrix *W, const float *x, int32_t n_batch, float *y,
+               void *scratch);
 
 /* The same product computed with the plain C reference, single-threaded:
  * each row is dequantised with nu_dequantize_row and multiplied with the

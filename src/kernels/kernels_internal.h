@@ -9,11 +9,12 @@
  *      32-element block of an activation row becomes 32 int8 values q with a
  *      float scale d = max|x| / 127 (x ~ q * d) and the float d * sum(q),
  *      which the offset (_0) and min (_1) terms of the weight formats need.
- *   2. Rows are split among threads. Each thread walks its rows in chunks that
- *      stay in cache and, for every group of up to NU_TILE_MAX activation rows,
- *      calls the level's tile kernel, which computes the dot products of one
- *      weight row with 1..NU_TILE_MAX activation rows while reading the weight
- *      row once.
+ *   2. Rows are split into units that threads claim from a shared counter
+ *      (a preempted thread's share is taken over by the others). Each unit is
+ *      walked in chunks that stay in cache and, for every group of up to
+ *      NU_TILE_MAX activation rows, the level's tile kernel computes the dot
+ *      products of one weight row with 1..NU_TILE_MAX activation rows while
+ *      reading the weight row once.
  *   A tile kernel keeps separate accumulators per activation row and performs
  *   exactly the same operations for each of them as it does for a tile of one,
  *   so a result never depends on how activation rows were grouped.
@@ -21,6 +22,7 @@
 #ifndef NU_KERNELS_INTERNAL_H
 #define NU_KERNELS_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -32,31 +34,31 @@
 #define NU_QK 32 /* elements per block of every quantised type here */
 
 typedef struct nu_block_q4_0 {
-    uint16_t d;      /* f16 scale: x = (q - 8) * d */
-    uint8_t qs[16];  /* element j in the low nibble of byte j, j + 16 in the high nibble */
+    uint16_t d;     /* f16 scale: x = (q - 8) * d */
+    uint8_t qs[16]; /* element j in the low nibble of byte j, j + 16 in the high nibble */
 } nu_block_q4_0;
 
 typedef struct nu_block_q4_1 {
-    uint16_t d;      /* f16 scale */
-    uint16_t m;      /* f16 minimum: x = q * d + m */
-    uint8_t qs[16];  /* nibbles as in Q4_0 */
+    uint16_t d;     /* f16 scale */
+    uint16_t m;     /* f16 minimum: x = q * d + m */
+    uint8_t qs[16]; /* nibbles as in Q4_0 */
 } nu_block_q4_1;
 
 typedef struct nu_block_q5_0 {
-    uint16_t d;      /* f16 scale: x = (q - 16) * d */
-    uint8_t qh[4];   /* bit j (little-endian 32-bit word) is bit 4 of element j */
-    uint8_t qs[16];  /* low 4 bits, nibbles as in Q4_0 */
+    uint16_t d;     /* f16 scale: x = (q - 16) * d */
+    uint8_t qh[4];  /* bit j (little-endian 32-bit word) is bit 4 of element j */
+    uint8_t qs[16]; /* low 4 bits, nibbles as in Q4_0 */
 } nu_block_q5_0;
 
 typedef struct nu_block_q5_1 {
-    uint16_t d;      /* f16 scale */
-    uint16_t m;      /* f16 minimum: x = q * d + m */
-    uint8_t qh[4];   /* high bits as in Q5_0 */
-    uint8_t qs[16];  /* low 4 bits as in Q4_0 */
+    uint16_t d;     /* f16 scale */
+    uint16_t m;     /* f16 minimum: x = q * d + m */
+    uint8_t qh[4];  /* high bits as in Q5_0 */
+    uint8_t qs[16]; /* low 4 bits as in Q4_0 */
 } nu_block_q5_1;
 
 typedef struct nu_block_q8_0 {
-    uint16_t d;      /* f16 scale: x = q * d */
+    uint16_t d; /* f16 scale: x = q * d */
     int8_t qs[32];
 } nu_block_q8_0;
 
@@ -123,12 +125,13 @@ static inline const float *nu_act_s(const uint8_t *row, int64_t n_pad) {
 
 typedef struct nu_matmul_job {
     const nu_matrix *W;
-    const float *x;       /* F32 activations, n_batch rows of W->n_in */
-    uint8_t *act;         /* quantised activations (quantised types), rows act_stride apart */
+    const float *x; /* F32 activations, n_batch rows of W->n_in */
+    uint8_t *act;   /* quantised activations (quantised types), rows act_stride apart */
     size_t act_stride;
-    int64_t act_n_pad;    /* nu_act_n_pad(W->n_in) */
+    int64_t act_n_pad; /* nu_act_n_pad(W->n_in) */
     int32_t n_batch;
-    float *y;             /* n_batch rows of W->n_out */
+    float *y;                  /* n_batch rows of W->n_out */
+    _Atomic int64_t next_unit; /* the next unit of rows no thread has claimed */
 } nu_matmul_job;
 
 /* Computes y[(b0 + v) * n_out + row] for v < k (1 <= k <= NU_TILE_MAX). */

@@ -2,6 +2,8 @@
  * once-per-call activation conversion, the split of rows among threads, the
  * cache blocking of batched products, and the plain reference product.
  */
+#include <stdatomic.h>
+
 #include "kernels_internal.h"
 
 /* Weight bytes a thread keeps hot while it runs every group of activation
@@ -11,6 +13,10 @@
 
 /* Activation rows above which their quantisation is shared among threads. */
 #define PARALLEL_QUANT_ROWS 4
+
+/* Work units per thread, and the fewest rows a unit has. */
+#define CHUNKS_PER_THREAD 8
+#define MIN_UNIT_ROWS 16
 
 size_t nu_matmul_scratch_bytes(uint32_t type, int64_t n_in, int32_t n_batch) {
     if (!nu_type_is_quantized(type) || n_batch <= 0) return 0;
@@ -36,13 +42,18 @@ static int64_t rows_per_chunk(const nu_matmul_job *job) {
     return rows > 0 ? rows : 1;
 }
 
-/* This thread's share of the rows: chunk by chunk, every group of up to
- * NU_TILE_MAX activation rows against every row of the chunk. */
-static void matmul_task(void *arg, int ith, int nth) {
-    const nu_matmul_job *job = arg;
-    nu_tile_fn tile = nu_kernels_current()->tile[job->W->type];
-    int64_t r0, r1;
-    nu_split_range(job->W->n_out, ith, nth, &r0, &r1);
+/* Rows of one unit of work: about CHUNKS_PER_THREAD units per thread, so a
+ * thread that was preempted (or is slower) leaves its unclaimed units to the
+ * others; a row is always computed whole by one thread, so who computes it
+ * does not change its value. */
+static int64_t rows_per_unit(int64_t n_out, int nth) {
+    int64_t rows = n_out / ((int64_t)nth * CHUNKS_PER_THREAD);
+    return rows > MIN_UNIT_ROWS ? rows : MIN_UNIT_ROWS;
+}
+
+/* Rows [r0, r1): chunk by chunk, every group of up to NU_TILE_MAX activation
+ * rows against every row of the chunk. */
+static void matmul_rows(const nu_matmul_job *job, nu_tile_fn tile, int64_t r0, int64_t r1) {
     const int64_t chunk = rows_per_chunk(job);
     for (int64_t c0 = r0, c1; c0 < r1; c0 = c1) {
         c1 = r1 - c0 > chunk ? c0 + chunk : r1;
@@ -53,18 +64,36 @@ static void matmul_task(void *arg, int ith, int nth) {
     }
 }
 
-void nu_matmul(nu_threadpool *pool, const nu_matrix *W, const float *x, int32_t n_batch,
-               float *y, void *scratch) {
+/* Each thread claims units until none is left: a thread that starts late
+ * (woken late, or sharing its core) finds the work already done. */
+static void matmul_task(void *arg, int ith, int nth) {
+    nu_matmul_job *job = arg;
+    nu_tile_fn tile = nu_kernels_current()->tile[job->W->type];
+    const int64_t n_out = job->W->n_out, unit = rows_per_unit(n_out, nth);
+    const int64_t n_units = (n_out + unit - 1) / unit;
+    (void)ith;
+    for (int64_t u = atomic_fetch_add(&job->next_unit, 1); u < n_units;
+         u = atomic_fetch_add(&job->next_unit, 1)) {
+        int64_t r0 = u * unit, r1 = r0 + unit < n_out ? r0 + unit : n_out;
+        matmul_rows(job, tile, r0, r1);
+    }
+}
+
+void nu_matmul(nu_threadpool *pool, const nu_matrix *W, const float *x, int32_t n_batch, float *y,
+               void *scratch) {
     const nu_kernel_set *ks = nu_kernels_current();
     if (n_batch <= 0 || W->n_out <= 0 || !ks->tile[W->type]) return;
     nu_matmul_job job = {.W = W, .x = x, .n_batch = n_batch, .y = y};
+    atomic_init(&job.next_unit, 0);
     if (nu_type_is_quantized(W->type)) {
         uintptr_t p = ((uintptr_t)scratch + 63) & ~(uintptr_t)63;
         job.act = (uint8_t *)p;
         job.act_stride = nu_act_row_bytes(W->n_in);
         job.act_n_pad = nu_act_n_pad(W->n_in);
-        if (n_batch > PARALLEL_QUANT_ROWS) nu_threadpool_run(pool, quantize_task, &job);
-        else quantize_task(&job, 0, 1);
+        if (n_batch > PARALLEL_QUANT_ROWS)
+            nu_threadpool_run(pool, quantize_task, &job);
+        else
+            quantize_task(&job, 0, 1);
     }
     nu_threadpool_run(pool, matmul_task, &job);
 }

@@ -231,6 +231,7 @@ void nu_quantize_row(uint32_t type, const float *src, void *dst, int64_t n) {
     default:
         if (!nu_type_is_quantized(type)) return;
         uint32_t bytes = nu_type_get(type)->block_bytes;
-        for (int64_t i = 0; i < n / NU_QK; i++) quantize_block(type, src + i * NU_QK, d + i * bytes);
+        for (int64_t i = 0; i < n / NU_QK; i++)
+            quantize_block(type, src + i * NU_QK, d + i * bytes);
     }
 }

@@ -7,8 +7,10 @@
  * allocated and no lock is taken per run.
  *
  * Waiting. Workers spin (with the CPU's pause hint) for a short while, as the
- * next task of a forward pass usually follows within microseconds; then they
- * sleep on a futex keyed on `generation`. The owner makes the wake-up system
+ * next task of a forward pass usually follows within microseconds, then keep
+ * polling while yielding the core (so a thread that shares the core and has
+ * work can run), and after a longer idle time sleep on a futex keyed on
+ * `generation`. The owner makes the wake-up system
  * call only when some worker announced itself in `sleepers`. Because both the
  * owner (bump generation, then read sleepers) and a worker (raise sleepers,
  * then re-read generation) use sequentially consistent operations, at least
@@ -32,10 +34,12 @@
 
 #include "threadpool.h"
 
-/* How long a waiting worker spins before it sleeps, and how long the owner
- * spins on a join before it starts yielding its core. */
-#define WORKER_SPIN_NS 300000
-#define OWNER_SPIN_NS 2000000
+/* A waiting thread first polls SPIN_CHECKS times with the pause hint (tens
+ * of microseconds: the next task of a forward pass usually comes sooner),
+ * then polls while yielding its core; a worker idle for WORKER_YIELD_NS
+ * sleeps on the futex. */
+#define SPIN_CHECKS 512
+#define WORKER_YIELD_NS 2000000
 
 typedef struct worker {
     struct nu_threadpool *pool;
@@ -88,17 +92,25 @@ static void wake_all(_Atomic uint32_t *addr) {
 #endif
 }
 
-/* Waits until the generation differs from seen and returns the new one. */
+/* Waits until the generation differs from seen and returns the new one:
+ * spinning first, then yielding the core at each check (so that, when there
+ * are more runnable threads than cores, the thread with work gets it), and
+ * after a longer idle time sleeping on the futex. */
 static uint32_t wait_generation(nu_threadpool *pool, uint32_t seen) {
-    int64_t deadline = 0;
+    int64_t start = 0;
     for (unsigned spins = 0;; spins++) {
         uint32_t g = atomic_load_explicit(&pool->generation, memory_order_acquire);
         if (g != seen) return g;
-        cpu_relax();
-        if ((spins & 255) != 255) continue;
+        if (spins < SPIN_CHECKS) {
+            cpu_relax();
+            continue;
+        }
         int64_t t = now_ns();
-        if (!deadline) deadline = t + WORKER_SPIN_NS;
-        if (t < deadline) continue;
+        if (!start) start = t;
+        if (t - start < WORKER_YIELD_NS) {
+            sched_yield();
+            continue;
+        }
         atomic_fetch_add(&pool->sleepers, 1);
         if (atomic_load(&pool->generation) == seen) wait_on(&pool->generation, seen);
         atomic_fetch_sub(&pool->sleepers, 1);
@@ -164,18 +176,15 @@ int nu_threadpool_size(const nu_threadpool *pool) {
     return pool ? pool->n_threads : 1;
 }
 
-/* Waits for the workers to finish: spinning first, then yielding the core in
- * case a worker waits for it (more threads than cores). */
+/* Waits for the workers to finish: spinning first, then yielding the core
+ * in case a worker waits for it (more threads than cores). */
 static void join_workers(nu_threadpool *pool) {
-    int64_t deadline = 0;
     for (unsigned spins = 0;; spins++) {
         if (atomic_load_explicit(&pool->pending, memory_order_acquire) == 0) return;
-        if (deadline && now_ns() > deadline) {
+        if (spins < SPIN_CHECKS)
+            cpu_relax();
+        else
             sched_yield();
-            continue;
-        }
-        cpu_relax();
-        if ((spins & 255) == 255 && !deadline) deadline = now_ns() + OWNER_SPIN_NS;
     }
 }
 

@@ -2,7 +2,8 @@
  *
  * The caller is thread 0; n_threads - 1 workers wait between tasks. Running
  * a task is one release and one join, without allocation or locks held in
- * the per-token path (workers spin briefly, then sleep). */
+ * the per-token path (workers spin briefly, then poll while yielding their
+ * core, then sleep on a futex). */
 #ifndef NU_THREADPOOL_H
 #define NU_THREADPOOL_H
 
@@ -19,7 +20,10 @@ void nu_threadpool_free(nu_threadpool *pool);
 int nu_threadpool_size(const nu_threadpool *pool);
 
 /* Runs fn on every thread of the pool (the caller included) and returns when
- * all are done. A NULL pool runs fn(arg, 0, 1) in the caller. */
+ * all are done. A NULL pool runs fn(arg, 0, 1) in the caller. Only one thread
+ * (the pool's owner) calls it at a time, and never from inside a task.
+ * Everything written before the call is visible to the tasks, and everything
+ * the tasks write is visible to the caller when it returns. */
 void nu_threadpool_run(nu_threadpool *pool, nu_task_fn fn, void *arg);
 
 /* Splits [0, n) into nth near-equal parts; part ith is [*begin, *end). */

@@ -1,0 +1,189 @@
+/* cmd_grammar.c - `nucleus grammar`: shows the GBNF a JSON Schema, regex or
+ * choice list turns into, checks a grammar, and tells whether a text
+ * matches it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char grammar_help[] =
+    "usage: nucleus grammar SOURCE [--check TEXT | --check-file FILE] [--print]\n\n"
+    "SOURCE is one of:\n"
+    "      --gbnf FILE          a GBNF grammar ('-': standard input)\n"
+    "      --json-schema FILE   a JSON Schema\n"
+    "      --json               any JSON object\n"
+    "      --regex RE           a regular expression (matching the whole text)\n"
+    "      --choice A,B,C       one of these strings (\\, for a comma, \\\\ for a backslash)\n\n"
+    "  --root NAME          start rule of a GBNF grammar (default root)\n"
+    "  --ws N               JSON: allow up to N blanks where JSON allows whitespace\n"
+    "  --check TEXT         say whether TEXT matches (exit 0 when it does, 1 if not)\n"
+    "  --check-file FILE    the same for the contents of FILE\n"
+    "  --print              print the grammar even when checking\n\n"
+    "Without --check the grammar is compiled and its GBNF printed.\n";
+
+typedef struct grammar_opts {
+    const char *gbnf_file, *schema_file, *regex, *choices, *root, *check, *check_file;
+    bool json, print;
+    long ws;
+} grammar_opts;
+
+/* Options with a value; 1 when consumed, 0 when a is not one of them. */
+static int parse_valued(grammar_opts *o, const char *a, const char *v) {
+    const char **slot = !strcmp(a, "--gbnf")          ? &o->gbnf_file
+                        : !strcmp(a, "--json-schema") ? &o->schema_file
+                        : !strcmp(a, "--regex")       ? &o->regex
+                        : !strcmp(a, "--choice")      ? &o->choices
+                        : !strcmp(a, "--root")        ? &o->root
+                        : !strcmp(a, "--check")       ? &o->check
+                        : !strcmp(a, "--check-file")  ? &o->check_file
+                                                      : NULL;
+    if (!slot) return 0;
+    *slot = v;
+    return 1;
+}
+
+static int parse(grammar_opts *o, int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(grammar_help, stdout);
+            return -1;
+        } else if (!strcmp(a, "--json")) {
+            o->json = true;
+        } else if (!strcmp(a, "--print")) {
+            o->print = true;
+        } else if (!strcmp(a, "--ws") && v) {
+            if (!cli_parse_int("--ws", argv[++i], 0, 100, &o->ws)) return 2;
+        } else if (v && parse_valued(o, a, v)) {
+            i++;
+        } else {
+            cli_error("unknown or incomplete option '%s' (see nucleus grammar --help)", a);
+            return 2;
+        }
+    }
+    int sources = !!o->gbnf_file + !!o->schema_file + !!o->regex + !!o->choices + o->json;
+    if (sources != 1) {
+        cli_error("give exactly one of --gbnf, --json-schema, --json, --regex, --choice");
+        return 2;
+    }
+    if (o->check && o->check_file) {
+        cli_error("give at most one of --check and --check-file");
+        return 2;
+    }
+    return 0;
+}
+
+/* Splits "A,B,C" at unescaped commas (\, is a comma, \\ a backslash) into
+ * a NULL-terminated array whose strings live in one buffer. */
+static char **split_choices(const char *s, size_t *n) {
+    size_t len = strlen(s), count = 1;
+    char **list = malloc((len + 2) * sizeof *list), *buf = malloc(len + 1);
+    if (!list || !buf) {
+        free(list);
+        free(buf);
+        return NULL;
+    }
+    char *w = buf;
+    list[0] = buf;
+    for (const char *p = s; *p; p++) {
+        if (p[0] == '\\' && (p[1] == ',' || p[1] == '\\')) {
+            *w++ = *++p;
+        } else if (*p == ',') {
+            *w++ = 0;
+            list[count++] = w;
+        } else {
+            *w++ = *p;
+        }
+    }
+    *w = 0;
+    list[count] = NULL;
+    *n = count;
+    return list;
+}
+
+/* The GBNF text of the source (caller frees with nu_gbnf_free or free). */
+static char *source_gbnf(const grammar_opts *o, bool *from_file) {
+    nu_json_options jo = nu_json_default_options();
+    jo.max_whitespace = (int32_t)o->ws;
+    nu_error err;
+    nu_status st = NU_OK;
+    char *text = NULL;
+    *from_file = false;
+    if (o->gbnf_file) {
+        *from_file = true;
+        return cli_read_file(o->gbnf_file, NULL);
+    } else if (o->schema_file) {
+        char *schema = cli_read_file(o->schema_file, NULL);
+        if (!schema) return NULL;
+        st = nu_json_schema_to_gbnf(schema, &jo, &text, &err);
+        free(schema);
+    } else if (o->json) {
+        st = nu_json_object_to_gbnf(&jo, &text, &err);
+    } else if (o->regex) {
+        st = nu_regex_to_gbnf(o->regex, &text, &err);
+    } else {
+        size_t n = 0;
+        char **list = split_choices(o->choices, &n);
+        st = list ? nu_choices_to_gbnf((const char *const *)list, n, &text, &err) : NU_ERR_NOMEM;
+        if (!list) snprintf(err.message, sizeof err.message, "out of memory");
+        if (list) free(list[0]);
+        free(list);
+    }
+    if (st != NU_OK) cli_error("%s", err.message);
+    return st == NU_OK ? text : NULL;
+}
+
+/* Feeds the text to a fresh state and reports; 0 when it matches whole. */
+static int check_text(const nu_grammar *g, const char *text, size_t len) {
+    nu_grammar_state *s;
+    nu_error err;
+    if (nu_grammar_state_new(g, &s, &err) != NU_OK) {
+        cli_error("%s", err.message);
+        return 1;
+    }
+    int rc = 1;
+    if (nu_grammar_accept_bytes(s, text, len, &err) != NU_OK) {
+        printf("no match: %s\n", err.message);
+    } else if (!nu_grammar_is_complete(s)) {
+        printf("incomplete: the text could continue to a match (at least %lld more bytes)\n",
+               (long long)nu_grammar_distance(s));
+    } else {
+        printf("match\n");
+        rc = 0;
+    }
+    nu_grammar_state_free(s);
+    return rc;
+}
+
+int cmd_grammar(int argc, char **argv) {
+    grammar_opts o = {.ws = 0};
+    int rc = parse(&o, argc, argv);
+    if (rc) return rc < 0 ? 0 : rc;
+    bool from_file;
+    char *gbnf = source_gbnf(&o, &from_file);
+    if (!gbnf) return 1;
+    nu_grammar *g = NULL;
+    nu_error err;
+    if (nu_grammar_from_gbnf(NULL, gbnf, o.root, &g, &err) != NU_OK) {
+        cli_error("%s", err.message);
+        rc = 1;
+    } else if (o.print || (!o.check && !o.check_file)) {
+        fputs(gbnf, stdout);
+    }
+    size_t len = 0;
+    char *file_text = NULL;
+    if (g && o.check)
+        rc = check_text(g, o.check, strlen(o.check));
+    else if (g && o.check_file && (file_text = cli_read_file(o.check_file, &len)))
+        rc = check_text(g, file_text, len);
+    else if (g && o.check_file)
+        rc = 1;
+    free(file_text);
+    nu_grammar_free(g);
+    if (from_file)
+        free(gbnf);
+    else
+        nu_gbnf_free(gbnf);
+    return rc;
+}

@@ -1,0 +1,675 @@
+/* openai_params.c - request JSON to checked generation parameters.
+ *
+ * Every field is looked up by name, its type checked, its value checked
+ * against the range the OpenAI API reference gives (or, for nucleus's own
+ * extensions, the range the library accepts), and then stored. JSON null
+ * counts as absent, as the reference makes most fields nullable. Fields
+ * nobody knows are refused like the OpenAI API refuses them, so a typo
+ * ("temprature") is an error rather than a silently ignored setting. */
+#include "openai_params.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "utf8.h"
+
+#define MAX_STOP 16         /* stop strings per request */
+#define MAX_STOP_LEN 1024   /* bytes per stop string */
+#define MAX_LOGIT_BIAS 1024 /* logit_bias entries */
+#define MAX_CHOICES 1024    /* strings of the "choice" extension */
+#define MAX_TOP_LOGPROBS_COMPLETIONS 5
+
+bool srv_fail(srv_error *err, int status, const char *type, const char *code, const char *param,
+              const char *fmt, ...) {
+    err->status = status;
+    err->type = type;
+    err->code = code;
+    snprintf(err->param, sizeof err->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+/* A 400 invalid_request_error naming the field. */
+#define BAD(err, param, ...) srv_fail(err, 400, "invalid_request_error", NULL, param, __VA_ARGS__)
+
+/* ---- typed fields -------------------------------------------------------- */
+
+/* The member `name` of obj, or NULL when it is absent or null. */
+static const cJSON *field(const cJSON *obj, const char *name) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+    return v && !cJSON_IsNull(v) ? v : NULL;
+}
+
+/* The field helpers return 1 when the field is present and valid, 0 when it
+ * is absent, -1 (err filled) when it has the wrong type or value. */
+static int get_number(const cJSON *obj, const char *name, double lo, double hi, double *out,
+                      srv_error *err) {
+    const cJSON *v = field(obj, name);
+    if (!v) return 0;
+    if (!cJSON_IsNumber(v)) return BAD(err, name, "'%s' must be a number", name), -1;
+    double x = v->valuedouble;
+    if (!isfinite(x)) return BAD(err, name, "'%s' must be a finite number", name), -1;
+    if (x < lo) return BAD(err, name, "'%s' is %g, less than the minimum of %g", name, x, lo), -1;
+    if (x > hi)
+        return BAD(err, name, "'%s' is %g, greater than the maximum of %g", name, x, hi), -1;
+    *out = x;
+    return 1;
+}
+
+/* Whether x is a whole number that int64_t holds exactly enough. */
+static bool is_integer(double x) {
+    return isfinite(x) && floor(x) == x && x >= -9.2e18 && x <= 9.2e18;
+}
+
+static int get_int(const cJSON *obj, const char *name, int64_t lo, int64_t hi, int64_t *out,
+                   srv_error *err) {
+    const cJSON *v = field(obj, name);
+    if (!v) return 0;
+    if (!cJSON_IsNumber(v) || !is_integer(v->valuedouble))
+        return BAD(err, name, "'%s' must be an integer", name), -1;
+    double x = v->valuedouble;
+    if (x < (double)lo)
+        return BAD(err, name, "'%s' is %.0f, less than the minimum of %lld", name, x,
+                   (long long)lo),
+               -1;
+    if (x > (double)hi)
+        return BAD(err, name, "'%s' is %.0f, greater than the maximum of %lld", name, x,
+                   (long long)hi),
+               -1;
+    *out = (int64_t)x;
+    return 1;
+}
+
+/* An int field stored into an int32_t. */
+static int get_int32(const cJSON *obj, const char *name, int64_t lo, int64_t hi, int32_t *out,
+                     srv_error *err) {
+    int64_t x;
+    int r = get_int(obj, name, lo, hi, &x, err);
+    if (r == 1) *out = (int32_t)x;
+    return r;
+}
+
+static int get_float(const cJSON *obj, const char *name, double lo, double hi, float *out,
+                     srv_error *err) {
+    double x;
+    int r = get_number(obj, name, lo, hi, &x, err);
+    if (r == 1) *out = (float)x;
+    return r;
+}
+
+static int get_bool(const cJSON *obj, const char *name, bool *out, srv_error *err) {
+    const cJSON *v = field(obj, name);
+    if (!v) return 0;
+    if (!cJSON_IsBool(v)) return BAD(err, name, "'%s' must be a boolean", name), -1;
+    *out = cJSON_IsTrue(v);
+    return 1;
+}
+
+static int get_string(const cJSON *obj, const char *name, const char **out, srv_error *err) {
+    const cJSON *v = field(obj, name);
+    if (!v) return 0;
+    if (!cJSON_IsString(v)) return BAD(err, name, "'%s' must be a string", name), -1;
+    *out = v->valuestring;
+    return 1;
+}
+
+static int get_object(const cJSON *obj, const char *name, const cJSON **out, srv_error *err) {
+    const cJSON *v = field(obj, name);
+    if (!v) return 0;
+    if (!cJSON_IsObject(v)) return BAD(err, name, "'%s' must be an object", name), -1;
+    *out = v;
+    return 1;
+}
+
+/* strdup that reports failure as a 500 error. */
+static char *dup_or_fail(const char *s, srv_error *err) {
+    char *d = strdup(s);
+    if (!d) srv_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+    return d;
+}
+
+static bool out_of_memory(srv_error *err) {
+    return srv_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+}
+
+/* ---- which fields exist -------------------------------------------------- */
+
+static const char *const common_fields[] = {
+    "model", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options", "stop",
+    "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "seed", "user",
+    "response_format",
+    /* nucleus extensions */
+    "top_k", "min_p", "typical_p", "repetition_penalty", "penalty_last_n", "no_repeat_ngram_size",
+    "min_tokens", "ignore_eos", "grammar", "regex", "choice", "beam_width", "length_penalty",
+    "early_stopping", "watermark", NULL};
+static const char *const chat_fields[] = {
+    "messages", "max_completion_tokens", "top_logprobs",        "store",
+    "metadata", "service_tier",          "parallel_tool_calls", NULL};
+static const char *const completion_fields[] = {"prompt", "echo",          "best_of",
+                                                "suffix", "parse_special", NULL};
+/* Fields of the OpenAI API that nucleus does not implement. */
+static const char *const unsupported_fields[] = {
+    "tools",      "tool_choice", "functions",        "function_call",      "audio",
+    "modalities", "prediction",  "reasoning_effort", "web_search_options", NULL};
+
+static bool in_list(const char *const *list, const char *name) {
+    for (; *list; list++)
+        if (!strcmp(*list, name)) return true;
+    return false;
+}
+
+/* Refuses unknown fields, and known ones nucleus does not implement. */
+static bool check_field_names(const cJSON *root, srv_kind kind, srv_error *err) {
+    for (const cJSON *v = root->child; v; v = v->next) {
+        const char *name = v->string;
+        if (in_list(common_fields, name)) continue;
+        if (in_list(kind == SRV_CHAT ? chat_fields : completion_fields, name)) continue;
+        if (in_list(unsupported_fields, name)) {
+            if (cJSON_IsNull(v) || (cJSON_IsArray(v) && cJSON_GetArraySize(v) == 0)) continue;
+            return BAD(err, name, "'%s' is not supported by this server", name);
+        }
+        return BAD(err, name, "Unrecognized request argument supplied: %s", name);
+    }
+    return true;
+}
+
+/* ---- sampling ------------------------------------------------------------ */
+
+/* The OpenAI fields that shape sampling. */
+static bool parse_openai_sampling(const cJSON *root, srv_request *r, srv_error *err) {
+    nu_sampler_params *s = &r->gen.sampling;
+    if (get_float(root, "temperature", 0, 2, &s->temperature, err) < 0) return false;
+    int got = get_float(root, "top_p", 0, 1, &s->top_p, err);
+    if (got < 0) return false;
+    if (got && s->top_p == 0) s->top_p = 1e-9f; /* keep only the most likely token */
+    if (get_float(root, "presence_penalty", -2, 2, &s->presence_penalty, err) < 0) return false;
+    if (get_float(root, "frequency_penalty", -2, 2, &s->frequency_penalty, err) < 0) return false;
+    int64_t seed;
+    if ((got = get_int(root, "seed", INT64_MIN, INT64_MAX, &seed, err)) < 0) return false;
+    if (got) s->seed = (uint64_t)seed;
+    r->seed_given = got == 1;
+    return true;
+}
+
+/* The sampling extensions: the rest of what the sampler chain can do. */
+static bool parse_extra_sampling(const cJSON *root, srv_request *r, const srv_limits *lim,
+                                 srv_error *err) {
+    nu_sampler_params *s = &r->gen.sampling;
+    return get_int32(root, "top_k", 0, INT32_MAX, &s->top_k, err) >= 0 &&
+           get_float(root, "min_p", 0, 1, &s->min_p, err) >= 0 &&
+           get_float(root, "typical_p", 1e-9, 1, &s->typical_p, err) >= 0 &&
+           get_float(root, "repetition_penalty", 1e-6, 100, &s->repeat_penalty, err) >= 0 &&
+           get_int32(root, "penalty_last_n", -1, INT32_MAX, &s->penalty_last_n, err) >= 0 &&
+           get_int32(root, "no_repeat_ngram_size", 0, 1024, &s->no_repeat_ngram_size, err) >= 0 &&
+           get_int32(root, "min_tokens", 0, lim->max_tokens, &s->min_tokens, err) >= 0 &&
+           get_bool(root, "ignore_eos", &s->ignore_eos, err) >= 0;
+}
+
+/* Whether text is a token id in decimal (what logit_bias keys are). */
+static bool parse_token_key(const char *key, int32_t n_vocab, int32_t *token) {
+    size_t len = strlen(key);
+    if (len == 0 || len > 10) return false;
+    long long v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (key[i] < '0' || key[i] > '9') return false;
+        v = v * 10 + (key[i] - '0');
+    }
+    if (v >= n_vocab) return false;
+    *token = (int32_t)v;
+    return true;
+}
+
+/* logit_bias: {"token id": bias in -100..100}. */
+static bool parse_logit_bias(const cJSON *root, srv_request *r, const srv_limits *lim,
+                             srv_error *err) {
+    const cJSON *obj;
+    int got = get_object(root, "logit_bias", &obj, err);
+    if (got <= 0) return got == 0;
+    int n = cJSON_GetArraySize(obj);
+    if (n > MAX_LOGIT_BIAS)
+        return BAD(err, "logit_bias", "'logit_bias' has %d entries; at most %d", n, MAX_LOGIT_BIAS);
+    if (n == 0) return true;
+    if (!(r->logit_bias = calloc((size_t)n, sizeof *r->logit_bias))) return out_of_memory(err);
+    int i = 0;
+    for (const cJSON *v = obj->child; v; v = v->next, i++) {
+        nu_logit_bias *b = &r->logit_bias[i];
+        if (!parse_token_key(v->string, lim->n_vocab, &b->token))
+            return BAD(err, "logit_bias", "'logit_bias' key '%.40s' is not a token id (0..%d)",
+                       v->string, lim->n_vocab - 1);
+        if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < -100 ||
+            v->valuedouble > 100)
+            return BAD(err, "logit_bias", "'logit_bias' values must be numbers in -100..100");
+        b->bias = (float)v->valuedouble;
+    }
+    r->gen.sampling.logit_bias = r->logit_bias;
+    r->gen.sampling.n_logit_bias = n;
+    return true;
+}
+
+/* ---- stop strings, streaming, log-probs ---------------------------------- */
+
+static bool add_stop(srv_request *r, const cJSON *v, srv_error *err) {
+    if (!cJSON_IsString(v))
+        return BAD(err, "stop", "'stop' must be a string or an array of strings");
+    size_t len = strlen(v->valuestring);
+    if (len == 0) return BAD(err, "stop", "'stop' strings must not be empty");
+    if (len > MAX_STOP_LEN)
+        return BAD(err, "stop", "'stop' strings may have at most %d bytes", MAX_STOP_LEN);
+    if (r->gen.n_stop == MAX_STOP)
+        return BAD(err, "stop", "'stop' may have at most %d strings", MAX_STOP);
+    if (!(r->stop[r->gen.n_stop] = dup_or_fail(v->valuestring, err))) return false;
+    r->gen.n_stop++;
+    return true;
+}
+
+static bool parse_stop(const cJSON *root, srv_request *r, srv_error *err) {
+    const cJSON *v = field(root, "stop");
+    if (!v) return true;
+    if (!(r->stop = calloc(MAX_STOP, sizeof *r->stop))) return out_of_memory(err);
+    r->gen.stop = (const char *const *)r->stop;
+    if (!cJSON_IsArray(v)) return add_stop(r, v, err);
+    for (const cJSON *s = v->child; s; s = s->next)
+        if (!add_stop(r, s, err)) return false;
+    return true;
+}
+
+static bool parse_stream(const cJSON *root, srv_request *r, srv_error *err) {
+    if (get_bool(root, "stream", &r->stream, err) < 0) return false;
+    const cJSON *opt;
+    int got = get_object(root, "stream_options", &opt, err);
+    if (got <= 0) return got == 0;
+    if (!r->stream)
+        return BAD(err, "stream_options", "'stream_options' is only allowed when 'stream' is true");
+    for (const cJSON *v = opt->child; v; v = v->next)
+        if (strcmp(v->string, "include_usage") && strcmp(v->string, "include_obfuscation"))
+            return BAD(err, "stream_options", "Unrecognized stream option: %.60s", v->string);
+    bool ignored;
+    return get_bool(opt, "include_usage", &r->include_usage, err) >= 0 &&
+           get_bool(opt, "include_obfuscation", &ignored, err) >= 0;
+}
+
+/* Chat: logprobs (bool) and top_logprobs (0..20, needs logprobs).
+ * Completions: logprobs (0..5 alternatives). */
+static bool parse_logprobs(const cJSON *root, srv_request *r, srv_error *err) {
+    if (r->kind == SRV_COMPLETION) {
+        int32_t k;
+        int got = get_int32(root, "logprobs", 0, MAX_TOP_LOGPROBS_COMPLETIONS, &k, err);
+        if (got == 1) r->logprobs = true, r->gen.logprobs = k;
+        return got >= 0;
+    }
+    int32_t top = 0;
+    int got_top = get_int32(root, "top_logprobs", 0, NU_MAX_TOP_LOGPROBS, &top, err);
+    if (got_top < 0 || get_bool(root, "logprobs", &r->logprobs, err) < 0) return false;
+    if (got_top && !r->logprobs)
+        return BAD(err, "top_logprobs", "'logprobs' must be true when 'top_logprobs' is used");
+    if (r->logprobs) r->gen.logprobs = top;
+    return true;
+}
+
+/* max_tokens (and chat's max_completion_tokens); -1 when neither is given. */
+static bool parse_max_tokens(const cJSON *root, srv_request *r, const srv_limits *lim,
+                             srv_error *err) {
+    int64_t lo = r->kind == SRV_CHAT ? 1 : 0;
+    int32_t a = -1, b = -1;
+    if (get_int32(root, "max_tokens", lo, lim->max_tokens, &a, err) < 0) return false;
+    if (r->kind == SRV_CHAT &&
+        get_int32(root, "max_completion_tokens", lo, lim->max_tokens, &b, err) < 0)
+        return false;
+    if (a >= 0 && b >= 0 && a != b)
+        return BAD(err, "max_tokens", "'max_tokens' and 'max_completion_tokens' disagree");
+    r->gen.n_predict = b >= 0 ? b : a;
+    return true;
+}
+
+/* ---- constrained output -------------------------------------------------- */
+
+static bool parse_response_format(const cJSON *root, srv_request *r, srv_error *err) {
+    const cJSON *rf, *js;
+    const char *type;
+    int got = get_object(root, "response_format", &rf, err);
+    if (got <= 0) return got == 0;
+    if (get_string(rf, "type", &type, err) <= 0)
+        return BAD(err, "response_format", "'response_format.type' must be a string");
+    if (!strcmp(type, "text")) return true;
+    if (!strcmp(type, "json_object")) {
+        r->format = SRV_FORMAT_JSON_OBJECT;
+        return true;
+    }
+    if (strcmp(type, "json_schema"))
+        return BAD(err, "response_format",
+                   "'response_format.type' must be text, json_object or json_schema");
+    if (get_object(rf, "json_schema", &js, err) <= 0)
+        return BAD(err, "response_format", "'response_format.json_schema' must be an object");
+    const char *name;
+    bool strict;
+    const cJSON *schema;
+    if (get_string(js, "name", &name, err) < 0 || get_bool(js, "strict", &strict, err) < 0)
+        return false;
+    if (get_object(js, "schema", &schema, err) <= 0)
+        return BAD(err, "response_format",
+                   "'response_format.json_schema.schema' must be an object");
+    r->format = SRV_FORMAT_JSON_SCHEMA;
+    if (!(r->json_schema = cJSON_PrintUnformatted(schema))) return out_of_memory(err);
+    return true;
+}
+
+static bool parse_choice_list(const cJSON *root, srv_request *r, srv_error *err) {
+    const cJSON *v = field(root, "choice");
+    if (!v) return true;
+    int n = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : -1;
+    if (n < 1 || n > MAX_CHOICES)
+        return BAD(err, "choice", "'choice' must be an array of 1 to %d strings", MAX_CHOICES);
+    if (!(r->choices = calloc((size_t)n, sizeof *r->choices))) return out_of_memory(err);
+    for (const cJSON *s = v->child; s; s = s->next) {
+        if (!cJSON_IsString(s)) return BAD(err, "choice", "'choice' must be an array of strings");
+        if (!(r->choices[r->n_choices++] = dup_or_fail(s->valuestring, err))) return false;
+    }
+    return true;
+}
+
+/* grammar, regex, choice and response_format: at most one constraint. */
+static bool parse_constraints(const cJSON *root, srv_request *r, srv_error *err) {
+    const char *g = NULL, *re = NULL;
+    if (get_string(root, "grammar", &g, err) < 0 || get_string(root, "regex", &re, err) < 0 ||
+        !parse_choice_list(root, r, err) || !parse_response_format(root, r, err))
+        return false;
+    int n = (g != NULL) + (re != NULL) + (r->n_choices > 0) + (r->format != SRV_FORMAT_TEXT);
+    if (n > 1)
+        return BAD(err, "grammar",
+                   "use at most one of 'grammar', 'regex', 'choice' and a JSON 'response_format'");
+    if (g && !(r->grammar = dup_or_fail(g, err))) return false;
+    if (re && !(r->regex = dup_or_fail(re, err))) return false;
+    const cJSON *w = field(root, "watermark");
+    if (w && !cJSON_IsFalse(w))
+        return srv_fail(err, 400, "invalid_request_error", "not_supported", "watermark",
+                        "'watermark' is not available yet in nucleus");
+    return true;
+}
+
+/* ---- beam search --------------------------------------------------------- */
+
+/* What beam search cannot do alongside. */
+static bool check_beam_compatible(const srv_request *r, srv_error *err) {
+    const char *what = r->gen.n_stop                                           ? "stop"
+                       : r->logprobs                                           ? "logprobs"
+                       : r->gen.echo                                           ? "echo"
+                       : r->best_of > r->gen.n                                 ? "best_of"
+                       : (r->grammar || r->regex || r->n_choices || r->format) ? "grammar"
+                                                                               : NULL;
+    if (what)
+        return BAD(err, what, "'%s' cannot be combined with beam search ('beam_width')", what);
+    for (int32_t i = 0; i < r->n_prompts; i++)
+        if (!r->prompts[i].text)
+            return BAD(err, "prompt", "beam search needs a text prompt, not token ids");
+    return true;
+}
+
+static bool parse_beam(const cJSON *root, srv_request *r, const srv_limits *lim, srv_error *err) {
+    nu_beam_params *b = &r->beam_params;
+    int got = get_int32(root, "beam_width", 1, lim->max_beam_width, &b->width, err);
+    if (got < 0 || get_float(root, "length_penalty", -10, 10, &b->length_penalty, err) < 0 ||
+        get_bool(root, "early_stopping", &b->early_stopping, err) < 0)
+        return false;
+    if (!got) {
+        if (field(root, "length_penalty") || field(root, "early_stopping"))
+            return BAD(err, "beam_width",
+                       "'length_penalty' and 'early_stopping' need 'beam_width' (beam search)");
+        return true;
+    }
+    r->beam = true;
+    if (r->gen.n > b->width)
+        return BAD(err, "n", "'n' (%d) may not exceed 'beam_width' (%d)", r->gen.n, b->width);
+    b->n_return = r->gen.n;
+    b->parse_special = r->gen.parse_special;
+    return check_beam_compatible(r, err);
+}
+
+/* ---- chat messages ------------------------------------------------------- */
+
+/* Appends text to *dst (a malloc'd string, may be NULL). */
+static bool append(char **dst, const char *text, srv_error *err) {
+    size_t a = *dst ? strlen(*dst) : 0, b = strlen(text);
+    char *s = realloc(*dst, a + b + 1);
+    if (!s) return out_of_memory(err);
+    memcpy(s + a, text, b + 1);
+    *dst = s;
+    return true;
+}
+
+/* content: a string, an array of text parts, or null. */
+static bool parse_content(const cJSON *msg, srv_message *m, srv_error *err) {
+    const cJSON *c = field(msg, "content");
+    if (!c) return append(&m->content, "", err);
+    if (cJSON_IsString(c)) return append(&m->content, c->valuestring, err);
+    if (!cJSON_IsArray(c))
+        return BAD(err, "messages", "message 'content' must be a string or an array of parts");
+    if (!append(&m->content, "", err)) return false;
+    for (const cJSON *part = c->child; part; part = part->next) {
+        const char *type, *text;
+        if (!cJSON_IsObject(part) || get_string(part, "type", &type, err) <= 0)
+            return BAD(err, "messages", "each content part must be an object with a 'type'");
+        if (strcmp(type, "text"))
+            return srv_fail(err, 400, "invalid_request_error", "not_supported", "messages",
+                            "content parts of type '%.40s' are not supported (text only)", type);
+        if (get_string(part, "text", &text, err) <= 0)
+            return BAD(err, "messages", "a text part needs a 'text' string");
+        if (!append(&m->content, text, err)) return false;
+    }
+    return true;
+}
+
+static bool parse_role(const cJSON *msg, srv_message *m, srv_error *err) {
+    const char *role;
+    if (get_string(msg, "role", &role, err) <= 0)
+        return BAD(err, "messages", "each message needs a 'role' string");
+    if (!strcmp(role, "developer")) role = "system";
+    if (!strcmp(role, "tool") || !strcmp(role, "function"))
+        return srv_fail(err, 400, "invalid_request_error", "not_supported", "messages",
+                        "messages with role '%s' are not supported (no tool calling)", role);
+    if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant"))
+        return BAD(err, "messages", "unknown message role '%.40s'", role);
+    return (m->role = dup_or_fail(role, err)) != NULL;
+}
+
+static bool parse_message(const cJSON *msg, srv_message *m, srv_error *err) {
+    if (!cJSON_IsObject(msg)) return BAD(err, "messages", "each message must be an object");
+    for (const cJSON *v = msg->child; v; v = v->next) {
+        const char *k = v->string;
+        if (!strcmp(k, "role") || !strcmp(k, "content") || !strcmp(k, "name")) continue;
+        if ((!strcmp(k, "refusal") || !strcmp(k, "tool_calls") || !strcmp(k, "function_call") ||
+             !strcmp(k, "audio")) &&
+            cJSON_IsNull(v))
+            continue;
+        return BAD(err, "messages", "unsupported message field '%.40s'", k);
+    }
+    const char *name;
+    if (get_string(msg, "name", &name, err) < 0) return false;
+    return parse_role(msg, m, err) && parse_content(msg, m, err);
+}
+
+static bool parse_messages(const cJSON *root, srv_request *r, srv_error *err) {
+    const cJSON *v = field(root, "messages");
+    if (!v) return BAD(err, "messages", "'messages' is required");
+    int n = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : -1;
+    if (n < 1) return BAD(err, "messages", "'messages' must be a non-empty array");
+    if (!(r->messages = calloc((size_t)n, sizeof *r->messages))) return out_of_memory(err);
+    for (const cJSON *m = v->child; m; m = m->next)
+        if (!parse_message(m, &r->messages[r->n_messages++], err)) return false;
+    return true;
+}
+
+/* ---- completions prompts ------------------------------------------------- */
+
+/* An array of token ids into p. */
+static bool parse_token_array(const cJSON *arr, srv_prompt *p, const srv_limits *lim,
+                              srv_error *err) {
+    int n = cJSON_GetArraySize(arr);
+    if (n < 1) return BAD(err, "prompt", "a token-id prompt must not be empty");
+    if (!(p->tokens = malloc((size_t)n * sizeof *p->tokens))) return out_of_memory(err);
+    for (const cJSON *t = arr->child; t; t = t->next) {
+        if (!cJSON_IsNumber(t) || !is_integer(t->valuedouble))
+            return BAD(err, "prompt", "'prompt' arrays must hold only strings or only token ids");
+        if (t->valuedouble < 0 || t->valuedouble >= lim->n_vocab)
+            return BAD(err, "prompt", "token id %.0f is not in the vocabulary (0..%d)",
+                       t->valuedouble, lim->n_vocab - 1);
+        p->tokens[p->n_tokens++] = (int32_t)t->valuedouble;
+    }
+    return true;
+}
+
+static bool add_prompt(srv_request *r, const cJSON *v, const srv_limits *lim, srv_error *err) {
+    if (r->n_prompts >= lim->max_prompts)
+        return BAD(err, "prompt", "at most %d prompts per request", lim->max_prompts);
+    srv_prompt *p = &r->prompts[r->n_prompts++];
+    if (cJSON_IsString(v)) return (p->text = dup_or_fail(v->valuestring, err)) != NULL;
+    if (cJSON_IsArray(v)) return parse_token_array(v, p, lim, err);
+    return BAD(err, "prompt",
+               "'prompt' must be a string, an array of strings, an array of token "
+               "ids or an array of token-id arrays");
+}
+
+/* prompt: "text" | ["text", ...] | [id, ...] | [[id, ...], ...]. */
+static bool parse_prompts(const cJSON *root, srv_request *r, const srv_limits *lim,
+                          srv_error *err) {
+    const cJSON *v = field(root, "prompt");
+    if (!v) return BAD(err, "prompt", "'prompt' is required");
+    int n = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : 1;
+    if (n < 1) return BAD(err, "prompt", "'prompt' must not be an empty array");
+    bool one_token_list = cJSON_IsArray(v) && cJSON_IsNumber(v->child);
+    if (!(r->prompts = calloc(one_token_list ? 1 : (size_t)n, sizeof *r->prompts)))
+        return out_of_memory(err);
+    if (!cJSON_IsArray(v) || one_token_list) return add_prompt(r, v, lim, err);
+    for (const cJSON *p = v->child; p; p = p->next) {
+        if (cJSON_IsArray(p) && cJSON_GetArraySize(p) > 0 && !cJSON_IsNumber(p->child))
+            return BAD(err, "prompt", "token-id arrays must hold integers");
+        if (!add_prompt(r, p, lim, err)) return false;
+    }
+    return true;
+}
+
+/* echo, best_of, suffix, parse_special. */
+static bool parse_completion_extras(const cJSON *root, srv_request *r, const srv_limits *lim,
+                                    srv_error *err) {
+    const char *suffix = NULL;
+    if (get_bool(root, "echo", &r->gen.echo, err) < 0 ||
+        get_bool(root, "parse_special", &r->gen.parse_special, err) < 0 ||
+        get_string(root, "suffix", &suffix, err) < 0)
+        return false;
+    if (suffix && suffix[0])
+        return srv_fail(err, 400, "invalid_request_error", "not_supported", "suffix",
+                        "'suffix' (insertion) is not supported");
+    int got = get_int32(root, "best_of", 1, lim->max_n, &r->best_of, err);
+    if (got < 0) return false;
+    if (!got) r->best_of = r->gen.n;
+    if (r->best_of < r->gen.n)
+        return BAD(err, "best_of", "'best_of' (%d) must be at least 'n' (%d)", r->best_of,
+                   r->gen.n);
+    if (r->best_of > r->gen.n && r->stream)
+        return BAD(err, "best_of", "'best_of' cannot be used with 'stream'");
+    return true;
+}
+
+/* ---- the request --------------------------------------------------------- */
+
+/* Starts from the server's defaults with OpenAI's sampling defaults:
+ * temperature 1, top_p 1, no other filter, penalties over the whole output. */
+static void init_request(srv_request *r, srv_kind kind, const srv_defaults *d) {
+    memset(r, 0, sizeof *r);
+    r->kind = kind;
+    r->gen = d->gen;
+    r->gen.n = 1;
+    r->gen.n_predict = -1;
+    r->gen.logprobs = -1;
+    r->gen.echo = false;
+    r->gen.add_bos = true;
+    r->gen.parse_special = true;
+    r->gen.stop = NULL, r->gen.n_stop = 0;
+    r->gen.stop_tokens = NULL, r->gen.n_stop_tokens = 0;
+    r->gen.on_text = NULL, r->gen.user = NULL;
+    nu_sampler_params *s = &r->gen.sampling;
+    s->temperature = 1, s->top_p = 1, s->top_k = 0, s->min_p = 0, s->typical_p = 1;
+    s->repeat_penalty = 1, s->presence_penalty = 0, s->frequency_penalty = 0;
+    s->penalty_last_n = -1, s->no_repeat_ngram_size = 0, s->min_tokens = 0;
+    s->ignore_eos = false, s->logit_bias = NULL, s->n_logit_bias = 0;
+    r->beam_params = d->beam;
+}
+
+static bool parse_fields(const cJSON *root, srv_request *r, const srv_limits *lim, srv_error *err) {
+    const char *model = NULL, *user;
+    if (!check_field_names(root, r->kind, err) || get_string(root, "model", &model, err) < 0 ||
+        get_string(root, "user", &user, err) < 0)
+        return false;
+    if (model && !(r->model = dup_or_fail(model, err))) return false;
+    if (get_int32(root, "n", 1, lim->max_n, &r->gen.n, err) < 0) return false;
+    if (!parse_max_tokens(root, r, lim, err) || !parse_openai_sampling(root, r, err) ||
+        !parse_extra_sampling(root, r, lim, err) || !parse_logit_bias(root, r, lim, err) ||
+        !parse_stop(root, r, err) || !parse_stream(root, r, err) || !parse_logprobs(root, r, err))
+        return false;
+    if (r->kind == SRV_CHAT) {
+        r->best_of = r->gen.n;
+        bool b;
+        const char *tier;
+        const cJSON *meta;
+        if (!parse_messages(root, r, err) || get_bool(root, "store", &b, err) < 0 ||
+            get_bool(root, "parallel_tool_calls", &b, err) < 0 ||
+            get_string(root, "service_tier", &tier, err) < 0 ||
+            get_object(root, "metadata", &meta, err) < 0)
+            return false;
+    } else if (!parse_prompts(root, r, lim, err) || !parse_completion_extras(root, r, lim, err)) {
+        return false;
+    }
+    return parse_constraints(root, r, err) && parse_beam(root, r, lim, err);
+}
+
+/* True when only JSON whitespace is left in [p, end). */
+static bool only_whitespace(const char *p, const char *end) {
+    for (; p < end; p++)
+        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') return false;
+    return true;
+}
+
+bool srv_parse_request(const char *body, size_t len, srv_kind kind, const srv_limits *lim,
+                       const srv_defaults *defaults, srv_request *out, srv_error *err) {
+    init_request(out, kind, defaults);
+    char msg[160];
+    if (!json_body_check(body, len, msg, sizeof msg)) return BAD(err, NULL, "%s", msg);
+    const char *end = NULL;
+    cJSON *root = len ? cJSON_ParseWithLengthOpts(body, len, &end, false) : NULL;
+    if (!root || !only_whitespace(end, body + len)) {
+        size_t at = root ? (size_t)(end - body) : end ? (size_t)(end - body) : 0;
+        cJSON_Delete(root);
+        return BAD(err, NULL, "the request body is not valid JSON (at byte %zu)", at);
+    }
+    bool ok = cJSON_IsObject(root) ? parse_fields(root, out, lim, err)
+                                   : BAD(err, NULL, "the request body must be a JSON object");
+    cJSON_Delete(root);
+    if (!ok) srv_request_free(out);
+    return ok;
+}
+
+void srv_request_free(srv_request *r) {
+    free(r->model);
+    for (int32_t i = 0; i < r->n_messages; i++)
+        free(r->messages[i].role), free(r->messages[i].content);
+    free(r->messages);
+    for (int32_t i = 0; i < r->n_prompts; i++) free(r->prompts[i].text), free(r->prompts[i].tokens);
+    free(r->prompts);
+    for (int32_t i = 0; r->stop && i < MAX_STOP; i++) free(r->stop[i]);
+    free(r->stop);
+    free(r->logit_bias);
+    cJSON_free(r->json_schema);
+    free(r->grammar);
+    free(r->regex);
+    for (int32_t i = 0; i < r->n_choices; i++) free(r->choices[i]);
+    free(r->choices);
+    srv_kind kind = r->kind;
+    memset(r, 0, sizeof *r);
+    r->kind = kind;
+}

@@ -1,0 +1,101 @@
+/* openai_params.h - an OpenAI request body (JSON) to generation parameters.
+ *
+ * This is the one place that reads request fields. It checks every field's
+ * type and range the way the OpenAI API reference defines them (values out
+ * of range are refused, never clamped), refuses fields it does not know,
+ * and turns the rest into nucleus parameters. It depends on the types of
+ * include/nucleus.h only, not on the library or the HTTP layer, so it can be
+ * fuzzed alone (fuzz/fuzz_request.c). */
+#ifndef NU_SRV_OPENAI_PARAMS_H
+#define NU_SRV_OPENAI_PARAMS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nucleus.h"
+
+typedef enum srv_kind { SRV_CHAT = 0, SRV_COMPLETION = 1 } srv_kind;
+
+/* One chat message; content is the text (text parts joined). */
+typedef struct srv_message {
+    char *role; /* "system", "user" or "assistant" ("developer" becomes "system") */
+    char *content;
+} srv_message;
+
+/* One completions prompt: text, or token ids when text is NULL. */
+typedef struct srv_prompt {
+    char *text;
+    int32_t *tokens;
+    int32_t n_tokens;
+} srv_prompt;
+
+typedef enum srv_format {
+    SRV_FORMAT_TEXT = 0,
+    SRV_FORMAT_JSON_OBJECT,
+    SRV_FORMAT_JSON_SCHEMA,
+} srv_format;
+
+/* What the server allows; requests beyond these are refused. */
+typedef struct srv_limits {
+    int32_t n_vocab;        /* token ids must be below this */
+    int32_t max_n;          /* most samples per prompt (n, best_of) */
+    int32_t max_tokens;     /* largest max_tokens accepted */
+    int32_t max_prompts;    /* most prompts in one completions request */
+    int32_t max_beam_width; /* widest beam search */
+} srv_limits;
+
+/* Where generation parameters start before the request changes them. */
+typedef struct srv_defaults {
+    nu_generate_params gen;
+    nu_beam_params beam;
+} srv_defaults;
+
+/* An error in the shape of the OpenAI API. */
+typedef struct srv_error {
+    int status;       /* HTTP status */
+    const char *type; /* "invalid_request_error", ... */
+    const char *code; /* a machine-readable code, or NULL */
+    char param[64];   /* the offending field ("" when none) */
+    char message[512];
+} srv_error;
+
+/* A request, checked. Strings and arrays are owned (srv_request_free). */
+typedef struct srv_request {
+    srv_kind kind;
+    char *model; /* the model field, or NULL */
+    srv_message *messages;
+    int32_t n_messages;
+    srv_prompt *prompts;
+    int32_t n_prompts;
+    /* Sampling, n, stop strings, log-probs, echo and parse_special; n_predict
+     * is -1 when no max_tokens was given (the server picks the limit). */
+    nu_generate_params gen;
+    char **stop;               /* gen.stop points here */
+    nu_logit_bias *logit_bias; /* gen.sampling.logit_bias points here */
+    bool seed_given;
+    bool stream, include_usage;
+    bool logprobs;              /* log-probs were asked for */
+    int32_t best_of;            /* samples drawn per prompt; the best n are returned */
+    bool beam;                  /* beam search (beam_width given) */
+    nu_beam_params beam_params; /* n_predict left to the server */
+    srv_format format;
+    char *json_schema;     /* the schema as JSON text (SRV_FORMAT_JSON_SCHEMA) */
+    char *grammar, *regex; /* constraint extensions, or NULL */
+    char **choices;
+    int32_t n_choices;
+} srv_request;
+
+/* Parses and checks a request body for a chat (SRV_CHAT) or completions
+ * endpoint. On failure fills err (status 400) and returns false; out is then
+ * empty (nothing to free). */
+bool srv_parse_request(const char *body, size_t len, srv_kind kind, const srv_limits *lim,
+                       const srv_defaults *defaults, srv_request *out, srv_error *err);
+
+void srv_request_free(srv_request *r);
+
+/* Fills err; returns false so callers can `return srv_fail(...)`. */
+bool srv_fail(srv_error *err, int status, const char *type, const char *code, const char *param,
+              const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+#endif

@@ -1,0 +1,443 @@
+/* routes.c - the endpoints: chat and text completions (through the engine),
+ * models, health, metrics, tokenize and detokenize. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "http.h"
+#include "openai_resp.h"
+#include "sse.h"
+#include "utf8.h"
+
+/* ---- generation ---------------------------------------------------------- */
+
+/* The model field, when given, must name the loaded model; constrained
+ * output needs the grammar support of the scheduler. */
+static bool check_request(const srv_state *s, const srv_request *r, srv_error *err) {
+    if (r->model && strcmp(r->model, s->model_id))
+        return srv_fail(err, 404, "invalid_request_error", "model_not_found", "model",
+                        "The model '%.200s' does not exist (this server has '%s')", r->model,
+                        s->model_id);
+    bool constrained = r->format != SRV_FORMAT_TEXT || r->grammar || r->regex || r->n_choices;
+    if (constrained && !s->grammar_supported)
+        return srv_fail(err, 400, "invalid_request_error", "not_supported",
+                        r->format != SRV_FORMAT_TEXT ? "response_format" : "grammar",
+                        "constrained output (response_format json_object / json_schema, grammar, "
+                        "regex, choice) is not supported yet by this server");
+    return true;
+}
+
+/* Tokenizes text into a malloc'd array; NULL with err filled on failure. */
+static int32_t *tokenize(const nu_model *m, const char *text, unsigned flags, int32_t *n_out,
+                         srv_error *err) {
+    size_t len = strlen(text), n = 0, cap = len + 8;
+    int32_t *toks = malloc(cap * sizeof *toks);
+    nu_error e;
+    nu_status st = toks ? nu_tokenize(m, text, len, flags, toks, cap, &n, &e) : NU_ERR_NOMEM;
+    if (st == NU_ERR_BUFFER_SMALL) {
+        int32_t *bigger = realloc(toks, (n + 1) * sizeof *toks);
+        if (bigger) toks = bigger;
+        st = bigger ? nu_tokenize(m, text, len, flags, toks, n + 1, &n, &e) : NU_ERR_NOMEM;
+    }
+    if (st != NU_OK) {
+        free(toks);
+        if (st == NU_ERR_NOMEM)
+            srv_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+        else
+            srv_fail(err, 400, "invalid_request_error", NULL, "prompt", "%s", e.message);
+        return NULL;
+    }
+    *n_out = (int32_t)n;
+    return toks;
+}
+
+/* Prompt p's text: the rendered chat, or the completions prompt (NULL for
+ * token ids). *flags gets the tokenizer flags that go with it. */
+static char *prompt_text(const srv_state *s, const srv_request *r, int32_t p, unsigned *flags,
+                         srv_error *err) {
+    *flags = NU_TOKENIZE_ADD_BOS;
+    if (r->kind == SRV_CHAT) {
+        char *text = srv_chat_render(&s->chat, r->messages, r->n_messages, err);
+        const char *bos = s->chat.bos_text;
+        *flags |= NU_TOKENIZE_PARSE_SPECIAL;
+        if (text && bos && bos[0] && !strncmp(text, bos, strlen(bos)))
+            *flags = NU_TOKENIZE_PARSE_SPECIAL;
+        return text;
+    }
+    if (r->gen.parse_special) *flags |= NU_TOKENIZE_PARSE_SPECIAL;
+    if (!r->prompts[p].text) return NULL;
+    char *text = strdup(r->prompts[p].text);
+    if (!text) srv_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+    return text;
+}
+
+/* Tokens of prompt p, its length checked, and how many tokens it may get. */
+static bool prepare_prompt(const srv_state *s, srv_job *job, int32_t p, srv_error *err) {
+    srv_request *r = &job->req;
+    unsigned flags;
+    char *text = prompt_text(s, r, p, &flags, err);
+    if (!text && (r->kind == SRV_CHAT || r->prompts[p].text)) return false;
+    int32_t n;
+    if (text) {
+        job->prompt_tokens[p] = tokenize(s->model, text, flags, &n, err);
+    } else {
+        n = r->prompts[p].n_tokens;
+        job->prompt_tokens[p] = malloc((size_t)n * sizeof(int32_t));
+        if (job->prompt_tokens[p])
+            memcpy(job->prompt_tokens[p], r->prompts[p].tokens, (size_t)n * sizeof(int32_t));
+        else
+            srv_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    if (r->beam && text) {
+        r->beam_params.add_bos = (flags & NU_TOKENIZE_ADD_BOS) != 0;
+        r->beam_params.parse_special = (flags & NU_TOKENIZE_PARSE_SPECIAL) != 0;
+        job->beam_texts[p] = text;
+    } else {
+        free(text);
+    }
+    if (!job->prompt_tokens[p]) return false;
+    job->n_prompt_tokens[p] = n;
+    if (n > s->max_prompt_tokens)
+        return srv_fail(err, 413, "invalid_request_error", "context_length_exceeded",
+                        r->kind == SRV_CHAT ? "messages" : "prompt",
+                        "the prompt has %d tokens; this server takes at most %d", n,
+                        s->max_prompt_tokens);
+    int32_t room = s->ctx_per_slot - n, want = r->gen.n_predict;
+    if (want < 0) want = r->kind == SRV_COMPLETION ? 16 : s->limits.max_tokens;
+    job->n_predict[p] = want < room ? want : room;
+    if (r->beam && job->n_predict[p] < 1)
+        return srv_fail(err, 400, "invalid_request_error", NULL, "max_tokens",
+                        "beam search needs max_tokens >= 1 and room in the context");
+    return true;
+}
+
+/* Stop strings and tokens: the request's, plus the chat format's end of turn. */
+static void set_stops(const srv_state *s, srv_job *job) {
+    srv_request *r = &job->req;
+    int32_t n = 0;
+    for (int32_t i = 0; i < r->gen.n_stop; i++) job->stop_all[n++] = r->stop[i];
+    if (r->kind == SRV_CHAT && s->chat.stop_string) job->stop_all[n++] = s->chat.stop_string;
+    job->gen.stop = job->stop_all;
+    job->gen.n_stop = n;
+    n = 0;
+    for (int32_t i = 0; r->kind == SRV_CHAT && i < s->chat.n_stop_tokens; i++)
+        job->stop_tokens_all[n++] = s->chat.stop_tokens[i];
+    job->gen.stop_tokens = job->stop_tokens_all;
+    job->gen.n_stop_tokens = n;
+}
+
+static uint64_t random_seed(void) {
+    uint64_t seed;
+    if (getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed)
+        seed = (uint64_t)(nu_time_ms() * 1e3);
+    return seed;
+}
+
+/* Everything the engine needs: prompts tokenized, limits applied. */
+static bool build_job(const srv_state *s, srv_job *job, srv_error *err) {
+    srv_request *r = &job->req;
+    int32_t n_prompts = r->kind == SRV_CHAT ? 1 : r->n_prompts;
+    int32_t per = r->beam ? r->beam_params.n_return : r->best_of;
+    if (!srv_job_prepare(job, n_prompts, per) ||
+        (r->beam && !(job->beam_texts = calloc((size_t)n_prompts, sizeof(char *)))))
+        return srv_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+    job->gen = r->gen;
+    if (!r->seed_given) job->gen.sampling.seed = random_seed();
+    set_stops(s, job);
+    for (int32_t p = 0; p < n_prompts; p++)
+        if (!prepare_prompt(s, job, p, err)) return false;
+    job->slots = r->beam ? 2 * r->beam_params.width : n_prompts * per;
+    return true;
+}
+
+/* Non-streaming: waits for the job (or for the client to leave) and answers. */
+static enum MHD_Result answer_when_done(srv_state *s, struct MHD_Connection *c, srv_conn *cs,
+                                        srv_job *job, const srv_resp_ctx *rc) {
+    int fd = srv_client_fd(c);
+    for (;;) {
+        pthread_mutex_lock(&job->mu);
+        bool done = job->done;
+        pthread_mutex_unlock(&job->mu);
+        if (done) break;
+        if (!srv_job_wait(job, fd)) {
+            srv_engine_cancel(s->engine, job);
+            srv_job_release(job);
+            cs->status = 499; /* client closed the request */
+            return MHD_NO;
+        }
+    }
+    int64_t prompt;
+    srv_job_usage(job, &prompt, &cs->completion_tokens);
+    enum MHD_Result ret;
+    if (job->failed) {
+        srv_error err = {.status = job->fail_status,
+                         .type =
+                             job->fail_status >= 500 ? "server_error" : "invalid_request_error"};
+        snprintf(err.message, sizeof err.message, "%s", job->fail_message);
+        ret = srv_answer_error(c, cs, &err);
+    } else {
+        ret = srv_answer(c, cs, 200, srv_response_json(rc, job), NULL);
+    }
+    srv_job_release(job);
+    return ret;
+}
+
+/* Streaming: the body comes from the job as it runs. */
+static enum MHD_Result answer_stream(srv_state *s, struct MHD_Connection *c, srv_conn *cs,
+                                     srv_job *job, const srv_resp_ctx *rc) {
+    srv_stream *st = srv_stream_new(s->engine, job, rc, srv_client_fd(c), &cs->completion_tokens);
+    struct MHD_Response *resp =
+        st ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, srv_stream_read, st,
+                                               srv_stream_free)
+           : NULL;
+    if (!resp) {
+        if (st)
+            srv_stream_free(st);
+        else
+            srv_engine_cancel(s->engine, job), srv_job_release(job);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+    MHD_add_response_header(resp, "Cache-Control", "no-cache");
+    MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+    enum MHD_Result ret = MHD_queue_response(c, 200, resp);
+    MHD_destroy_response(resp);
+    cs->status = 200;
+    cs->answered = true;
+    return ret;
+}
+
+static enum MHD_Result handle_generate(srv_state *s, struct MHD_Connection *c, srv_conn *cs,
+                                       srv_kind kind) {
+    srv_request req;
+    srv_error err;
+    if (!srv_parse_request(cs->body, cs->len, kind, &s->limits, &s->defaults, &req, &err))
+        return srv_answer_error(c, cs, &err);
+    if (!check_request(s, &req, &err)) {
+        srv_request_free(&req);
+        return srv_answer_error(c, cs, &err);
+    }
+    srv_job *job = srv_job_new(&req);
+    if (!job) {
+        srv_request_free(&req);
+        srv_fail(&err, 500, "server_error", NULL, NULL, "out of memory");
+        return srv_answer_error(c, cs, &err);
+    }
+    if (!build_job(s, job, &err) || !srv_engine_submit(s->engine, job, &err)) {
+        srv_job_release(job);
+        return srv_answer_error(c, cs, &err);
+    }
+    for (int32_t p = 0; p < job->n_prompts; p++) cs->prompt_tokens += job->n_prompt_tokens[p];
+    srv_resp_ctx rc;
+    srv_resp_ctx_init(&rc, s->model, s->model_id, kind);
+    return job->req.stream ? answer_stream(s, c, cs, job, &rc)
+                           : answer_when_done(s, c, cs, job, &rc);
+}
+
+/* ---- tokenize / detokenize ----------------------------------------------- */
+
+/* Parses a small JSON body whose members are all in `allowed`. */
+static cJSON *parse_body(const srv_conn *cs, const char *const *allowed, srv_error *err) {
+    char msg[160];
+    if (!json_body_check(cs->body, cs->len, msg, sizeof msg))
+        return srv_fail(err, 400, "invalid_request_error", NULL, NULL, "%s", msg), NULL;
+    cJSON *root = cs->len ? cJSON_ParseWithLength(cs->body, cs->len) : NULL;
+    if (!root || !cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return srv_fail(err, 400, "invalid_request_error", NULL, NULL,
+                        "the request body must be a JSON object"),
+               NULL;
+    }
+    for (const cJSON *v = root->child; v; v = v->next) {
+        bool known = false;
+        for (const char *const *a = allowed; *a && !known; a++) known = !strcmp(*a, v->string);
+        if (!known) {
+            srv_fail(err, 400, "invalid_request_error", NULL, v->string,
+                     "Unrecognized request argument supplied: %.60s", v->string);
+            cJSON_Delete(root);
+            return NULL;
+        }
+    }
+    return root;
+}
+
+/* An optional boolean member; false (err filled) when it has another type. */
+static bool opt_bool(const cJSON *root, const char *name, bool *out, srv_error *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, name);
+    if (!v || cJSON_IsNull(v)) return true;
+    if (!cJSON_IsBool(v))
+        return srv_fail(err, 400, "invalid_request_error", NULL, name, "'%s' must be a boolean",
+                        name);
+    *out = cJSON_IsTrue(v);
+    return true;
+}
+
+/* {"tokens": [ids]} or, with pieces, {"tokens": [{"id", "piece"}]}. */
+static char *tokens_json(const nu_model *m, const int32_t *toks, int32_t n, bool pieces) {
+    cJSON *root = cJSON_CreateObject(), *arr = cJSON_CreateArray();
+    char buf[512];
+    for (int32_t i = 0; i < n; i++) {
+        if (!pieces) {
+            cJSON_AddItemToArray(arr, cJSON_CreateNumber(toks[i]));
+            continue;
+        }
+        cJSON *o = cJSON_CreateObject();
+        size_t len = nu_token_to_bytes(m, toks[i], true, buf, sizeof buf);
+        char *clean = utf8_sanitize(buf, len < sizeof buf ? len : sizeof buf);
+        cJSON_AddNumberToObject(o, "id", toks[i]);
+        cJSON_AddStringToObject(o, "piece", clean ? clean : "");
+        free(clean);
+        cJSON_AddItemToArray(arr, o);
+    }
+    cJSON_AddItemToObject(root, "tokens", arr);
+    char *s = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return s;
+}
+
+static enum MHD_Result handle_tokenize(srv_state *s, struct MHD_Connection *c, srv_conn *cs) {
+    static const char *const allowed[] = {"content",     "add_special", "parse_special",
+                                          "with_pieces", "model",       NULL};
+    srv_error err;
+    cJSON *root = parse_body(cs, allowed, &err);
+    if (!root) return srv_answer_error(c, cs, &err);
+    bool add = false, special = true, pieces = false;
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(root, "content");
+    int32_t n = 0, *toks = NULL;
+    if (!cJSON_IsString(content))
+        srv_fail(&err, 400, "invalid_request_error", NULL, "content", "'content' must be a string");
+    else if (opt_bool(root, "add_special", &add, &err) &&
+             opt_bool(root, "parse_special", &special, &err) &&
+             opt_bool(root, "with_pieces", &pieces, &err))
+        toks = tokenize(s->model, content->valuestring,
+                        (add ? NU_TOKENIZE_ADD_BOS : 0) | (special ? NU_TOKENIZE_PARSE_SPECIAL : 0),
+                        &n, &err);
+    cJSON_Delete(root);
+    if (!toks) return srv_answer_error(c, cs, &err);
+    char *body = tokens_json(s->model, toks, n, pieces);
+    free(toks);
+    return srv_answer(c, cs, 200, body, NULL);
+}
+
+/* The text of token ids, as generation would produce it. */
+static char *detokenize(const nu_model *m, const cJSON *arr, srv_error *err) {
+    int32_t n_vocab = nu_model_n_vocab(m);
+    size_t cap = 64 + (size_t)cJSON_GetArraySize(arr) * 64, len = 0;
+    char *text = malloc(cap), piece[1024];
+    if (!text) return srv_fail(err, 500, "server_error", NULL, NULL, "out of memory"), NULL;
+    nu_detokenizer d;
+    nu_detokenizer_init(&d, m, false, true);
+    for (const cJSON *t = arr->child; t; t = t->next) {
+        double x = cJSON_IsNumber(t) ? t->valuedouble : -1;
+        if (!(x >= 0 && x < n_vocab) || floor(x) != x) {
+            free(text);
+            return srv_fail(err, 400, "invalid_request_error", NULL, "tokens",
+                            "'tokens' must hold token ids (0..%d)", n_vocab - 1),
+                   NULL;
+        }
+        size_t k = nu_detokenizer_push(&d, (int32_t)t->valuedouble, piece, sizeof piece);
+        if (k > sizeof piece) k = sizeof piece;
+        if (len + k + 32 > cap) {
+            char *bigger = realloc(text, cap = 2 * cap + k + 32);
+            if (!bigger)
+                return free(text), srv_fail(err, 500, "server_error", NULL, NULL, "out of memory"),
+                       NULL;
+            text = bigger;
+        }
+        memcpy(text + len, piece, k);
+        len += k;
+    }
+    len += nu_detokenizer_flush(&d, text + len, 16);
+    char *clean = utf8_sanitize(text, len);
+    free(text);
+    if (!clean) srv_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+    return clean;
+}
+
+static enum MHD_Result handle_detokenize(srv_state *s, struct MHD_Connection *c, srv_conn *cs) {
+    static const char *const allowed[] = {"tokens", "model", NULL};
+    srv_error err;
+    cJSON *root = parse_body(cs, allowed, &err);
+    if (!root) return srv_answer_error(c, cs, &err);
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, "tokens");
+    char *text = NULL;
+    if (!cJSON_IsArray(arr))
+        srv_fail(&err, 400, "invalid_request_error", NULL, "tokens", "'tokens' must be an array");
+    else
+        text = detokenize(s->model, arr, &err);
+    cJSON_Delete(root);
+    if (!text) return srv_answer_error(c, cs, &err);
+    cJSON *out = cJSON_CreateObject();
+    cJSON_AddStringToObject(out, "content", text);
+    free(text);
+    char *body = cJSON_PrintUnformatted(out);
+    cJSON_Delete(out);
+    return srv_answer(c, cs, 200, body, NULL);
+}
+
+/* ---- models, health, metrics --------------------------------------------- */
+
+static cJSON *model_json(const srv_state *s) {
+    cJSON *o = cJSON_CreateObject(), *meta = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", s->model_id);
+    cJSON_AddStringToObject(o, "object", "model");
+    cJSON_AddNumberToObject(o, "created", (double)s->created);
+    cJSON_AddStringToObject(o, "owned_by", "nucleus");
+    cJSON_AddStringToObject(meta, "architecture", nu_model_arch(s->model));
+    cJSON_AddNumberToObject(meta, "n_params", (double)nu_model_n_params(s->model));
+    cJSON_AddNumberToObject(meta, "n_vocab", nu_model_n_vocab(s->model));
+    cJSON_AddNumberToObject(meta, "n_ctx_train", nu_model_n_ctx_train(s->model));
+    cJSON_AddNumberToObject(meta, "n_ctx_slot", s->ctx_per_slot);
+    cJSON_AddNumberToObject(meta, "parallel", s->cfg->parallel);
+    cJSON_AddStringToObject(meta, "chat_template", s->chat.name);
+    cJSON_AddItemToObject(o, "meta", meta);
+    return o;
+}
+
+static enum MHD_Result handle_models(srv_state *s, struct MHD_Connection *c, srv_conn *cs,
+                                     const char *url) {
+    cJSON *root;
+    if (cs->route->id == ROUTE_MODEL) {
+        const char *id = url + strlen(cs->route->path);
+        if (strcmp(id, s->model_id)) {
+            srv_error err;
+            srv_fail(&err, 404, "invalid_request_error", "model_not_found", "model",
+                     "The model '%.200s' does not exist", id);
+            return srv_answer_error(c, cs, &err);
+        }
+        root = model_json(s);
+    } else {
+        root = cJSON_CreateObject();
+        cJSON *data = cJSON_CreateArray();
+        cJSON_AddStringToObject(root, "object", "list");
+        cJSON_AddItemToArray(data, model_json(s));
+        cJSON_AddItemToObject(root, "data", data);
+    }
+    char *body = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return srv_answer(c, cs, 200, body, NULL);
+}
+
+static enum MHD_Result handle_metrics(srv_state *s, struct MHD_Connection *c, srv_conn *cs) {
+    srv_engine_stats st;
+    srv_engine_get_stats(s->engine, &st);
+    return srv_answer(c, cs, 200, srv_metrics_render(s->metrics, &st),
+                      "text/plain; version=0.0.4; charset=utf-8");
+}
+
+enum MHD_Result srv_handle(srv_state *s, struct MHD_Connection *c, srv_conn *cs, const char *url) {
+    switch (cs->route->id) {
+    case ROUTE_CHAT: return handle_generate(s, c, cs, SRV_CHAT);
+    case ROUTE_COMPLETIONS: return handle_generate(s, c, cs, SRV_COMPLETION);
+    case ROUTE_MODELS:
+    case ROUTE_MODEL: return handle_models(s, c, cs, url);
+    case ROUTE_HEALTH: return srv_answer(c, cs, 200, strdup("{\"status\":\"ok\"}"), NULL);
+    case ROUTE_METRICS: return handle_metrics(s, c, cs);
+    case ROUTE_TOKENIZE: return handle_tokenize(s, c, cs);
+    case ROUTE_DETOKENIZE: return handle_detokenize(s, c, cs);
+    }
+    return MHD_NO;
+}

@@ -1,0 +1,53 @@
+/* server.h - `nucleus serve`: an OpenAI-compatible HTTP server.
+ *
+ * The server is a client of include/nucleus.h like the command line. HTTP
+ * requests are read by libmicrohttpd on one thread per connection; one
+ * engine thread owns the nu_context and a nu_scheduler and advances every
+ * active request together in shared forward batches (continuous batching).
+ * Connections hand requests to the engine through a locked queue and wait
+ * for their results (or stream them) on a per-request eventfd. */
+#ifndef NU_SERVER_H
+#define NU_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nucleus.h"
+
+typedef struct srv_config {
+    const char *model_path; /* for the model id (its basename) */
+    const char *alias;      /* the model id instead of the basename, or NULL */
+    const char *host;       /* address to listen on (default 127.0.0.1) */
+    int port;               /* 0: any free port (printed at start) */
+    int32_t parallel;       /* samples generating at once */
+    int32_t ctx_per_slot;   /* context length of one slot (0: the model's, at most 4096) */
+    int32_t n_threads;      /* forward-pass threads (0: all cores) */
+    int32_t n_batch;        /* most tokens per forward pass */
+    nu_kv_type kv_type;
+    const char *api_key;       /* required Bearer token, or NULL */
+    size_t max_body;           /* bytes */
+    int32_t max_prompt_tokens; /* 0: the slot's context - 1 */
+    int32_t max_tokens_limit;  /* 0: the slot's context */
+    int32_t max_queue;         /* requests waiting for a slot */
+    int32_t max_connections;
+    int timeout_s;             /* idle connection timeout */
+    double shutdown_grace_s;   /* how long in-flight work may finish on shutdown */
+    const char *chat_template; /* NAME or FILE, or NULL for the model's */
+    int step_delay_ms;         /* testing: sleep between steps (simulates a slow model) */
+    bool quiet;                /* no per-request log lines */
+} srv_config;
+
+/* Defaults: 127.0.0.1:8080, parallel 4, 1 MiB bodies, queue 64, ... */
+srv_config srv_default_config(void);
+
+/* Blocks SIGINT and SIGTERM in the calling thread and in every thread it
+ * starts afterwards: srv_run takes them with sigwait. Call it before
+ * anything starts threads (loading a model may). */
+void srv_block_signals(void);
+
+/* Serves the model until SIGINT or SIGTERM; returns the exit code (0 after
+ * a clean shutdown). Prints the address it listens on and errors to stderr. */
+int srv_run(nu_model *model, const srv_config *cfg);
+
+#endif

@@ -1,0 +1,166 @@
+/* sse.c - a job's output as server-sent events. */
+#include "sse.h"
+
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct srv_stream {
+    srv_engine *engine;
+    srv_job *job;
+    srv_resp_ctx rc;
+    int client_fd;
+    int64_t *completion_tokens;
+    char *out; /* events produced, not yet handed to MHD */
+    size_t out_len, out_off, out_cap;
+    bool *role_sent; /* chat: the first delta (with the role) went out */
+    bool finished;   /* everything including [DONE] is in out */
+    bool failed;     /* out of memory */
+};
+
+srv_stream *srv_stream_new(srv_engine *e, srv_job *job, const srv_resp_ctx *rc, int client_fd,
+                           int64_t *completion_tokens) {
+    srv_stream *st = calloc(1, sizeof *st);
+    if (st) st->role_sent = calloc((size_t)job->n_results + 1, sizeof *st->role_sent);
+    if (!st || !st->role_sent) {
+        free(st);
+        return NULL;
+    }
+    st->engine = e;
+    st->job = job;
+    st->rc = *rc;
+    st->client_fd = client_fd;
+    st->completion_tokens = completion_tokens;
+    return st;
+}
+
+/* Appends "data: <json>\n\n" (json is freed). */
+static void put_event(srv_stream *st, char *json) {
+    const char *text = json ? json : "{}";
+    size_t n = strlen(text), need = st->out_len + n + 8;
+    if (need > st->out_cap) {
+        size_t cap = st->out_cap ? st->out_cap : 1024;
+        while (cap < need) cap *= 2;
+        char *p = realloc(st->out, cap);
+        if (!p) {
+            st->failed = true;
+            free(json);
+            return;
+        }
+        st->out = p;
+        st->out_cap = cap;
+    }
+    memcpy(st->out + st->out_len, "data: ", 6);
+    memcpy(st->out + st->out_len + 6, text, n);
+    memcpy(st->out + st->out_len + 6 + n, "\n\n", 2);
+    st->out_len += n + 8;
+    free(json);
+}
+
+/* The new text and log-probs of choice i as one chunk, if there are any
+ * (job->mu held). Returns whether a chunk was added. */
+static bool put_progress(srv_stream *st, int32_t i, bool done) {
+    srv_job *job = st->job;
+    srv_choice *c = &job->choices[i];
+    int32_t n_lps = c->n_lps;
+    if (done)
+        n_lps = srv_logprobs_in_text(c->lps, c->n_lps, c->len, job->results[i].finish);
+    else
+        while (n_lps > c->lps_sent && c->lps[n_lps - 1].text_offset >= c->len) n_lps--;
+    bool role = st->rc.kind == SRV_CHAT && !st->role_sent[i];
+    if (c->len == c->sent && n_lps <= c->lps_sent && !role) return false;
+    srv_chunk ch = {.index = i,
+                    .text = c->text + c->sent,
+                    .len = c->len - c->sent,
+                    .lps = c->lps + c->lps_sent,
+                    .n_lps = n_lps > c->lps_sent ? n_lps - c->lps_sent : 0,
+                    .role = role};
+    if (!c->text) ch.text = "";
+    put_event(st, srv_chunk_json(&st->rc, job, &ch));
+    c->sent = c->len;
+    if (n_lps > c->lps_sent) c->lps_sent = n_lps;
+    st->role_sent[i] = true;
+    return true;
+}
+
+/* The end of the stream: finish reasons, usage, [DONE] (job->mu held, job done). */
+static void put_end(srv_stream *st) {
+    srv_job *job = st->job;
+    if (job->failed) {
+        srv_error err = {.status = job->fail_status,
+                         .type =
+                             job->fail_status >= 500 ? "server_error" : "invalid_request_error"};
+        snprintf(err.message, sizeof err.message, "%s", job->fail_message);
+        put_event(st, srv_error_json(&err));
+    } else {
+        for (int32_t i = 0; i < job->n_results; i++) {
+            const char *finish = srv_finish_name(job->results[i].finish);
+            srv_chunk ch = {.index = i, .text = "", .finish = finish ? finish : "stop"};
+            put_event(st, srv_chunk_json(&st->rc, job, &ch));
+        }
+        if (job->req.include_usage) put_event(st, srv_usage_chunk_json(&st->rc, job));
+    }
+    int64_t prompt, completion;
+    srv_job_usage(job, &prompt, &completion);
+    if (st->completion_tokens) *st->completion_tokens = completion;
+    size_t need = st->out_len + 16;
+    char *p = need > st->out_cap ? realloc(st->out, need) : st->out;
+    if (!p) {
+        st->failed = true;
+        return;
+    }
+    st->out = p;
+    st->out_cap = need > st->out_cap ? need : st->out_cap;
+    memcpy(st->out + st->out_len, "data: [DONE]\n\n", 14);
+    st->out_len += 14;
+    st->finished = true;
+}
+
+/* Turns whatever the job has new into events; whether anything was added. */
+static bool produce(srv_stream *st) {
+    srv_job *job = st->job;
+    pthread_mutex_lock(&job->mu);
+    bool done = job->done, added = false;
+    for (int32_t i = 0; i < job->n_results && !(done && job->failed); i++)
+        added |= put_progress(st, i, done);
+    if (done) {
+        put_end(st);
+        added = true;
+    }
+    pthread_mutex_unlock(&job->mu);
+    return added;
+}
+
+ssize_t srv_stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    srv_stream *st = cls;
+    (void)pos;
+    while (st->out_off == st->out_len) {
+        st->out_off = st->out_len = 0;
+        if (st->failed) return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (st->finished) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (produce(st)) continue;
+        if (!srv_job_wait(st->job, st->client_fd)) {
+            srv_engine_cancel(st->engine, st->job); /* the client went away */
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+    }
+    size_t n = st->out_len - st->out_off;
+    if (n > max) n = max;
+    memcpy(buf, st->out + st->out_off, n);
+    st->out_off += n;
+    return (ssize_t)n;
+}
+
+void srv_stream_free(void *cls) {
+    srv_stream *st = cls;
+    if (!st) return;
+    pthread_mutex_lock(&st->job->mu);
+    bool done = st->job->done;
+    pthread_mutex_unlock(&st->job->mu);
+    if (!done) srv_engine_cancel(st->engine, st->job);
+    srv_job_release(st->job);
+    free(st->out);
+    free(st->role_sent);
+    free(st);
+}

@@ -1,0 +1,28 @@
+/* sse.h - streaming a job as server-sent events: one `data: {chunk}` event
+ * per piece of text, the finish reasons, the usage when asked, then
+ * `data: [DONE]`. The body is produced by a libmicrohttpd content reader
+ * that runs on the connection's own thread and blocks on the job's eventfd
+ * (and the client socket) until there is news: no busy waiting. */
+#ifndef NU_SRV_SSE_H
+#define NU_SRV_SSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "engine.h"
+#include "openai_resp.h"
+
+typedef struct srv_stream srv_stream;
+
+/* A stream over a submitted job; it takes over the caller's reference.
+ * completion_tokens (may be NULL) gets the generated-token count when the
+ * stream ends; it must stay valid while the body is being read. */
+srv_stream *srv_stream_new(srv_engine *e, srv_job *job, const srv_resp_ctx *rc, int client_fd,
+                           int64_t *completion_tokens);
+
+/* The content reader and its free callback (MHD_create_response_from_callback). */
+ssize_t srv_stream_read(void *cls, uint64_t pos, char *buf, size_t max);
+void srv_stream_free(void *cls);
+
+#endif

@@ -1,0 +1,182 @@
+/* tokenizer_internal.h - what the tokenizer's source files share.
+ *
+ * tokenizer.c loads vocabularies, matches special tokens, runs the
+ * SentencePiece tokenizer and detokenizes; tokenizer_bpe.c adds byte-level
+ * BPE, with pre-tokenizers from pretokenize.c. They share the vocabulary
+ * struct, a few UTF-8 helpers and the token sink declared here. Nothing
+ * outside the tokenizer includes this header. */
+#ifndef NU_TOKENIZER_INTERNAL_H
+#define NU_TOKENIZER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tokenizer.h"
+
+/* The byte-level BPE part of a vocabulary (tokenizer_bpe.c). */
+typedef struct bpe_vocab bpe_vocab;
+
+typedef enum vocab_kind {
+    VOCAB_SPM, /* SentencePiece BPE with scores ("llama") */
+    VOCAB_BPE, /* byte-level BPE with merge ranks ("gpt2"), see tokenizer_bpe.c */
+} vocab_kind;
+
+/* Per-token flags, derived from the type and the special ids at load. */
+enum {
+    TOKEN_MERGEABLE = 1 << 0, /* BPE may produce it (normal, user-defined, unused) */
+    TOKEN_EOG = 1 << 1,       /* ends generation */
+};
+
+/* A node of the trie of special-token texts. Children form a sibling list,
+ * except the root's, which are indexed by byte in nu_vocab.trie_root. */
+typedef struct trie_node {
+    int32_t first_child;
+    int32_t next_sibling;
+    int32_t always_token;  /* a user-defined token with this text, or -1 */
+    int32_t special_token; /* a control / unknown token with this text, or -1 */
+    uint8_t byte;
+} trie_node;
+
+struct nu_vocab {
+    vocab_kind kind;
+    char model_name[32];
+    int32_t n_tokens;
+
+    /* token id -> text (NUL-terminated inside pool), length, score, type, flags */
+    char *pool;
+    size_t *offset;
+    uint32_t *length;
+    float *score;
+    uint8_t *type;
+    uint8_t *flags;
+    size_t max_token_len;
+
+    /* text -> id: open addressing, linear probing; slots hold id + 1 (0 = empty) */
+    uint32_t *slots;
+    uint32_t slot_mask;
+
+    /* every pair of adjacent characters inside a token BPE may produce, each
+     * character packed into 32 bits; a text is cut where a pair is absent */
+    uint64_t *bigrams; /* open addressing; 0 = empty */
+    uint64_t bigram_mask;
+    size_t n_bigrams;
+
+    int32_t byte_token[256]; /* <0xXX> token of each byte, or -1 */
+    bool has_byte_tokens;
+
+    int32_t bos, eos, unk, pad, sep, eot, eom; /* -1 when the vocab has none */
+    bool add_bos, add_eos, add_space_prefix;
+
+    /* special tokens (control, user-defined, unknown) by text */
+    trie_node *trie;
+    int32_t n_trie;
+    int32_t trie_root[256];
+
+    /* byte-level BPE: merges, byte tokens and the pre-tokenizer (NULL for SPM) */
+    bpe_vocab *bpe;
+
+    /* something the caller should know about the file (empty when all is well) */
+    char warning[192];
+};
+
+/* ------------------------------------------------------------------------ */
+/* UTF-8                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Length of the well-formed UTF-8 character at s (n bytes available), or 0
+ * when the bytes there are not one (bad lead byte, truncated, overlong,
+ * surrogate or beyond U+10FFFF). */
+static inline size_t utf8_char_len(const unsigned char *s, size_t n) {
+    unsigned c = s[0];
+    if (c < 0x80) return 1;
+    size_t len;
+    unsigned lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
+    if (c >= 0xC2 && c <= 0xDF) {
+        len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;
+    } else {
+        return 0;
+    }
+    if (n < len || s[1] < lo || s[1] > hi) return 0;
+    for (size_t i = 2; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80) return 0;
+    }
+    return len;
+}
+
+/* True when s[0..n) is well-formed UTF-8 without NUL bytes. */
+static inline bool utf8_valid_text(const char *s, size_t n) {
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        size_t k = utf8_char_len(u + i, n - i);
+        if (k == 0 || u[i] == 0) return false;
+        i += k;
+    }
+    return true;
+}
+
+/* Decodes the well-formed character at s (length len from utf8_char_len). */
+static inline uint32_t utf8_decode(const unsigned char *s, size_t len) {
+    if (len == 1) return s[0];
+    uint32_t cp = s[0] & (0x7F >> len);
+    for (size_t i = 1; i < len; i++) cp = (cp << 6) | (s[i] & 0x3F);
+    return cp;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Shared by the tokenizer kinds                                            */
+/* ------------------------------------------------------------------------ */
+
+/* The id of the token whose text is s[0..n), or -1 (tokenizer.c). When
+ * several tokens share a text, the first one BPE may produce wins. */
+int32_t nu_vocab_find(const nu_vocab *v, const char *s, size_t n);
+
+/* Where token ids go: all are counted, the first cap are stored. */
+typedef struct token_sink {
+    int32_t *ids;
+    size_t cap;
+    size_t n;
+    bool after_unknown; /* the last id stands for unknown characters */
+} token_sink;
+
+static inline void sink_push(token_sink *s, int32_t id) {
+    if (s->n < s->cap) s->ids[s->n] = id;
+    s->n++;
+    s->after_unknown = false;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Byte-level BPE (tokenizer_bpe.c)                                         */
+/* ------------------------------------------------------------------------ */
+
+/* Reads tokenizer.ggml.pre and picks the pre-tokenizer (an unknown name
+ * falls back to GPT-2's and leaves a note in v->warning). Runs before the
+ * special-token flags are read, since some families add BOS by default. */
+nu_status bpe_load_pre(const gguf_file *f, nu_vocab *v, nu_error *err);
+/* Whether the pre-tokenizer family adds BOS unless the file says otherwise. */
+bool bpe_default_add_bos(const nu_vocab *v);
+/* Reads tokenizer.ggml.merges and finds the token of every byte; needs the
+ * text -> id table. */
+nu_status bpe_load_merges(const gguf_file *f, nu_vocab *v, nu_error *err);
+void bpe_vocab_free(bpe_vocab *b);
+
+/* Scratch memory for one tokenize call on up to len bytes. */
+typedef struct bpe_work bpe_work;
+nu_status bpe_work_new(const nu_vocab *v, size_t len, bpe_work **out, nu_error *err);
+void bpe_work_free(bpe_work *w);
+/* Tokenizes one fragment of plain text (no special tokens in it). */
+nu_status bpe_encode(const nu_vocab *v, bpe_work *w, const char *s, size_t n, token_sink *out,
+                     nu_error *err);
+
+/* The byte a GPT-2 byte-level character stands for, or -1. */
+int bpe_byte_of_char(uint32_t cp);
+
+#endif

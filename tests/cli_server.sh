@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# `nucleus serve` driven by the official OpenAI client (npm `openai`) under
+# node's built-in test runner: tests/server/*.test.mjs. Installs the client
+# with `npm ci` the first time (tests/server/node_modules). Every server the
+# tests start listens on 127.0.0.1 on a free port.
+set -uo pipefail
+nucleus=$1 shared=$2 tmp=$3/cli_server
+here="$(cd "$(dirname "$0")" && pwd)"
+mkdir -p "$tmp"
+
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  echo "FAIL: the server tests need node (>= 20) and npm" >&2
+  exit 1
+fi
+if [ ! -d "$here/server/node_modules/openai" ]; then
+  # one installer at a time (the release and sanitizer builds may run together)
+  (
+    flock 9
+    [ -d "$here/server/node_modules/openai" ] ||
+      (cd "$here/server" && npm ci --no-audit --no-fund --loglevel=error) >&2
+  ) 9>"$tmp/npm.lock" || { echo "FAIL: npm ci in tests/server" >&2; exit 1; }
+fi
+
+cd "$tmp" || exit 1
+NUCLEUS_BIN="$nucleus" NUCLEUS_SHARED="$shared" TMPDIR="$tmp" \
+  timeout 540 node --test --test-reporter=spec "$here/server/"
