@@ -6,6 +6,7 @@
 #include "nucleus.h"
 
 int cmd_generate(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);

@@ -12,6 +12,7 @@ typedef struct command {
 
 static const command commands[] = {
     {"generate", cmd_generate, "continue a prompt, streaming the text"},
+    {"chat", cmd_chat, "a conversation in the terminal, with the model's chat template"},
     {"compare", cmd_compare, "decoding strategies side by side on one next-token distribution"},
     {"inspect", cmd_inspect, "what each sampling stage does to the next-token distributions"},
     {"info", cmd_info, "metadata, tensors, parameters and memory needs of a model"},

@@ -665,6 +665,7 @@ nu_status nu_generate_params_check(const nu_generate_params *p, nu_error *err);
 typedef struct nu_generate_result {
     int32_t index;        /* which sample of its prompt */
     int32_t n_prompt;     /* prompt tokens, BOS included */
+    int32_t n_cached;     /* of those, how many were reused from the cache */
     int32_t n_generated;  /* tokens sampled (an ending EOS not counted) */
     double prompt_ms;     /* prompt processing wall time */
     double generate_ms;   /* generation wall time (after the prompt) */

@@ -244,6 +244,7 @@ static bool start_request(nu_scheduler *s, gen_request *r) {
     }
     r->n_read = keep;
     r->state = REQ_PREFILL;
+    for (int32_t i = 0; i < r->p.n; i++) r->results[i].n_cached = keep;
     if (r->p.echo) {
         for (int32_t i = 0; i < r->p.n; i++) {
             gen_sample *g = &r->samples[i];
