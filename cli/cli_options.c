@@ -44,7 +44,14 @@ const char cli_run_opts_help[] =
     "                       penalties,no_repeat_ngram,repetition_guard,top_k,typical_p,top_p,\n"
     "                       min_p,temperature) or temp_first (... temperature,top_k,top_p,\n"
     "                       min_p,typical_p)\n"
-    "      --seed N         random seed (default 12648430)\n";
+    "      --seed N         random seed (default 12648430)\n"
+    "constrained output (one of):\n"
+    "      --grammar FILE   a GBNF grammar (start rule root)\n"
+    "      --json-schema FILE  JSON that validates against a JSON Schema\n"
+    "      --json           any JSON object\n"
+    "      --regex RE       text that matches a regular expression as a whole\n"
+    "      --choice A,B,C   exactly one of the comma-separated strings\n"
+    "      --json-whitespace N  at most N whitespace characters between JSON tokens (default 0)\n";
 
 void cli_run_opts_init(cli_run_opts *o) {
     o->model = NULL;
@@ -214,8 +221,72 @@ static int repetition_opt(cli_run_opts *o, int argc, char **argv, int *i) {
     return flag || !strcmp(a, "--repetition-guard");
 }
 
+/* --grammar, --json-schema, --json, --regex, --choice, --json-whitespace. */
+static int grammar_opt(cli_run_opts *o, int argc, char **argv, int *i) {
+    const char *a = argv[*i];
+    const char **slot = !strcmp(a, "--grammar")       ? &o->grammar_file
+                        : !strcmp(a, "--json-schema") ? &o->schema_file
+                        : !strcmp(a, "--regex")       ? &o->regex
+                        : !strcmp(a, "--choice")      ? &o->choices
+                                                      : NULL;
+    if (!strcmp(a, "--json")) {
+        o->json_object = true;
+        return 1;
+    }
+    if (!strcmp(a, "--json-whitespace")) {
+        const char *v = value_of(argc, argv, i);
+        long x;
+        if (!v || !cli_parse_int(a, v, 0, 64, &x)) return -1;
+        o->json_whitespace = (int32_t)x;
+        return 1;
+    }
+    if (!slot) return 0;
+    *slot = value_of(argc, argv, i);
+    return *slot ? 1 : -1;
+}
+
+/* Splits "A,B,C" into strings (in place); returns the count. */
+static size_t split_choices(char *s, const char **out, size_t cap) {
+    size_t n = 0;
+    for (char *tok = strtok(s, ","); tok && n < cap; tok = strtok(NULL, ",")) out[n++] = tok;
+    return n;
+}
+
+int cli_make_grammar(const cli_run_opts *o, const nu_model *m, nu_grammar **out) {
+    int given = !!o->grammar_file + !!o->schema_file + !!o->regex + !!o->choices + o->json_object;
+    nu_json_options jo = nu_json_default_options();
+    jo.max_whitespace = o->json_whitespace;
+    nu_error err;
+    nu_status st = NU_OK;
+    *out = NULL;
+    if (given == 0) return 0;
+    if (given > 1) {
+        cli_error("give at most one of --grammar, --json-schema, --json, --regex, --choice");
+        return 2;
+    }
+    if (o->json_object) st = nu_grammar_json_object(m, &jo, out, &err);
+    if (o->regex) st = nu_grammar_from_regex(m, o->regex, out, &err);
+    if (o->choices) {
+        char *copy = strdup(o->choices);
+        const char *items[256];
+        size_t n = copy ? split_choices(copy, items, 256) : 0;
+        st = nu_grammar_from_choices(m, items, n, out, &err);
+        free(copy);
+    }
+    if (o->grammar_file || o->schema_file) {
+        char *text = cli_read_file(o->grammar_file ? o->grammar_file : o->schema_file, NULL);
+        if (!text) return 1;
+        st = o->grammar_file ? nu_grammar_from_gbnf(m, text, NULL, out, &err)
+                             : nu_grammar_from_json_schema(m, text, &jo, out, &err);
+        free(text);
+    }
+    if (st) cli_error("%s", err.message);
+    return st != NU_OK;
+}
+
 int cli_run_opt(cli_run_opts *o, int argc, char **argv, int *i) {
     int r = context_opt(o, argc, argv, i);
+    if (!r) r = grammar_opt(o, argc, argv, i);
     if (!r) r = filter_opt(o, argc, argv, i);
     if (!r) r = repetition_opt(o, argc, argv, i);
     return r;

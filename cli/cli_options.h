@@ -13,6 +13,10 @@ typedef struct cli_run_opts {
     nu_context_params ctx;
     nu_sampler_params sampling; /* its logit_bias points into bias below */
     nu_logit_bias bias[CLI_MAX_LOGIT_BIAS];
+    /* constrained output: at most one of these */
+    const char *grammar_file, *schema_file, *regex, *choices;
+    bool json_object;
+    int32_t json_whitespace;
 } cli_run_opts;
 
 void cli_run_opts_init(cli_run_opts *o);
@@ -23,6 +27,10 @@ int cli_run_opt(cli_run_opts *o, int argc, char **argv, int *i);
 
 /* Help text for the shared options. */
 extern const char cli_run_opts_help[];
+
+/* The grammar the options ask for, or *out NULL when none; prints errors and
+ * returns non-zero on failure. */
+int cli_make_grammar(const cli_run_opts *o, const nu_model *m, nu_grammar **out);
 
 /* Loads the model and makes a context; prints errors. */
 int cli_open(const cli_run_opts *o, nu_model **model, nu_context **ctx);

@@ -278,10 +278,16 @@ int cmd_generate(int argc, char **argv) {
     o.gen.stop = o.stop;
     o.gen.stop_tokens = o.stop_tokens;
     o.run.ctx.n_seq_max = o.use_beam ? 2 * o.beam.width : o.gen.n;
-    nu_model *model;
-    nu_context *ctx;
-    if ((rc = cli_open(&o.run, &model, &ctx)) == 0) {
+    nu_model *model = NULL;
+    nu_context *ctx = NULL;
+    nu_grammar *grammar = NULL;
+    if ((rc = cli_open(&o.run, &model, &ctx)) == 0 &&
+        (rc = cli_make_grammar(&o.run, model, &grammar)) == 0) {
+        o.gen.grammar = grammar;
         rc = run(&o, ctx, file_text ? file_text : o.prompt);
+    }
+    if (model) {
+        nu_grammar_free(grammar);
         nu_context_free(ctx);
         nu_model_free(model);
     }

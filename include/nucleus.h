@@ -417,6 +417,15 @@ nu_status nu_sampler_set_eog(nu_sampler *s, const int32_t *tokens, int32_t n, nu
 /* Picks the next token from raw logits (n_vocab floats). Same seed, settings,
  * history and logits give the same token. */
 int32_t nu_sampler_sample(nu_sampler *s, const float *logits);
+typedef struct nu_grammar nu_grammar; /* see "Constrained generation" */
+
+/* Constrains the tokens to a grammar (NULL: none). The sampler keeps its own
+ * matching state, advanced by nu_sampler_accept; budget >= 0 also makes the
+ * grammar finish within that many tokens (nu_grammar_state_set_budget). */
+nu_status nu_sampler_set_grammar(nu_sampler *s, const nu_grammar *g, int32_t budget,
+                                 nu_error *err);
+/* The grammar allows nothing but the end. */
+bool nu_sampler_grammar_must_end(const nu_sampler *s);
 /* The distribution the next token would be drawn from (the chain run on
  * the logits, probabilities normalised; greedy gives a point mass on the
  * argmax), without drawing; speculative decoding compares these. Valid until
@@ -650,6 +659,11 @@ typedef struct nu_generate_params {
     int32_t n_stop_tokens;
     int32_t logprobs;        /* -1: none; 0..20: the token's log-prob and this many alternatives */
     bool logprobs_after_chain;
+    /* Output constrained to a grammar (NULL: none); it must outlive the
+     * generation. The text always completes the grammar within n_predict
+     * tokens, and generation ends as soon as nothing but the end may follow
+     * (finish "stop"). */
+    const nu_grammar *grammar;
     nu_text_callback on_text;
     void *user;
 } nu_generate_params;

@@ -50,6 +50,7 @@ struct nu_sampler {
     nu_stage_observer observer;
     void *observer_user;
     nu_candidate *before; /* n_vocab: the observer's copy */
+    nu_grammar_state *grammar; /* constrains the tokens drawn, or NULL */
 };
 
 /* ---- parameters ------------------------------------------------------------ */
@@ -392,7 +393,26 @@ void nu_sampler_free(nu_sampler *s) {
     free(s->seen);
     free(s->mark);
     free(s->before);
+    nu_grammar_state_free(s->grammar);
     free(s);
+}
+
+nu_status nu_sampler_set_grammar(nu_sampler *s, const nu_grammar *g, int32_t budget,
+                                 nu_error *err) {
+    nu_grammar_state_free(s->grammar);
+    s->grammar = NULL;
+    if (!g) return NU_OK;
+    nu_status st = nu_grammar_state_new(g, &s->grammar, err);
+    if (st == NU_OK && budget >= 0) st = nu_grammar_state_set_budget(s->grammar, budget, err);
+    if (st != NU_OK) {
+        nu_grammar_state_free(s->grammar);
+        s->grammar = NULL;
+    }
+    return st;
+}
+
+bool nu_sampler_grammar_must_end(const nu_sampler *s) {
+    return s->grammar && nu_grammar_must_end(s->grammar);
 }
 
 nu_status nu_sampler_set_eog(nu_sampler *s, const int32_t *tokens, int32_t n, nu_error *err) {
@@ -493,6 +513,9 @@ void nu_sampler_accept_prompt(nu_sampler *s, const int32_t *tokens, int32_t n) {
 void nu_sampler_accept(nu_sampler *s, int32_t token) {
     history_push(s, token);
     s->n_generated++;
+    /* a token the grammar refuses leaves its state as it was (the caller
+     * chose it: nu_sampler_sample never does) */
+    if (s->grammar) nu_grammar_accept(s->grammar, token, NULL);
 }
 
 /* ---- token sets ---------------------------------------------------------------- */
@@ -775,12 +798,16 @@ static int32_t pick(nu_sampler *s, nu_candidates *c, bool greedy) {
 
 /* Copies the logits into the candidate array (indexed by id), bans the
  * EOG tokens if asked and runs the order (greedy skips the filters). */
-static nu_candidates *run_chain(nu_sampler *s, const float *logits, bool greedy) {
+static nu_candidates *run_chain(nu_sampler *s, const float *logits, bool greedy, bool masked) {
     nu_candidates *c = &s->last;
     *c = (nu_candidates){s->cand, (size_t)s->n_vocab, false, -1};
     for (int32_t i = 0; i < s->n_vocab; i++) c->data[i] = (nu_candidate){i, logits[i], 0.0f};
     s->have_last = true;
     bool identity = true;
+    if (masked) {
+        nu_grammar_mask(s->grammar, c);
+        identity = false;
+    }
     if (eog_suppressed(s)) run_observed(s, STAGE_EOG, c, &identity);
     for (int32_t k = 0; k < s->p.n_stages; k++) {
         int kind = s->p.order[k];
@@ -790,18 +817,26 @@ static nu_candidates *run_chain(nu_sampler *s, const float *logits, bool greedy)
     return c;
 }
 
-/* Runs the chain and picks; the raw argmax when nothing finite is left. */
+/* Runs the chain and picks; the raw argmax when nothing finite is left.
+ * With a grammar: a pick the grammar refuses is redone with the refused
+ * tokens removed before the chain (exactly the masked distribution for
+ * temperature sampling and greedy; with truncating stages the cheap first
+ * pick sees the unmasked candidates, as in llama.cpp). */
 int32_t nu_sampler_sample(nu_sampler *s, const float *logits) {
     bool greedy = s->p.temperature <= 0.0f;
-    nu_candidates *c = run_chain(s, logits, greedy);
+    nu_candidates *c = run_chain(s, logits, greedy, false);
     int32_t i = pick(s, c, greedy);
-    return i >= 0 ? c->data[i].id : raw_argmax(logits, s->n_vocab);
+    int32_t tok = i >= 0 ? c->data[i].id : raw_argmax(logits, s->n_vocab);
+    if (!s->grammar || nu_grammar_allows(s->grammar, tok)) return tok;
+    c = run_chain(s, logits, greedy, true);
+    i = pick(s, c, greedy);
+    return i >= 0 ? c->data[i].id : tok;
 }
 
 /* The chain without the draw: greedy gives a point mass on its choice. */
 const nu_candidates *nu_sampler_distribution(nu_sampler *s, const float *logits) {
     bool greedy = s->p.temperature <= 0.0f;
-    nu_candidates *c = run_chain(s, logits, greedy);
+    nu_candidates *c = run_chain(s, logits, greedy, s->grammar != NULL);
     int32_t i = greedy ? best_index(c) : -1;
     bool finite = false;
     for (size_t k = 0; !greedy && k < c->size && !finite; k++) finite = c->data[k].logit > -INFINITY;

@@ -155,6 +155,10 @@ static nu_status make_samples(gen_request *r, const nu_model *m, nu_error *err) 
         /* a sampler that knows the end-of-generation tokens, for min_tokens and ignore_eos */
         nu_status st = nu_sampler_new_for_model(&sp, m, &g->sampler, err);
         if (st) return st;
+        nu_sampler_accept_prompt(g->sampler, r->prompt, r->n_prompt);
+        if (r->p.grammar && (st = nu_sampler_set_grammar(g->sampler, r->p.grammar, r->p.n_predict,
+                                                         err)))
+            return st;
         g->req = r;
         g->index = i;
         g->seq = -1;
@@ -327,8 +331,11 @@ static void advance_sample(nu_scheduler *s, gen_sample *g, const float *logits) 
         finish_sample(s, g, NU_FINISH_STOP);
         return;
     }
-    nu_finish_reason why = gen_output_token(&g->out, tok, logits, NULL);
+    nu_finish_reason why = gen_output_token(&g->out, tok, logits,
+                                            r->p.logprobs_after_chain
+                                                ? nu_sampler_last_candidates(g->sampler) : NULL);
     if (why != NU_FINISH_NONE) finish_sample(s, g, why);
+    else if (nu_sampler_grammar_must_end(g->sampler)) finish_sample(s, g, NU_FINISH_STOP);
     else if (r->p.n_predict >= 0 && g->out.res->n_tokens >= r->p.n_predict)
         finish_sample(s, g, NU_FINISH_LENGTH);
     else if (g->n_pos >= s->ctx->params.n_ctx) finish_sample(s, g, NU_FINISH_CONTEXT);

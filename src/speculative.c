@@ -167,6 +167,7 @@ static nu_finish_reason emit(spec_state *s, int32_t tok, const float *logits) {
     if (why != NU_FINISH_NONE) return why;
     if (s->p->n_predict >= 0 && s->out.res->n_tokens >= s->p->n_predict) return NU_FINISH_LENGTH;
     if (s->n_toks >= s->tgt->params.n_ctx) return NU_FINISH_CONTEXT;
+    if (nu_sampler_grammar_must_end(s->ts)) return NU_FINISH_STOP;
     return NU_FINISH_NONE;
 }
 
@@ -297,6 +298,9 @@ static nu_status setup(spec_state *s, const char *prompt, nu_error *err) {
     if ((st = nu_sampler_new_for_model(&s->p->sampling, m, &s->ts, err))) return st;
     if (s->sp->draft && (st = nu_sampler_new_for_model(&dp, m, &s->ds, err))) return st;
     nu_sampler_accept_prompt(s->ts, s->toks, s->n_prompt);
+    if (s->p->grammar &&
+        (st = nu_sampler_set_grammar(s->ts, s->p->grammar, s->p->n_predict, err)))
+        return st;
     if (s->ds) nu_sampler_accept_prompt(s->ds, s->toks, s->n_prompt);
     nu_rng_seed(&s->rng, s->p->sampling.seed);
     s->k = s->sp->adaptive ? (s->sp->draft_min + s->sp->draft_max) / 2 : s->sp->draft_max;
