@@ -11,6 +11,15 @@
 
 #include "cli.h"
 
+const char cli_grammar_help[] =
+    "\nconstrained output (one of):\n"
+    "      --grammar FILE   a GBNF grammar (start rule root)\n"
+    "      --json-schema FILE  JSON that validates against a JSON Schema\n"
+    "      --json           any JSON object\n"
+    "      --regex RE       text that matches a regular expression as a whole\n"
+    "      --choice A,B,C   exactly one of the comma-separated strings\n"
+    "      --json-whitespace N  at most N whitespace characters between JSON tokens (default 0)\n";
+
 const char cli_run_opts_help[] =
     "  -m, --model REF      model file, or hf:ORG/REPO/FILE.gguf (downloaded once)\n"
     "  -t, --threads N      worker threads (default: all cores)\n"
@@ -44,14 +53,7 @@ const char cli_run_opts_help[] =
     "                       penalties,no_repeat_ngram,repetition_guard,top_k,typical_p,top_p,\n"
     "                       min_p,temperature) or temp_first (... temperature,top_k,top_p,\n"
     "                       min_p,typical_p)\n"
-    "      --seed N         random seed (default 12648430)\n"
-    "constrained output (one of):\n"
-    "      --grammar FILE   a GBNF grammar (start rule root)\n"
-    "      --json-schema FILE  JSON that validates against a JSON Schema\n"
-    "      --json           any JSON object\n"
-    "      --regex RE       text that matches a regular expression as a whole\n"
-    "      --choice A,B,C   exactly one of the comma-separated strings\n"
-    "      --json-whitespace N  at most N whitespace characters between JSON tokens (default 0)\n";
+    "      --seed N         random seed (default 12648430)\n";
 
 void cli_run_opts_init(cli_run_opts *o) {
     o->model = NULL;
@@ -222,7 +224,7 @@ static int repetition_opt(cli_run_opts *o, int argc, char **argv, int *i) {
 }
 
 /* --grammar, --json-schema, --json, --regex, --choice, --json-whitespace. */
-static int grammar_opt(cli_run_opts *o, int argc, char **argv, int *i) {
+int cli_grammar_opt(cli_run_opts *o, int argc, char **argv, int *i) {
     const char *a = argv[*i];
     const char **slot = !strcmp(a, "--grammar")       ? &o->grammar_file
                         : !strcmp(a, "--json-schema") ? &o->schema_file
@@ -286,7 +288,6 @@ int cli_make_grammar(const cli_run_opts *o, const nu_model *m, nu_grammar **out)
 
 int cli_run_opt(cli_run_opts *o, int argc, char **argv, int *i) {
     int r = context_opt(o, argc, argv, i);
-    if (!r) r = grammar_opt(o, argc, argv, i);
     if (!r) r = filter_opt(o, argc, argv, i);
     if (!r) r = repetition_opt(o, argc, argv, i);
     return r;

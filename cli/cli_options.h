@@ -28,6 +28,12 @@ int cli_run_opt(cli_run_opts *o, int argc, char **argv, int *i);
 /* Help text for the shared options. */
 extern const char cli_run_opts_help[];
 
+/* The constrained-output options (--grammar, --json-schema, --json, --regex,
+ * --choice, --json-whitespace), for the commands that generate text; same
+ * returns as cli_run_opt. */
+int cli_grammar_opt(cli_run_opts *o, int argc, char **argv, int *i);
+extern const char cli_grammar_help[];
+
 /* The grammar the options ask for, or *out NULL when none; prints errors and
  * returns non-zero on failure. */
 int cli_make_grammar(const cli_run_opts *o, const nu_model *m, nu_grammar **out);

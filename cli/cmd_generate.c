@@ -28,7 +28,7 @@ static const char generate_help[] =
     "      --early-stopping stop beam search once W hypotheses are finished\n"
     "      --logprobs N     record each token's log-prob and N alternatives (0..20)\n"
     "      --logprobs-after-chain  log-probs of the distribution the sampler chain leaves\n"
-    "      --json           print the result(s) as JSON lines instead of text\n"
+    "      --json-output    print the result(s) as JSON lines instead of text\n"
     "      --draft MODEL    speculative decoding with this draft model (same vocabulary)\n"
     "      --lookup         speculative decoding with prompt lookup (no draft model)\n"
     "      --draft-max K    most tokens proposed per pass (default 8)\n"
@@ -109,7 +109,7 @@ static int parse_flag(generate_opts *o, const char *a) {
     else if (!strcmp(a, "--include-stop")) o->gen.include_stop = true;
     else if (!strcmp(a, "--early-stopping")) o->beam.early_stopping = true;
     else if (!strcmp(a, "--logprobs-after-chain")) o->gen.logprobs_after_chain = true;
-    else if (!strcmp(a, "--json")) o->json = true;
+    else if (!strcmp(a, "--json-output")) o->json = true;
     else if (!strcmp(a, "--lookup")) o->spec.lookup = true;
     else if (!strcmp(a, "--draft-fixed")) o->spec.adaptive = false;
     else if (!strcmp(a, "--special")) o->gen.parse_special = o->beam.parse_special = true;
@@ -124,12 +124,13 @@ static int parse(generate_opts *o, int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int r = cli_run_opt(&o->run, argc, argv, &i);
+        if (r == 0) r = cli_grammar_opt(&o->run, argc, argv, &i);
         if (r == 0) r = parse_counts(o, argc, argv, &i);
         if (r < 0) return 2;
         if (r > 0 || parse_flag(o, a)) continue;
         bool v = i + 1 < argc;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("%s%s", generate_help, cli_run_opts_help);
+            printf("%s%s%s", generate_help, cli_run_opts_help, cli_grammar_help);
             return -1;
         } else if ((!strcmp(a, "-p") || !strcmp(a, "--prompt")) && v) {
             o->prompt = argv[++i];
