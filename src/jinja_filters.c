@@ -211,7 +211,7 @@ static bool f_replace(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
     BIND("replace", "old", "new", "count");
     if (!jarg_given(p[0]) || !jarg_given(p[1])) return jfail(C, at, "replace needs old and new");
     jv s = jv_undef(), o = jv_undef(), n = jv_undef();
-    int64_t count;
+    int64_t count = 0;
     bool ok = opt_int(C, at, p[2], -1, &count) && with_str(C, at, v, &s) &&
               with_str(C, at, p[0], &o) && with_str(C, at, p[1], &n) &&
               jinja_replace(C, at, s, o, n, count, out);
@@ -263,7 +263,7 @@ static bool f_indent(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
     if (jarg_given(p[0]) && p[0].type == JV_STR) {
         jbuf_put(&pad, jv_str(p[0])->data, jv_str(p[0])->len);
     } else {
-        int64_t w;
+        int64_t w = 0;
         if (!opt_int(C, at, p[0], 4, &w)) return false;
         for (int64_t i = 0; i < w && i < 4096; i++) jbuf_putc(&pad, ' ');
     }
@@ -303,7 +303,7 @@ static bool f_indent(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
 
 static bool f_center(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
     BIND("center", "width");
-    int64_t w;
+    int64_t w = 0;
     jv sv;
     if (!opt_int(C, at, p[0], 80, &w) || !with_str(C, at, v, &sv)) return false;
     jstr *s = jv_str(sv);
@@ -551,7 +551,7 @@ static bool f_reverse(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
 
 static bool f_batch(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
     BIND("batch", "linecount", "fill_with");
-    int64_t n;
+    int64_t n = 0;
     if (!opt_int(C, at, p[0], 0, &n)) return false;
     if (n <= 0) return jfail(C, at, "batch size must be positive");
     jv items, row = jv_undef();
@@ -797,7 +797,7 @@ static bool parse_py_int(const char *s, size_t n, int base, int64_t *out) {
 
 static bool f_int(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
     BIND("int", "default", "base");
-    int64_t base, i;
+    int64_t base = 0, i;
     double d;
     if (!opt_int(C, at, p[1], 10, &base)) return false;
     jv dflt = jarg_given(p[0]) ? p[0] : jv_int(0);
@@ -844,7 +844,7 @@ static double py_round(double x, int64_t n) {
 
 static bool f_round(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
     BIND("round", "precision", "method");
-    int64_t prec;
+    int64_t prec = 0;
     if (!opt_int(C, at, p[0], 0, &prec)) return false;
     const char *method = jarg_given(p[1]) && p[1].type == JV_STR ? jv_str(p[1])->data : "common";
     if (strcmp(method, "common") && strcmp(method, "ceil") && strcmp(method, "floor"))
@@ -885,7 +885,7 @@ static bool f_tojson(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
         o.indent_str = jv_str(p[1])->data;
         o.indent_len = jv_str(p[1])->len;
     } else if (jarg_given(p[1]) && p[1].type != JV_NONE) {
-        int64_t n;
+        int64_t n = 0;
         if (!opt_int(C, at, p[1], 0, &n)) return false;
         if (n > 255) n = 255;
         if (n < 0) n = 0;

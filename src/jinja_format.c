@@ -76,7 +76,7 @@ static bool percent_one(jctx *C, const jnode *at, jbuf *b, jv v, const char *fla
     }
     if (conv == 'c') {
         jbuf s = {0};
-        int64_t cp;
+        int64_t cp = 0;
         if (v.type == JV_STR && jv_str(v)->nchars == 1)
             jbuf_put(&s, jv_str(v)->data, jv_str(v)->len);
         else if (as_int(C, at, v, 'c', false, &cp) && cp >= 0 && cp <= 0x10FFFF)
@@ -94,7 +94,7 @@ static bool percent_one(jctx *C, const jnode *at, jbuf *b, jv v, const char *fla
     spec[k++] = '*';
     if (prec >= 0) spec[k++] = '.', spec[k++] = '*';
     if (strchr("diuxXo", conv)) {
-        int64_t i;
+        int64_t i = 0;
         if (!as_int(C, at, v, conv, strchr("diu", conv) != NULL, &i)) return false;
         spec[k++] = 'l', spec[k++] = 'l';
         spec[k++] = conv == 'i' || conv == 'u' ? 'd' : conv;
@@ -107,7 +107,7 @@ static bool percent_one(jctx *C, const jnode *at, jbuf *b, jv v, const char *fla
         return true;
     }
     if (strchr("eEfFgG", conv)) {
-        double d;
+        double d = 0;
         if (!as_float(C, at, v, conv, &d)) return false;
         spec[k++] = conv;
         spec[k] = 0;

@@ -532,7 +532,7 @@ static bool split_sep(jctx *C, const jnode *at, jstr *s, jstr *sep, int64_t maxs
 static bool m_split_any(jctx *C, const jnode *at, jv self, const jargs *a, jv *out, bool right) {
     static const char *const names[] = {"sep", "maxsplit"};
     jv p[2];
-    int64_t maxsplit;
+    int64_t maxsplit = -1;
     if (!jargs_bind(C, at, right ? "rsplit()" : "split()", a, names, 2, p)) return false;
     if (!int_arg(C, at, p[1], -1, &maxsplit)) return false;
     if (!jarg_given(p[0]) || p[0].type == JV_NONE)
@@ -623,7 +623,7 @@ bool jinja_replace(jctx *C, const jnode *at, jv self, jv old, jv new_, int64_t c
 static bool m_replace(jctx *C, const jnode *at, jv self, const jargs *a, jv *out) {
     static const char *const names[] = {"old", "new", "count"};
     jv p[3];
-    int64_t count;
+    int64_t count = 0;
     if (!jargs_bind(C, at, "replace()", a, names, 3, p)) return false;
     if (!jarg_given(p[0]) || !jarg_given(p[1]))
         return jfail(C, at, "replace() takes at least 2 arguments");
