@@ -15,12 +15,20 @@ static const char bench_help[] =
     "  -p, --n-prompt N   prompt tokens per prompt test (default 512; 0 skips)\n"
     "  -n, --n-gen N      generated tokens per generation test (default 128; 0 skips)\n"
     "  -r, --reps N       repetitions (default 5, after one warm-up)\n"
-    "      --json         one JSON object per test on stdout\n";
+    "      --json         one JSON object per test on stdout\n"
+    "speculative decoding against plain decoding (greedy, same prompt, -n tokens):\n"
+    "      --draft MODEL  with this draft model\n"
+    "      --lookup       with prompt lookup\n"
+    "      --draft-max K  most proposals per pass (default 8)\n"
+    "      --text TEXT / --text-file FILE  the prompt (default: a copy-heavy built-in text)\n";
 
 typedef struct bench_opts {
     cli_run_opts run;
     long n_prompt, n_gen, reps;
     bool json;
+    const char *draft, *text, *text_file; /* speculative: the draft model and the prompt */
+    bool lookup;
+    long draft_max;
 } bench_opts;
 
 static int parse(bench_opts *o, int argc, char **argv) {
@@ -39,6 +47,16 @@ static int parse(bench_opts *o, int argc, char **argv) {
             if (!cli_parse_int(a, argv[++i], 0, 1 << 20, &o->n_gen)) return 2;
         } else if ((!strcmp(a, "-r") || !strcmp(a, "--reps")) && v) {
             if (!cli_parse_int(a, argv[++i], 1, 1000, &o->reps)) return 2;
+        } else if (!strcmp(a, "--draft") && v) {
+            o->draft = argv[++i];
+        } else if (!strcmp(a, "--text") && v) {
+            o->text = argv[++i];
+        } else if (!strcmp(a, "--text-file") && v) {
+            o->text_file = argv[++i];
+        } else if (!strcmp(a, "--draft-max") && v) {
+            if (!cli_parse_int(a, argv[++i], 1, 64, &o->draft_max)) return 2;
+        } else if (!strcmp(a, "--lookup")) {
+            o->lookup = true;
         } else if (!strcmp(a, "--json")) {
             o->json = true;
         } else {
@@ -115,11 +133,97 @@ static int run_test(const bench_opts *o, nu_context *ctx, bool prompt, long n) {
     return 0;
 }
 
+/* A text that repeats itself, as edits and summaries of a document do. */
+static const char copy_heavy[] =
+    "Rewrite the paragraph below, keeping every sentence.\n\n"
+    "The committee met on Tuesday to review the budget for the coming year. Members agreed that "
+    "the library needs new shelves, that the community garden needs a fence, and that the "
+    "youth football club needs new goals. The treasurer reported that the fund holds enough "
+    "money for two of the three projects, and proposed a raffle to pay for the third.\n\n"
+    "Rewritten paragraph:\n\n"
+    "The committee met on Tuesday to review the budget for the coming year. Members agreed that";
+
+static double median_of(double *x, long n) {
+    qsort(x, (size_t)n, sizeof *x, cmp_double);
+    return n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2;
+}
+
+/* Plain greedy and speculative greedy on the same prompt, alternating, and
+ * their tokens per second (generation after the prompt) side by side. */
+static int bench_speculative(bench_opts *o, nu_context *ctx, nu_context *dctx, const char *prompt) {
+    nu_generate_params p = nu_generate_default_params();
+    p.n_predict = (int32_t)o->n_gen;
+    p.sampling.temperature = 0;
+    p.sampling.ignore_eos = true;
+    nu_speculative_params sp = nu_speculative_default_params();
+    sp.draft = dctx;
+    sp.lookup = dctx == NULL;
+    if (o->draft_max) sp.draft_max = (int32_t)o->draft_max;
+    double plain[1000], spec[1000], acc = 0, per_pass = 0;
+    nu_error err;
+    for (long r = -1; r < o->reps; r++) { /* r = -1 warms up */
+        nu_generate_result a, b;
+        nu_speculative_stats st;
+        if (nu_generate(ctx, prompt, &p, &a, &err) ||
+            nu_generate_speculative(ctx, prompt, &p, &sp, &b, &st, &err)) {
+            cli_error("%s", err.message);
+            return 1;
+        }
+        if (r >= 0) {
+            plain[r] = a.n_generated / (a.generate_ms / 1e3);
+            spec[r] = b.n_generated / (b.generate_ms / 1e3);
+            acc = st.drafted ? (double)st.accepted / (double)st.drafted : 0;
+            per_pass = st.target_passes ? (double)b.n_generated / (double)st.target_passes : 0;
+        }
+        if (a.n_tokens != b.n_tokens || memcmp(a.tokens, b.tokens, sizeof(int32_t) * (size_t)a.n_tokens))
+            fprintf(stderr, "nucleus: warning: speculative tokens differ from plain greedy\n");
+        nu_generate_result_free(&a);
+        nu_generate_result_free(&b);
+    }
+    double mp = median_of(plain, o->reps), ms = median_of(spec, o->reps);
+    printf("| %-14s | %6ld | %12.2f | %12.2f | %7.2fx | %9.1f%% | %12.2f |\n",
+           dctx ? "draft model" : "prompt lookup", o->n_gen, mp, ms, ms / mp, 100 * acc, per_pass);
+    return 0;
+}
+
+static int run_speculative(bench_opts *o, nu_context *ctx) {
+    char *file_text = o->text_file ? cli_read_file(o->text_file, NULL) : NULL;
+    if (o->text_file && !file_text) return 1;
+    nu_model *dm = NULL;
+    nu_context *dctx = NULL;
+    int rc = 0;
+    if (o->draft) {
+        cli_run_opts d = o->run;
+        d.model = o->draft;
+        rc = cli_open(&d, &dm, &dctx);
+    }
+    if (!rc) {
+        printf("| %-14s | %6s | %12s | %12s | %8s | %10s | %12s |\n|%s|%s|%s|%s|%s|%s|%s|\n",
+               "speculation", "tokens", "plain t/s", "spec. t/s", "speedup", "accepted",
+               "tokens/pass", "----------------", "-------:", "-------------:", "-------------:",
+               "---------:", "-----------:", "-------------:");
+        rc = bench_speculative(o, ctx, dctx, file_text ? file_text : o->text ? o->text : copy_heavy);
+    }
+    nu_context_free(dctx);
+    nu_model_free(dm);
+    free(file_text);
+    return rc;
+}
+
 int cmd_bench(int argc, char **argv) {
     bench_opts o = {.n_prompt = 512, .n_gen = 128, .reps = 5};
     cli_run_opts_init(&o.run);
     int rc = parse(&o, argc, argv);
     if (rc) return rc < 0 ? 0 : rc;
+    if (o.draft || o.lookup) {
+        nu_model *m;
+        nu_context *ctx;
+        if ((rc = cli_open(&o.run, &m, &ctx))) return rc;
+        rc = run_speculative(&o, ctx);
+        nu_context_free(ctx);
+        nu_model_free(m);
+        return rc;
+    }
     long need = (o.n_prompt > o.n_gen ? o.n_prompt : o.n_gen) + 1;
     if (o.run.ctx.n_ctx == 0 || o.run.ctx.n_ctx < need) o.run.ctx.n_ctx = (int32_t)need;
     nu_model *m;
