@@ -13,6 +13,7 @@ static const char generate_help[] =
     "usage: nucleus generate -m MODEL (-p PROMPT | -f FILE) [options]\n\n"
     "  -p, --prompt TEXT    the prompt\n"
     "  -f, --file FILE      read the prompt from a file\n"
+    "      --prompts FILE   a batch: one prompt per line, generated together (at most 64)\n"
     "  -n, --n-predict N    most tokens to generate; -1 runs to EOS or the context end (default 128)\n"
     "      --echo           print the prompt before the continuation\n"
     "      --stop TEXT      stop before TEXT (repeatable; matched across tokens)\n"
@@ -42,7 +43,7 @@ static const char generate_help[] =
 
 typedef struct generate_opts {
     cli_run_opts run;
-    const char *prompt, *prompt_file, *answer_regex;
+    const char *prompt, *prompt_file, *prompts_file, *answer_regex;
     const char *stop[MAX_STOP];
     int32_t stop_tokens[MAX_STOP];
     nu_generate_params gen;
@@ -136,6 +137,8 @@ static int parse(generate_opts *o, int argc, char **argv) {
             o->prompt = argv[++i];
         } else if ((!strcmp(a, "-f") || !strcmp(a, "--file")) && v) {
             o->prompt_file = argv[++i];
+        } else if (!strcmp(a, "--prompts") && v) {
+            o->prompts_file = argv[++i];
         } else if (!strcmp(a, "--draft") && v) {
             o->draft_model = argv[++i];
         } else if (!strcmp(a, "--answer-regex") && v) {
@@ -151,8 +154,8 @@ static int parse(generate_opts *o, int argc, char **argv) {
             return 2;
         }
     }
-    if (!o->prompt == !o->prompt_file) {
-        cli_error("give the prompt with exactly one of -p TEXT or -f FILE");
+    if (!!o->prompt + !!o->prompt_file + !!o->prompts_file != 1) {
+        cli_error("give the prompt with exactly one of -p TEXT, -f FILE or --prompts FILE");
         return 2;
     }
     return 0;
@@ -241,6 +244,51 @@ static int run_speculative(generate_opts *o, nu_context *ctx, const char *prompt
     return rc;
 }
 
+/* Splits text into its non-empty lines (in place). */
+static int32_t split_lines(char *text, char **lines, int32_t cap) {
+    int32_t n = 0;
+    for (char *save = NULL, *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        if (n == cap) return -1;
+        lines[n++] = l;
+    }
+    return n;
+}
+
+/* A batch of prompts through one scheduler: all advance together. */
+static int run_batch(generate_opts *o, nu_context *ctx, char **prompts, int32_t n) {
+    nu_scheduler *s;
+    nu_error err;
+    static nu_generate_result r[64];
+    if (nu_scheduler_new(ctx, &s, &err)) {
+        cli_error("%s", err.message);
+        return 1;
+    }
+    o->gen.on_text = NULL;
+    nu_status st = NU_OK;
+    double t0 = nu_time_ms();
+    for (int32_t i = 0; i < n && st == NU_OK; i++)
+        st = nu_scheduler_submit(s, prompts[i], NULL, 0, &o->gen, &r[i], NULL, &err);
+    if (st == NU_OK) st = nu_scheduler_run(s, &err);
+    double ms = nu_time_ms() - t0;
+    nu_scheduler_free(s);
+    if (st) {
+        cli_error("%s", err.message);
+        return 1;
+    }
+    int64_t total = 0;
+    for (int32_t i = 0; i < n; i++) {
+        total += r[i].n_generated;
+        if (o->json) json_result(stdout, nu_context_model(ctx), &r[i]);
+        else printf("%s--- prompt %d (%d tokens, %s) ---\n%s\n", i ? "\n" : "", i,
+                    r[i].n_generated, nu_finish_reason_name(r[i].finish), r[i].text);
+        nu_generate_result_free(&r[i]);
+    }
+    if (o->summary)
+        fprintf(stderr, "\n%d prompts, %lld tokens generated in %.1f ms (%.2f tok/s together)\n", n,
+                (long long)total, ms, (double)total / (ms / 1e3));
+    return 0;
+}
+
 static int run(generate_opts *o, nu_context *ctx, const char *prompt) {
     if (o->draft_model || o->spec.lookup) return run_speculative(o, ctx, prompt);
     const nu_model *m = nu_context_model(ctx);
@@ -273,19 +321,27 @@ int cmd_generate(int argc, char **argv) {
     cli_run_opts_init(&o.run);
     int rc = parse(&o, argc, argv);
     if (rc) return rc < 0 ? 0 : rc;
-    char *file_text = NULL;
-    if (o.prompt_file && !(file_text = cli_read_file(o.prompt_file, NULL))) return 1;
+    char *file_text = NULL, *batch[64];
+    int32_t n_batch = 0;
+    const char *file = o.prompt_file ? o.prompt_file : o.prompts_file;
+    if (file && !(file_text = cli_read_file(file, NULL))) return 1;
+    if (o.prompts_file && (n_batch = split_lines(file_text, batch, 64)) <= 0) {
+        cli_error("%s must hold 1 to 64 non-empty lines", o.prompts_file);
+        free(file_text);
+        return 2;
+    }
     o.gen.sampling = o.run.sampling;
     o.gen.stop = o.stop;
     o.gen.stop_tokens = o.stop_tokens;
     o.run.ctx.n_seq_max = o.use_beam ? 2 * o.beam.width : o.gen.n;
+    if (n_batch) o.run.ctx.n_seq_max = n_batch * o.gen.n > 64 ? 64 : n_batch * o.gen.n;
     nu_model *model = NULL;
     nu_context *ctx = NULL;
     nu_grammar *grammar = NULL;
     if ((rc = cli_open(&o.run, &model, &ctx)) == 0 &&
         (rc = cli_make_grammar(&o.run, model, &grammar)) == 0) {
         o.gen.grammar = grammar;
-        rc = run(&o, ctx, file_text ? file_text : o.prompt);
+        rc = n_batch ? run_batch(&o, ctx, batch, n_batch) : run(&o, ctx, file_text ? file_text : o.prompt);
     }
     if (model) {
         nu_grammar_free(grammar);

@@ -46,5 +46,13 @@ check "log-probs as JSON" 'python3 -c "import json; o=json.load(open(\"$tmp/lp.j
 check "inspect shows stages, entropy and the choice" 'grep -q "top_k" "$tmp/inspect.txt" && grep -q "entropy" "$tmp/inspect.txt" && [ "$(grep -c "chosen:" "$tmp/inspect.txt")" -eq 3 ]'
 "$nucleus" inspect -m "$model" -p "Once upon a time" -n 2 --json >"$tmp/inspect.json"
 check "inspect --json is one object per step" 'python3 -c "import json; [json.loads(l) for l in open(\"$tmp/inspect.json\")]" && [ "$(wc -l <"$tmp/inspect.json")" -eq 2 ]'
+printf 'Once upon a time\nLily and Ben went to the park\nThe dog\n' >"$tmp/prompts.txt"
+"$nucleus" generate -m "$model" --prompts "$tmp/prompts.txt" -n 20 --seed 5 --json-output >"$tmp/batch.json" 2>/dev/null
+i=0
+while read -r p; do
+  alone=$("$nucleus" generate -m "$model" -p "$p" -n 20 --seed 5 --json-output 2>/dev/null)
+  check "batch prompt $i equals the prompt alone" 'python3 -c "import json,sys; a=json.loads(sys.argv[1]); b=[json.loads(l) for l in open(sys.argv[2])][$i]; sys.exit(0 if a[\"tokens\"]==b[\"tokens\"] else 1)" "$alone" "$tmp/batch.json"'
+  i=$((i + 1))
+done <"$tmp/prompts.txt"
 echo "$((n - fail)) passed, $fail failed"
 [ "$fail" -eq 0 ]
