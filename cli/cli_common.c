@@ -107,6 +107,8 @@ nu_model *cli_load_model(const char *ref, nu_load_mode mode) {
         cli_error("%s", err.message);
         return NULL;
     }
+    const char *warning = nu_model_warning(model);
+    if (warning && *warning) fprintf(stderr, "nucleus: warning: %s\n", warning);
     return model;
 }
 

@@ -25,6 +25,6 @@ cmake --build build-asan
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
    ctest --output-on-failure -j "$jobs")
 
-if [ "${FUZZ_SECONDS:-60}" != 0 ] && [ -x scripts/fuzz.sh ]; then
-  scripts/fuzz.sh "${FUZZ_SECONDS:-60}"
+if [ "${FUZZ_SECONDS:-150}" != 0 ] && [ -x scripts/fuzz.sh ]; then
+  scripts/fuzz.sh "${FUZZ_SECONDS:-150}"
 fi
