@@ -10,7 +10,11 @@
  * A batched product (n_batch = 64, prompt processing) is reported in
  * GOP/s (2 * n_in * n_out * n_batch / time), hot.
  *
- * Usage: bench_kernels [--quick] [--type NAME] [--level NAME] [--threads N]
+ * Usage: bench_kernels [--quick] [--type NAME] [--level NAME] [--threads N] [--idle PCT]
+ * --idle PCT waits (up to a minute) before each configuration until the
+ * CPUs were at least PCT% idle for half a second: on a shared machine, other
+ * programs' load otherwise decides the figures. A '*' marks a configuration
+ * measured while the machine stayed busier than that.
  * Compare with the memory-bandwidth ceiling of ../shared/tools/membw.c.
  */
 #include <stdio.h>
@@ -31,6 +35,7 @@ typedef struct options {
     const char *type;  /* NULL: all */
     const char *level; /* NULL: all */
     int threads;       /* 0: 1 and 2 */
+    int idle;          /* 0: do not wait for an idle machine */
 } options;
 
 static double now_s(void) {
@@ -47,6 +52,35 @@ static int cmp_double(const void *a, const void *b) {
 static double median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Idle and total jiffies of all CPUs so far (Linux /proc/stat). */
+static int cpu_times(unsigned long long *idle, unsigned long long *total) {
+    unsigned long long v[8] = {0};
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f) return 0;
+    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+                   &v[4], &v[5], &v[6], &v[7]);
+    fclose(f);
+    if (n < 4) return 0;
+    *idle = v[3];
+    *total = 0;
+    for (int i = 0; i < 8; i++) *total += v[i];
+    return 1;
+}
+
+/* Waits up to a minute for the CPUs to be pct% idle over half a second;
+ * returns 0 if they never were. */
+static int wait_idle(int pct) {
+    for (int tries = 0; tries < 120; tries++) {
+        unsigned long long i0, t0, i1, t1;
+        if (!cpu_times(&i0, &t0)) return 1;
+        struct timespec half = {0, 500000000};
+        nanosleep(&half, NULL);
+        if (!cpu_times(&i1, &t1)) return 1;
+        if (t1 > t0 && 100 * (i1 - i0) >= (unsigned long long)pct * (t1 - t0)) return 1;
+    }
+    return 0;
 }
 
 /* Random weights of one type: one quantised matrix copied n_copies times. */
@@ -101,6 +135,7 @@ static void bench_type(uint32_t type, const options *o, const float *x, float *y
         if (o->level && strcmp(o->level, nu_kernels_level()) != 0) continue;
         for (int threads = 1; threads <= 2; threads++) {
             if (o->threads && threads != o->threads) continue;
+            int calm = o->idle ? wait_idle(o->idle) : 1;
             nu_threadpool *pool = nu_threadpool_new(threads);
             int reps = o->quick ? 9 : (copies * 3 > 31 ? copies * 3 : 31);
             double cold = time_matmul(pool, type, w, bytes, copies, x, 1, y, scratch, reps);
@@ -108,10 +143,10 @@ static void bench_type(uint32_t type, const options *o, const float *x, float *y
             int breps = level == 0 ? 3 : o->quick ? 3 : 9;
             double batch = time_matmul(pool, type, w, bytes, 1, x, BATCH, y, scratch, breps);
             printf("%-5s %-7s %d thr  cold %6.1f GB/s  hot %6.1f GB/s  %7.1f us  batch%d %7.1f "
-                   "GOP/s\n",
+                   "GOP/s%s\n",
                    name, nu_kernels_level(), threads, (double)bytes / cold / 1e9,
                    (double)bytes / hot / 1e9, cold * 1e6, BATCH,
-                   2.0 * N_IN * N_OUT * BATCH / batch / 1e9);
+                   2.0 * N_IN * N_OUT * BATCH / batch / 1e9, calm ? "" : " *");
             fflush(stdout);
             nu_threadpool_free(pool);
         }
@@ -130,8 +165,11 @@ int main(int argc, char **argv) {
             o.level = argv[++i];
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
             o.threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--idle") && i + 1 < argc)
+            o.idle = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [--quick] [--type NAME] [--level NAME] [--threads N]\n",
+            fprintf(stderr,
+                    "usage: %s [--quick] [--type NAME] [--level NAME] [--threads N] [--idle PCT]\n",
                     argv[0]);
             return 2;
         }

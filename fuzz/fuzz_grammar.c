@@ -3,8 +3,9 @@
  *
  * Input: one selector byte, the source text up to the first NUL byte, then
  * the text to match (if there is no NUL, the source itself is matched).
- * The selector's low two bits pick GBNF, JSON Schema or regex (full or JSON
- * string mode); its high bits the JSON whitespace allowance.
+ * The selector's low two bits pick GBNF, JSON Schema, regex (whole text) or
+ * else, by bit 2, a JSON-string regex or a list of choices (one per line);
+ * its high bits the JSON whitespace allowance.
  *
  * What must hold, else abort (a crash for libFuzzer):
  *   - a refusal comes with a non-empty one-line message;
@@ -71,10 +72,27 @@ static void run_matcher(const gram_program *p, const uint8_t *in, size_t n) {
     gram_arena_free(&a);
 }
 
+/* Choices, one per line (valid UTF-8 only, as nu_choices_to_gbnf asks). */
+static bool choices(char *src, gram_buf *b) {
+    if (!gram_utf8_valid(src, strlen(src), NULL)) return false;
+    const char *list[256];
+    size_t n = 0;
+    for (char *p = src; n < 256;) {
+        list[n++] = p;
+        char *nl = strchr(p, '\n');
+        if (!nl) break;
+        *nl = 0;
+        p = nl + 1;
+    }
+    gram_choices_gbnf(b, list, n);
+    return !b->failed;
+}
+
 /* Turns the source into GBNF (kinds 1-3) into b; false when refused. */
-static bool convert(int kind, uint8_t sel, const char *src, gram_buf *b) {
+static bool convert(int kind, uint8_t sel, char *src, gram_buf *b) {
     nu_error err = {0};
     nu_status st;
+    if (kind == 3 && (sel & 4)) return choices(src, b);
     if (kind == 1) {
         nu_json_options o = {.max_whitespace = (sel >> 4) % 3};
         st = gram_json_schema_gbnf(src, &o, b, &err);

@@ -582,8 +582,9 @@ void nu_grammar_state_free(nu_grammar_state *s);
 nu_status nu_grammar_state_copy(const nu_grammar_state *s, nu_grammar_state **out, nu_error *err);
 /* Allows at most n_tokens more tokens (end-of-generation tokens not counted;
  * -1: no limit) and from now on refuses tokens that would leave too few to
- * finish. Fails (NU_ERR_INVALID_ARG) when fewer than nu_grammar_distance are
- * given. nu_grammar_accept counts the budget down. */
+ * finish. Fails (NU_ERR_INVALID_ARG) when n_tokens is below
+ * nu_grammar_distance (the budget assumes one byte per token at worst).
+ * nu_grammar_accept counts the budget down; nu_grammar_accept_bytes does not. */
 nu_status nu_grammar_state_set_budget(nu_grammar_state *s, int32_t n_tokens, nu_error *err);
 
 /* May token come next? Cheap: walks only that token's bytes. */
@@ -591,10 +592,14 @@ bool nu_grammar_allows(nu_grammar_state *s, int32_t token);
 /* Removes the candidates the grammar refuses, keeping the order of the rest
  * (sets selected to -1). Small arrays are checked token by token; large ones
  * with one walk of the vocabulary trie, whose result is cached per grammar
- * state (inside a JSON string, say, the state repeats). */
+ * state (inside a JSON string, say, the state repeats). An array left empty
+ * means the vocabulary cannot spell what the grammar needs: stop with an
+ * error. */
 void nu_grammar_mask(nu_grammar_state *s, nu_candidates *c);
-/* Appends token: NU_ERR_INVALID_ARG, state unchanged, if it is not allowed.
- * An end-of-generation token is accepted only when the grammar may end. */
+/* Appends token: NU_ERR_INVALID_ARG, state unchanged, if it is not allowed
+ * (NU_ERR_UNSUPPORTED if the grammar is too ambiguous to follow: more than
+ * 16384 parses at once). An end-of-generation token is accepted, changing
+ * nothing, only when the grammar may end. */
 nu_status nu_grammar_accept(nu_grammar_state *s, int32_t token, nu_error *err);
 /* Appends raw bytes (no vocabulary needed): NU_ERR_INVALID_ARG, state
  * unchanged, naming the offset of the first refused byte. */
@@ -602,7 +607,7 @@ nu_status nu_grammar_accept_bytes(nu_grammar_state *s, const char *bytes, size_t
                                   nu_error *err);
 /* The grammar may end here: end-of-generation tokens are allowed. */
 bool nu_grammar_is_complete(const nu_grammar_state *s);
-/* Nothing but the end is allowed. */
+/* Nothing but the end is allowed (or the token budget is spent). */
 bool nu_grammar_must_end(const nu_grammar_state *s);
 /* Fewest bytes that complete the text (0 when complete). */
 int64_t nu_grammar_distance(const nu_grammar_state *s);

@@ -71,7 +71,8 @@ echo "fuzzing the chat templates for ${seconds}s ..."
   "$build/fuzz-corpus/jinja" "$seeds"
 
 # Grammars: one seed per front end (the first byte picks GBNF, JSON Schema,
-# regex or a JSON-string pattern; the text to match follows a NUL byte).
+# regex, a JSON-string pattern or choices; the text to match follows a NUL
+# byte).
 seeds="$build/fuzz-corpus/grammar-seeds"
 mkdir -p "$seeds" "$build/fuzz-corpus/grammar"
 printf '\x00root ::= "a" [b-d]* ("x" | y){1,3} # c\ny ::= [^\\n\\u00e9]? .\n\x00abbxy\xc3\xa9' \
@@ -81,15 +82,17 @@ printf '\x01{"type":"object","properties":{"a":{"type":"integer","minimum":-5,"m
   >"$seeds/schema"
 printf '\x02^(ab|c)*d{2,3}[^x-z]\\d+$\x00ababcdd1' >"$seeds/regex"
 printf '\x03[a-z]+"x\x00"ab\\"x"' >"$seeds/pattern"
+printf '\x07yes\nno\nmaybe\nye\n\xc3\xa9t\xc3\xa9\x00maybe' >"$seeds/choices"
 : >"$build/grammar.dict"
 for w in '::=' '|' '[^' '\\u00e9' '\\x41' '{2,5}' '(?:' 'properties' 'required' 'type' \
   'items' 'prefixItems' 'anyOf' 'oneOf' 'allOf' '$ref' '#/$defs/' 'minimum' 'exclusiveMaximum' \
   'maxLength' 'pattern' 'format' 'date-time' 'additionalProperties' 'enum' 'const'; do
   printf '"%s"\n' "$w" >>"$build/grammar.dict"
 done
-echo "fuzzing the grammars for ${seconds}s ..."
-"$build/fuzz/fuzz_grammar" "${common[@]}" -max_len=2048 -dict="$build/grammar.dict" \
-  "${parallel[@]}" "$build/fuzz-corpus/grammar" "$seeds"
+gram_seconds=$(( seconds < 60 ? seconds : 60 ))
+echo "fuzzing the grammars for ${gram_seconds}s ..."
+"$build/fuzz/fuzz_grammar" "${common[@]/-max_total_time=*/-max_total_time=$gram_seconds}" \
+  -max_len=2048 -dict="$build/grammar.dict" "${parallel[@]}" "$build/fuzz-corpus/grammar" "$seeds"
 
 # Server requests (server/openai_params.c), for at most 30 s: the first byte
 # picks chat or completions, the rest is the JSON body.

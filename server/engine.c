@@ -83,6 +83,7 @@ static void free_job(srv_job *job) {
     free(job->ids);
     free(job->targets);
     srv_request_free(&job->req);
+    nu_grammar_free(job->grammar);
     close(job->efd);
     pthread_mutex_destroy(&job->mu);
     free(job);
@@ -132,7 +133,6 @@ static void fail_locked(srv_job *job, int status, const char *msg) {
 static void finish_job(srv_job *job) {
     pthread_mutex_lock(&job->mu);
     job->done = true;
-    job->t_done = nu_time_ms();
     pthread_mutex_unlock(&job->mu);
     notify(job);
     srv_job_release(job);

@@ -43,6 +43,7 @@ typedef struct srv_job {
     nu_generate_params gen;      /* what is submitted (n_predict decided) */
     const char *stop_all[24];    /* gen.stop: the request's stop strings and the chat format's */
     int32_t stop_tokens_all[16]; /* gen.stop_tokens */
+    nu_grammar *grammar;         /* gen.grammar: the request's constraint, or NULL */
 
     /* Shared, under mu. Results are the engine's until done. */
     pthread_mutex_t mu;
@@ -55,7 +56,7 @@ typedef struct srv_job {
     bool cancel; /* the client went away or the server stops */
     int refs;
     int efd;                               /* eventfd: the engine writes when there is news */
-    double t_submit, t_first_text, t_done; /* nu_time_ms() */
+    double t_submit, t_first_text; /* nu_time_ms() */
 
     /* Engine-private. */
     struct text_target *targets; /* per prompt: where on_text puts its samples' text */

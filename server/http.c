@@ -214,6 +214,34 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
     return srv_handle(s, c, cs, url);
 }
 
+void srv_answer_begin(srv_state *s, srv_conn *cs) {
+    pthread_mutex_lock(&s->answers_mu);
+    s->answers_in_flight++;
+    cs->in_flight = true;
+    pthread_mutex_unlock(&s->answers_mu);
+}
+
+void srv_answer_end(srv_state *s, srv_conn *cs) {
+    if (!cs->in_flight) return;
+    pthread_mutex_lock(&s->answers_mu);
+    s->answers_in_flight--;
+    cs->in_flight = false;
+    pthread_cond_broadcast(&s->answers_done);
+    pthread_mutex_unlock(&s->answers_mu);
+}
+
+/* Shutdown: waits (at most timeout_ms) until every generation answer has
+ * been sent, so finished streams are not cut before their last events. */
+static void wait_answers(srv_state *s, double timeout_ms) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += (time_t)(timeout_ms / 1e3);
+    pthread_mutex_lock(&s->answers_mu);
+    while (s->answers_in_flight > 0)
+        if (pthread_cond_timedwait(&s->answers_done, &s->answers_mu, &ts) == ETIMEDOUT) break;
+    pthread_mutex_unlock(&s->answers_mu);
+}
+
 /* The end of a request: metrics and the log line. */
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
@@ -224,6 +252,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     double ms = nu_time_ms() - cs->t0;
     int status = cs->status ? cs->status : 499;
     bool aborted = toe != MHD_REQUEST_TERMINATED_COMPLETED_OK;
+    srv_answer_end(s, cs);
     srv_metrics_request(s->metrics, cs->route ? cs->route->name : "unknown", status, ms / 1e3);
     if (!s->cfg->quiet)
         fprintf(stderr, "nucleus: %s %s %d %.1f ms prompt=%lld completion=%lld%s\n", cs->method,
@@ -309,7 +338,7 @@ static struct MHD_Daemon *start_http(srv_state *s, char *msg, size_t cap) {
         flags, 0, NULL, NULL, on_access, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
         MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg->timeout_s, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)s->cfg->max_connections, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
+        (unsigned)s->cfg->max_connections, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!d)
         snprintf(msg, cap, "cannot listen on %s:%d (%s)", s->cfg->host, s->cfg->port,
@@ -333,6 +362,7 @@ static void stop_all(srv_state *s, struct MHD_Daemon *d) {
         if (ls != MHD_INVALID_SOCKET) close(ls);
     }
     if (s->engine) srv_engine_drain(s->engine, s->cfg->shutdown_grace_s * 1e3);
+    wait_answers(s, 5000); /* the last events of finished jobs still go out */
     if (d) MHD_stop_daemon(d);
     srv_engine_free(s->engine);
     srv_chat_free(&s->chat);
@@ -358,7 +388,11 @@ void srv_block_signals(void) {
 int srv_run(nu_model *model, const srv_config *cfg) {
     srv_block_signals(); /* taken by sigwait below; threads started from here inherit the mask */
     sigset_t sigs = stop_signals();
-    srv_state s = {.cfg = cfg, .model = model, .created = (long long)time(NULL)};
+    srv_state s = {.cfg = cfg,
+                   .model = model,
+                   .created = (long long)time(NULL),
+                   .answers_mu = PTHREAD_MUTEX_INITIALIZER,
+                   .answers_done = PTHREAD_COND_INITIALIZER};
     set_model_id(&s);
     char msg[600] = "";
     struct MHD_Daemon *d = NULL;

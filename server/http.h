@@ -4,6 +4,7 @@
 #define NU_SRV_HTTP_H
 
 #include <microhttpd.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -27,7 +28,10 @@ typedef struct srv_state {
     srv_defaults defaults;
     int32_t ctx_per_slot; /* context of one slot, in tokens */
     int32_t max_prompt_tokens;
-    bool grammar_supported; /* constrained output through the scheduler */
+    /* Generation answers still being sent: shutdown waits for them. */
+    pthread_mutex_t answers_mu;
+    pthread_cond_t answers_done;
+    int32_t answers_in_flight;
 } srv_state;
 
 /* One HTTP request while it is being received and answered. */
@@ -36,8 +40,9 @@ typedef struct srv_conn {
     char *body;
     size_t len, cap, discarded;
     bool too_large, answered;
-    double t0;  /* nu_time_ms() at the first call */
-    int status; /* the status answered (for the log line and metrics) */
+    bool in_flight; /* counted in srv_state.answers_in_flight */
+    double t0;      /* nu_time_ms() at the first call */
+    int status;     /* the status answered (for the log line and metrics) */
     int64_t prompt_tokens, completion_tokens;
     char method[8];
     char url[128];
@@ -71,6 +76,10 @@ enum MHD_Result srv_answer(struct MHD_Connection *c, srv_conn *cs, int status, c
 enum MHD_Result srv_answer_error(struct MHD_Connection *c, srv_conn *cs, const srv_error *err);
 /* The connection's socket, or -1. */
 int srv_client_fd(struct MHD_Connection *c);
+
+/* A generation answer starts / has been sent (for shutdown). */
+void srv_answer_begin(srv_state *s, srv_conn *cs);
+void srv_answer_end(srv_state *s, srv_conn *cs);
 
 /* Answers a request whose body (if any) is complete (routes.c). */
 enum MHD_Result srv_handle(srv_state *s, struct MHD_Connection *c, srv_conn *cs, const char *url);

@@ -63,26 +63,29 @@ static int get_number(const cJSON *obj, const char *name, double lo, double hi, 
     return 1;
 }
 
-/* Whether x is a whole number that int64_t holds exactly enough. */
+/* Whether x is a whole number (of any size). */
 static bool is_integer(double x) {
-    return isfinite(x) && floor(x) == x && x >= -9.2e18 && x <= 9.2e18;
+    return isfinite(x) && floor(x) == x;
 }
 
+/* Integers: whole numbers within [lo, hi] (and within what int64_t holds). */
 static int get_int(const cJSON *obj, const char *name, int64_t lo, int64_t hi, int64_t *out,
                    srv_error *err) {
     const cJSON *v = field(obj, name);
     if (!v) return 0;
-    if (!cJSON_IsNumber(v) || !is_integer(v->valuedouble))
-        return BAD(err, name, "'%s' must be an integer", name), -1;
+    if (!cJSON_IsNumber(v) || !is_integer(v->valuedouble)) {
+        BAD(err, name, "'%s' must be an integer", name);
+        return -1;
+    }
     double x = v->valuedouble;
-    if (x < (double)lo)
-        return BAD(err, name, "'%s' is %.0f, less than the minimum of %lld", name, x,
-                   (long long)lo),
-               -1;
-    if (x > (double)hi)
-        return BAD(err, name, "'%s' is %.0f, greater than the maximum of %lld", name, x,
-                   (long long)hi),
-               -1;
+    if (x < (double)lo || x < -9.2e18) {
+        BAD(err, name, "'%s' is %.15g, less than the minimum of %lld", name, x, (long long)lo);
+        return -1;
+    }
+    if (x > (double)hi || x > 9.2e18) {
+        BAD(err, name, "'%s' is %.15g, greater than the maximum of %lld", name, x, (long long)hi);
+        return -1;
+    }
     *out = (int64_t)x;
     return 1;
 }
@@ -517,7 +520,7 @@ static bool parse_token_array(const cJSON *arr, srv_prompt *p, const srv_limits 
         if (!cJSON_IsNumber(t) || !is_integer(t->valuedouble))
             return BAD(err, "prompt", "'prompt' arrays must hold only strings or only token ids");
         if (t->valuedouble < 0 || t->valuedouble >= lim->n_vocab)
-            return BAD(err, "prompt", "token id %.0f is not in the vocabulary (0..%d)",
+            return BAD(err, "prompt", "token id %.15g is not in the vocabulary (0..%d)",
                        t->valuedouble, lim->n_vocab - 1);
         p->tokens[p->n_tokens++] = (int32_t)t->valuedouble;
     }

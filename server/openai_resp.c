@@ -92,13 +92,24 @@ void srv_job_usage(const srv_job *job, int64_t *prompt, int64_t *completion) {
         *completion += job->results[i].n_generated;
 }
 
+/* Prompt tokens that were not computed again: reused from the cache. */
+static int64_t cached_tokens(const srv_job *job) {
+    int64_t n = 0;
+    for (int32_t p = 0; job->results && p < job->n_prompts && !job->req.beam; p++)
+        n += job->results[(size_t)p * (size_t)job->n_per_prompt].n_cached;
+    return n;
+}
+
+/* usage, with OpenAI's prompt_tokens_details.cached_tokens. */
 static cJSON *usage_json(const srv_job *job) {
     int64_t prompt, completion;
     srv_job_usage(job, &prompt, &completion);
-    cJSON *u = cJSON_CreateObject();
+    cJSON *u = cJSON_CreateObject(), *details = cJSON_CreateObject();
     cJSON_AddNumberToObject(u, "prompt_tokens", (double)prompt);
     cJSON_AddNumberToObject(u, "completion_tokens", (double)completion);
     cJSON_AddNumberToObject(u, "total_tokens", (double)(prompt + completion));
+    cJSON_AddNumberToObject(details, "cached_tokens", (double)cached_tokens(job));
+    cJSON_AddItemToObject(u, "prompt_tokens_details", details);
     return u;
 }
 

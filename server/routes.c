@@ -14,19 +14,44 @@
 
 /* ---- generation ---------------------------------------------------------- */
 
-/* The model field, when given, must name the loaded model; constrained
- * output needs the grammar support of the scheduler. */
+/* The model field, when given, must name the loaded model. */
 static bool check_request(const srv_state *s, const srv_request *r, srv_error *err) {
     if (r->model && strcmp(r->model, s->model_id))
         return srv_fail(err, 404, "invalid_request_error", "model_not_found", "model",
                         "The model '%.200s' does not exist (this server has '%s')", r->model,
                         s->model_id);
-    bool constrained = r->format != SRV_FORMAT_TEXT || r->grammar || r->regex || r->n_choices;
-    if (constrained && !s->grammar_supported)
-        return srv_fail(err, 400, "invalid_request_error", "not_supported",
-                        r->format != SRV_FORMAT_TEXT ? "response_format" : "grammar",
-                        "constrained output (response_format json_object / json_schema, grammar, "
-                        "regex, choice) is not supported yet by this server");
+    return true;
+}
+
+/* Compiles the request's constraint (response_format, grammar, regex or
+ * choice) into a grammar over the model's vocabulary; a bad schema,
+ * grammar or pattern is a 400 naming the field. */
+static bool compile_constraint(const srv_state *s, srv_job *job, srv_error *err) {
+    const srv_request *r = &job->req;
+    nu_json_options opt = nu_json_default_options();
+    nu_error e;
+    nu_status st = NU_OK;
+    const char *param = "grammar";
+    if (r->format == SRV_FORMAT_JSON_OBJECT) {
+        param = "response_format";
+        st = nu_grammar_json_object(s->model, &opt, &job->grammar, &e);
+    } else if (r->format == SRV_FORMAT_JSON_SCHEMA) {
+        param = "response_format";
+        st = nu_grammar_from_json_schema(s->model, r->json_schema, &opt, &job->grammar, &e);
+    } else if (r->grammar) {
+        st = nu_grammar_from_gbnf(s->model, r->grammar, NULL, &job->grammar, &e);
+    } else if (r->regex) {
+        param = "regex";
+        st = nu_grammar_from_regex(s->model, r->regex, &job->grammar, &e);
+    } else if (r->n_choices) {
+        param = "choice";
+        st = nu_grammar_from_choices(s->model, (const char *const *)r->choices,
+                                     (size_t)r->n_choices, &job->grammar, &e);
+    }
+    if (st == NU_ERR_NOMEM) return srv_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+    if (st != NU_OK)
+        return srv_fail(err, 400, "invalid_request_error", NULL, param, "%s", e.message);
+    job->gen.grammar = job->grammar;
     return true;
 }
 
@@ -147,6 +172,7 @@ static bool build_job(const srv_state *s, srv_job *job, srv_error *err) {
     job->gen = r->gen;
     if (!r->seed_given) job->gen.sampling.seed = random_seed();
     set_stops(s, job);
+    if (!compile_constraint(s, job, err)) return false;
     for (int32_t p = 0; p < n_prompts; p++)
         if (!prepare_prompt(s, job, p, err)) return false;
     job->slots = r->beam ? 2 * r->beam_params.width : n_prompts * per;
@@ -230,6 +256,7 @@ static enum MHD_Result handle_generate(srv_state *s, struct MHD_Connection *c, s
         srv_job_release(job);
         return srv_answer_error(c, cs, &err);
     }
+    srv_answer_begin(s, cs);
     for (int32_t p = 0; p < job->n_prompts; p++) cs->prompt_tokens += job->n_prompt_tokens[p];
     srv_resp_ctx rc;
     srv_resp_ctx_init(&rc, s->model, s->model_id, kind);

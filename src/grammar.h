@@ -174,9 +174,9 @@ typedef struct gram_arena {
     uint32_t n_tops, cap_tops;
     uint32_t *work; /* expansion work list and commit scratch */
     uint32_t cap_work;
-    uint32_t *remap, *remap_stamp; /* commit: old node -> new node */
-    uint32_t *dedup_slot, *dedup_stamp;
-    uint32_t stamp, remap_gen;
+    uint32_t *remap, *remap_stamp;      /* commit: old node -> new node */
+    uint32_t *dedup_slot, *dedup_stamp; /* open addressing over the level being built */
+    uint32_t dedup_cap, stamp, remap_gen;
     bool overflow; /* a limit was hit: results are incomplete */
     bool nomem;    /* an allocation failed */
 } gram_arena;
@@ -233,6 +233,12 @@ typedef enum gram_regex_mode { GRAM_REGEX_FULL, GRAM_REGEX_JSON_STRING } gram_re
  * JSON_STRING, the inside of a JSON string (without the quotes). */
 nu_status gram_regex_rules(gram_buf *b, const char *name, const char *regex, gram_regex_mode mode,
                            nu_error *err);
+
+/* An expression for one of the n strings (valid UTF-8), prefixes factored
+ * out when there are many; and the whole grammar "root ::= ..." of them
+ * (grammar_choices.c). */
+void gram_choices_expr(gram_buf *b, const char *const *choices, size_t n);
+void gram_choices_gbnf(gram_buf *b, const char *const *choices, size_t n);
 
 /* The whole GBNF grammar for a JSON Schema (root rule "root"). */
 nu_status gram_json_schema_gbnf(const char *schema, const nu_json_options *opt, gram_buf *out,

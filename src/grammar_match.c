@@ -26,8 +26,8 @@
 #include "error.h"
 #include "grammar.h"
 
-#define DEDUP_CAP (2 * GRAM_MAX_STACKS) /* power of two, at most half full */
-#define MAX_EXPANSIONS (1u << 20)       /* expansion steps per byte */
+#define DEDUP_MIN 64u             /* first dedup table size; it doubles to stay at most half full */
+#define MAX_EXPANSIONS (1u << 20) /* expansion steps per byte */
 
 /* ------------------------------------------------------------------------ */
 /* Arena memory                                                             */
@@ -74,8 +74,9 @@ static bool grow_nodes(gram_arena *a, uint32_t n) {
 
 nu_status gram_arena_init(gram_arena *a, nu_error *err) {
     memset(a, 0, sizeof *a);
-    a->dedup_slot = malloc(DEDUP_CAP * sizeof *a->dedup_slot);
-    a->dedup_stamp = calloc(DEDUP_CAP, sizeof *a->dedup_stamp);
+    a->dedup_cap = DEDUP_MIN;
+    a->dedup_slot = malloc(DEDUP_MIN * sizeof *a->dedup_slot);
+    a->dedup_stamp = calloc(DEDUP_MIN, sizeof *a->dedup_stamp);
     if (!a->dedup_slot || !a->dedup_stamp || !grow_nodes(a, 1024) ||
         !grow_array((void **)&a->tops, &a->cap_tops, 256, sizeof *a->tops) ||
         !grow_array((void **)&a->work, &a->cap_work, 256, sizeof *a->work)) {
@@ -151,32 +152,67 @@ static bool same_stack(const gram_arena *a, uint32_t x, uint32_t y) {
 /* Starts a new dedup generation (the table is never cleared otherwise). */
 static void next_stamp(gram_arena *a) {
     if (++a->stamp == 0) {
-        memset(a->dedup_stamp, 0, DEDUP_CAP * sizeof *a->dedup_stamp);
+        memset(a->dedup_stamp, 0, (size_t)a->dedup_cap * sizeof *a->dedup_stamp);
         a->stamp = 1;
     }
+}
+
+/* The slot of stack top in the dedup table: where it or an equal stack
+ * sits, or the empty slot to put it in. */
+static uint32_t dedup_find(const gram_arena *a, uint32_t top) {
+    uint32_t mask = a->dedup_cap - 1, h = top == GRAM_NIL ? 0 : a->nodes[top].hash;
+    for (uint32_t i = h & mask;; i = (i + 1) & mask)
+        if (a->dedup_stamp[i] != a->stamp || same_stack(a, a->tops[a->dedup_slot[i]], top))
+            return i;
+}
+
+/* Doubles the dedup table, re-entering the level being built (tops from
+ * start on). */
+static bool dedup_grow(gram_arena *a, uint32_t start) {
+    uint32_t cap = a->dedup_cap * 2;
+    uint32_t *slot = malloc((size_t)cap * sizeof *slot);
+    uint32_t *stamp = calloc(cap, sizeof *stamp);
+    if (!slot || !stamp) {
+        free(slot);
+        free(stamp);
+        a->nomem = true;
+        return false;
+    }
+    free(a->dedup_slot);
+    free(a->dedup_stamp);
+    a->dedup_slot = slot;
+    a->dedup_stamp = stamp;
+    a->dedup_cap = cap;
+    for (uint32_t k = start; k < a->n_tops; k++) {
+        uint32_t i = dedup_find(a, a->tops[k]);
+        a->dedup_stamp[i] = a->stamp;
+        a->dedup_slot[i] = k;
+    }
+    return true;
 }
 
 /* Adds a stack top to the level being built (tops from `start` on) unless
  * an equal stack is there already. */
 static bool emit(gram_arena *a, uint32_t top, uint32_t start) {
-    uint32_t h = top == GRAM_NIL ? 0 : a->nodes[top].hash;
-    for (uint32_t i = h & (DEDUP_CAP - 1);; i = (i + 1) & (DEDUP_CAP - 1)) {
-        if (a->dedup_stamp[i] != a->stamp) {
-            if (a->n_tops - start >= GRAM_MAX_STACKS) {
-                a->overflow = true;
-                return false;
-            }
-            if (!grow_array((void **)&a->tops, &a->cap_tops, a->n_tops + 1, sizeof *a->tops)) {
-                a->nomem = true;
-                return false;
-            }
-            a->dedup_stamp[i] = a->stamp;
-            a->dedup_slot[i] = a->n_tops;
-            a->tops[a->n_tops++] = top;
-            return true;
-        }
-        if (same_stack(a, a->tops[a->dedup_slot[i]], top)) return true;
+    uint32_t i = dedup_find(a, top);
+    if (a->dedup_stamp[i] == a->stamp) return true; /* a duplicate */
+    uint32_t n = a->n_tops - start + 1;
+    if (n > GRAM_MAX_STACKS) {
+        a->overflow = true;
+        return false;
     }
+    if (2 * n > a->dedup_cap) {
+        if (!dedup_grow(a, start)) return false;
+        i = dedup_find(a, top);
+    }
+    if (!grow_array((void **)&a->tops, &a->cap_tops, a->n_tops + 1, sizeof *a->tops)) {
+        a->nomem = true;
+        return false;
+    }
+    a->dedup_stamp[i] = a->stamp;
+    a->dedup_slot[i] = a->n_tops;
+    a->tops[a->n_tops++] = top;
+    return true;
 }
 
 /* Pushes a (position, rest-of-stack) pair on the expansion work list. */

@@ -1056,17 +1056,33 @@ static bool check_left_recursion(gp *g, const uint32_t *len) {
 /* Layout                                                                   */
 /* ------------------------------------------------------------------------ */
 
+/* Fewest bytes of one item. */
+static uint32_t item_length(const gp *g, gp_item it, const uint32_t *len) {
+    return it.kind == GRAM_REF ? len[it.arg] : g->classes[it.arg].min_bytes;
+}
+
 /* Length of an alternative (GRAM_INF: it can never finish). */
 static uint32_t alt_length(const gp *g, const gp_alt *alt, const uint32_t *len) {
     uint32_t s = 0;
-    for (uint32_t i = 0; i < alt->n; i++)
-        s = sat_add(s, alt->items[i].kind == GRAM_REF ? len[alt->items[i].arg]
-                                                      : g->classes[alt->items[i].arg].min_bytes);
+    for (uint32_t i = 0; i < alt->n; i++) s = sat_add(s, item_length(g, alt->items[i], len));
     return s;
 }
 
-/* Lays the finishable alternatives out flat and moves the class tables. */
-static gram_program *build_program(gp *g, const uint32_t *len, uint32_t root) {
+/* Writes one alternative at element e: its items, the end, and for each
+ * position the fewest bytes that finish the alternative from there. */
+static uint32_t lay_out_alt(const gp *g, const gp_alt *alt, const uint32_t *len, gram_program *p,
+                            uint32_t e) {
+    for (uint32_t i = 0; i < alt->n; i++)
+        p->elems[e + i] = (gram_elem){alt->items[i].kind, alt->items[i].arg};
+    p->elems[e + alt->n] = (gram_elem){GRAM_END, 0};
+    p->dist[e + alt->n] = 0;
+    for (uint32_t i = alt->n; i-- > 0;)
+        p->dist[e + i] = sat_add(p->dist[e + i + 1], item_length(g, alt->items[i], len));
+    return e + alt->n + 1;
+}
+
+/* A program with room for the finishable alternatives. */
+static gram_program *program_alloc(gp *g, const uint32_t *len) {
     uint32_t n_elems = 0, n_alts = 0;
     for (uint32_t r = 0; r < g->n_rules; r++)
         for (uint32_t a = 0; a < g->rules[r].n_alts; a++)
@@ -1086,6 +1102,13 @@ static gram_program *build_program(gp *g, const uint32_t *len, uint32_t root) {
         gp_nomem(g);
         return NULL;
     }
+    return p;
+}
+
+/* Lays the finishable alternatives out flat and moves the class tables. */
+static gram_program *build_program(gp *g, const uint32_t *len, uint32_t root) {
+    gram_program *p = program_alloc(g, len);
+    if (!p) return NULL;
     uint32_t e = 0, k = 0;
     for (uint32_t r = 0; r < g->n_rules; r++) {
         p->rule_first[r] = k;
@@ -1093,16 +1116,7 @@ static gram_program *build_program(gp *g, const uint32_t *len, uint32_t root) {
             const gp_alt *alt = &g->rules[r].alts[a];
             if (alt_length(g, alt, len) >= GRAM_INF) continue;
             p->alts[k++] = e;
-            for (uint32_t i = 0; i < alt->n; i++)
-                p->elems[e + i] = (gram_elem){alt->items[i].kind, alt->items[i].arg};
-            p->elems[e + alt->n] = (gram_elem){GRAM_END, 0};
-            p->dist[e + alt->n] = 0;
-            for (uint32_t i = alt->n; i-- > 0;)
-                p->dist[e + i] =
-                    sat_add(p->dist[e + i + 1], alt->items[i].kind == GRAM_REF
-                                                    ? len[alt->items[i].arg]
-                                                    : g->classes[alt->items[i].arg].min_bytes);
-            e += alt->n + 1;
+            e = lay_out_alt(g, alt, len, p, e);
         }
     }
     p->rule_first[g->n_rules] = k;

@@ -324,17 +324,14 @@ nu_status nu_regex_to_gbnf(const char *regex, char **gbnf, nu_error *err) {
 nu_status nu_choices_to_gbnf(const char *const *choices, size_t n, char **gbnf, nu_error *err) {
     *gbnf = NULL;
     if (n == 0) return nu_fail(err, NU_ERR_INVALID_ARG, "no choices given");
+    for (size_t i = 0; i < n; i++) {
+        if (!choices[i]) return nu_fail(err, NU_ERR_INVALID_ARG, "choice %zu is NULL", i);
+        if (!gram_utf8_valid(choices[i], strlen(choices[i]), NULL))
+            return nu_fail(err, NU_ERR_INVALID_ARG, "choice %zu is not valid UTF-8", i);
+    }
     gram_buf b;
     gram_buf_init(&b);
-    gram_buf_puts(&b, "root ::= ");
-    for (size_t i = 0; i < n; i++) {
-        if (!choices[i])
-            return take_text(nu_fail(err, NU_ERR_INVALID_ARG, "choice %zu is NULL", i), &b, gbnf,
-                             err);
-        if (i) gram_buf_puts(&b, " | ");
-        gram_buf_literal(&b, choices[i], strlen(choices[i]));
-    }
-    gram_buf_puts(&b, "\n");
+    gram_choices_gbnf(&b, choices, n);
     return take_text(NU_OK, &b, gbnf, err);
 }
 

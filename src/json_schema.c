@@ -507,42 +507,51 @@ static const char *child_rule(js *c, const cJSON *s, const char *path, const cha
 /* const and enum                                                           */
 /* ------------------------------------------------------------------------ */
 
-/* const / enum: their values (of an allowed type) as compact JSON. */
-static void js_values(js *c, const cJSON *s, const char *path, uint32_t types, gram_buf *b) {
-    const cJSON *k = cJSON_GetObjectItemCaseSensitive(s, "const");
-    const cJSON *e = cJSON_GetObjectItemCaseSensitive(s, "enum");
+/* Is value v (of the const k or the enum e) one to generate? */
+static bool value_wanted(const cJSON *k, const cJSON *e, const cJSON *v, uint32_t types) {
+    if (!types_meet(value_type(v), types)) return false;
+    if (!k || !e) return true;
+    for (const cJSON *w = e->child; w; w = w->next) /* both: the const must be listed */
+        if (cJSON_Compare(w, v, true)) return true;
+    return false;
+}
+
+/* Rejects keywords other than type next to enum / const. */
+static bool values_alone(js *c, const cJSON *s, const char *path) {
     for (const cJSON *x = s->child; x; x = x->next) {
         bool known;
         kw_class cls = keyword_class(x->string, &known);
         if (cls != KW_IGNORE && cls != KW_CORE) {
             js_fail(c, path, NU_ERR_UNSUPPORTED,
                     "'%s' together with enum or const is not supported", x->string);
-            return;
+            return false;
         }
     }
+    return true;
+}
+
+/* const / enum: their values (of an allowed type) as compact JSON, one of
+ * them (common prefixes factored when there are many). */
+static void js_values(js *c, const cJSON *s, const char *path, uint32_t types, gram_buf *b) {
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(s, "const");
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(s, "enum");
+    if (!values_alone(c, s, path)) return;
     if (e && (!cJSON_IsArray(e) || !e->child)) {
         js_fail(c, path, NU_ERR_FORMAT, "'enum' must be a non-empty array");
         return;
     }
-    bool any = false;
-    for (const cJSON *v = k ? k : e->child; v; v = k ? NULL : v->next) {
-        if (!types_meet(value_type(v), types) || (k && e && !cJSON_Compare(k, v, true))) continue;
-        if (k && e) {
-            bool listed = false;
-            for (const cJSON *w = e->child; w; w = w->next) listed |= cJSON_Compare(w, v, true);
-            if (!listed) continue;
-        }
-        char *text = cJSON_PrintUnformatted(v);
-        if (!text) {
-            js_nomem(c);
-            return;
-        }
-        gram_buf_puts(b, any ? " | " : "");
-        gram_buf_literal(b, text, strlen(text));
-        cJSON_free(text);
-        any = true;
-    }
-    if (!any) js_fail(c, path, NU_ERR_UNSUPPORTED, "no value of enum / const is allowed here");
+    size_t n = 0, cap = k ? 1 : (size_t)cJSON_GetArraySize(e);
+    char **texts = calloc(cap, sizeof *texts);
+    for (const cJSON *v = k ? k : e->child; texts && v; v = k ? NULL : v->next)
+        if (value_wanted(k, e, v, types) && !(texts[n++] = cJSON_PrintUnformatted(v))) break;
+    if (!texts || (n && !texts[n - 1]))
+        js_nomem(c);
+    else if (n == 0)
+        js_fail(c, path, NU_ERR_UNSUPPORTED, "no value of enum / const is allowed here");
+    else
+        gram_choices_expr(b, (const char *const *)texts, n);
+    for (size_t i = 0; texts && i < n; i++) cJSON_free(texts[i]);
+    free(texts);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -647,50 +656,86 @@ static void write_member(js *c, gram_buf *b, const char *key_expr, const char *r
     gram_buf_printf(b, "%s%s \":\"%s %s%s", key_expr, c->W, c->W, rule, c->W);
 }
 
-/* Declared (and extra) properties as a chain of rules: first-i holds
+/* The member text of property i: "key" : value, as GBNF (caller frees). */
+static char *member_text(js *c, const js_prop *p) {
+    gram_buf key, m;
+    gram_buf_init(&key);
+    gram_buf_init(&m);
+    gram_json_string_literal(&key, p->key);
+    write_member(c, &m, key.data ? key.data : "\"\"", p->rule);
+    if (key.failed) m.failed = true;
+    gram_buf_free(&key);
+    return gram_buf_take(&m);
+}
+
+/* Names for the chain rules that are used: first-i when nothing may have
+ * been written before property i (all properties before it optional),
+ * rest-i for i >= 1. */
+static bool chain_names(js *c, const char *obj, const js_prop *props, uint32_t n,
+                        const char **first, const char **rest) {
+    char hint[160];
+    for (uint32_t i = 0; i <= n && !c->st; i++) {
+        snprintf(hint, sizeof hint, "%s-p%u", obj, i);
+        if (i == 0 || (first[i - 1] && !props[i - 1].required)) first[i] = unique_name(c, hint);
+        snprintf(hint, sizeof hint, "%s-r%u", obj, i);
+        if (i > 0) rest[i] = unique_name(c, hint);
+    }
+    return c->st == NU_OK;
+}
+
+/* Optional (or extra) properties as a chain of rules: first-i holds
  * properties i.. with no comma before the first present one, rest-i the
  * same after something was written (each one preceded by a comma). */
-static void write_property_chain(js *c, const char *obj, const js_prop *props, uint32_t n,
-                                 const char *extra_member, gram_buf *b) {
-    char hint[160];
+static void write_chain(js *c, const char *obj, const js_prop *props, char **members, uint32_t n,
+                        const char *extra, gram_buf *b) {
     const char **first = calloc(n + 1, sizeof *first), **rest = calloc(n + 1, sizeof *rest);
-    for (uint32_t i = 0; first && rest && i <= n; i++) {
-        snprintf(hint, sizeof hint, "%s-p%u", obj, i);
-        first[i] = unique_name(c, hint);
-        snprintf(hint, sizeof hint, "%s-r%u", obj, i);
-        rest[i] = unique_name(c, hint);
+    if (!first || !rest) js_nomem(c);
+    if (first && rest && chain_names(c, obj, props, n, first, rest)) {
+        for (uint32_t i = 0; i < n; i++) {
+            bool opt = !props[i].required;
+            if (first[i])
+                gram_buf_printf(c->out, "%s ::= %s %s%s%s\n", first[i], members[i], rest[i + 1],
+                                opt ? " | " : "", opt ? first[i + 1] : "");
+            if (rest[i])
+                gram_buf_printf(c->out, "%s ::= \",\"%s %s %s%s%s\n", rest[i], c->W, members[i],
+                                rest[i + 1], opt ? " | " : "", opt ? rest[i + 1] : "");
+        }
+        if (first[n] && extra)
+            gram_buf_printf(c->out, "%s ::= (%s (\",\"%s %s)*)?\n", first[n], extra, c->W, extra);
+        else if (first[n])
+            gram_buf_printf(c->out, "%s ::= \"\"\n", first[n]);
+        if (n > 0 && extra)
+            gram_buf_printf(c->out, "%s ::= (\",\"%s %s)*\n", rest[n], c->W, extra);
+        else if (n > 0)
+            gram_buf_printf(c->out, "%s ::= \"\"\n", rest[n]);
+        gram_buf_printf(b, "\"{\"%s %s \"}\"", c->W, first[0]);
     }
-    if (!first || !rest || c->st) {
-        if (!c->st) js_nomem(c);
-        free(first);
-        free(rest);
-        return;
-    }
-    for (uint32_t i = 0; i < n; i++) {
-        gram_buf kv;
-        gram_buf_init(&kv);
-        gram_json_string_literal(&kv, props[i].key);
-        gram_buf m;
-        gram_buf_init(&m);
-        write_member(c, &m, kv.data ? kv.data : "\"\"", props[i].rule);
-        gram_buf_printf(c->out, "%s ::= %s %s%s%s\n", first[i], m.data, rest[i + 1],
-                        props[i].required ? "" : " | ", props[i].required ? "" : first[i + 1]);
-        gram_buf_printf(c->out, "%s ::= \",\"%s %s %s%s%s\n", rest[i], c->W, m.data, rest[i + 1],
-                        props[i].required ? "" : " | ", props[i].required ? "" : rest[i + 1]);
-        if (kv.failed || m.failed) c->out->failed = true;
-        gram_buf_free(&kv);
-        gram_buf_free(&m);
-    }
-    if (extra_member) {
-        gram_buf_printf(c->out, "%s ::= (%s (\",\"%s %s)*)?\n", first[n], extra_member, c->W,
-                        extra_member);
-        gram_buf_printf(c->out, "%s ::= (\",\"%s %s)*\n", rest[n], c->W, extra_member);
-    } else {
-        gram_buf_printf(c->out, "%s ::= \"\"\n%s ::= \"\"\n", first[n], rest[n]);
-    }
-    gram_buf_printf(b, "\"{\"%s %s \"}\"", c->W, first[0]);
     free(first);
     free(rest);
+}
+
+/* Declared (and extra) properties: all required and no extras written
+ * inline, else as a chain of rules. */
+static void write_properties(js *c, const char *obj, const js_prop *props, uint32_t n,
+                             const char *extra, gram_buf *b) {
+    char **members = calloc(n + 1, sizeof *members);
+    bool chain = extra != NULL;
+    for (uint32_t i = 0; members && i < n; i++) {
+        if (!(members[i] = member_text(c, &props[i]))) break;
+        chain |= !props[i].required;
+    }
+    if (!members || (n && !members[n - 1])) {
+        js_nomem(c);
+    } else if (chain) {
+        write_chain(c, obj, props, members, n, extra, b);
+    } else {
+        gram_buf_printf(b, "\"{\"%s", c->W);
+        for (uint32_t i = 0; i < n; i++)
+            gram_buf_printf(b, i ? " \",\"%s %s" : "%s %s", i ? c->W : "", members[i]);
+        gram_buf_puts(b, " \"}\"");
+    }
+    for (uint32_t i = 0; members && i < n; i++) free(members[i]);
+    free(members);
 }
 
 /* Checks minProperties / maxProperties against what the chain produces. */
@@ -775,7 +820,7 @@ static void js_object(js *c, const cJSON *s, const char *path, const char *name,
                               : prim(c, JP_VALUE, "value");
         if (key && val) write_member(c, &member, key, val);
     }
-    if (!c->st) write_property_chain(c, name, props, n, extras ? member.data : NULL, b);
+    if (!c->st) write_properties(c, name, props, n, extras ? member.data : NULL, b);
     gram_buf_free(&member);
     free(props);
 }
@@ -890,65 +935,77 @@ static void js_array(js *c, const cJSON *s, const char *path, const char *name, 
 /* Strings and numbers                                                      */
 /* ------------------------------------------------------------------------ */
 
+/* A string in one of the supported formats. */
+static void js_format(js *c, const cJSON *fmt, const char *path, gram_buf *b) {
+    static const struct {
+        const char *name;
+        uint32_t bit;
+    } formats[] = {{"date", JP_DATE},
+                   {"time", JP_TIME},
+                   {"date-time", JP_DATETIME},
+                   {"uuid", JP_UUID},
+                   {"email", JP_EMAIL}};
+    for (size_t i = 0; cJSON_IsString(fmt) && i < sizeof formats / sizeof *formats; i++)
+        if (!strcmp(fmt->valuestring, formats[i].name)) {
+            gram_buf_printf(b, "\"\\\"\" %s \"\\\"\"", prim(c, formats[i].bit, formats[i].name));
+            return;
+        }
+    js_fail(c, path, NU_ERR_UNSUPPORTED,
+            "the format '%s' is not supported (supported: date, time, date-time, uuid, email)",
+            cJSON_IsString(fmt) ? fmt->valuestring : "?");
+}
+
+/* A string whose contents match a regex (rules "<name>-pattern" and its
+ * "-any" helper). */
+static void js_pattern(js *c, const cJSON *pat, const char *path, const char *name, gram_buf *b) {
+    char hint[160];
+    snprintf(hint, sizeof hint, "%s-pattern", name);
+    const char *rule = unique_name(c, hint);
+    snprintf(hint, sizeof hint, "%s-any", rule ? rule : "x");
+    if (!rule || !cJSON_IsString(pat) || !unique_name(c, hint)) {
+        if (!c->st) js_fail(c, path, NU_ERR_FORMAT, "'pattern' must be a string");
+        return;
+    }
+    nu_error e = {0};
+    nu_status st = gram_regex_rules(c->out, rule, pat->valuestring, GRAM_REGEX_JSON_STRING, &e);
+    if (st)
+        js_fail(c, path, st, "pattern: %s", e.message);
+    else
+        gram_buf_printf(b, "\"\\\"\" %s \"\\\"\"", rule);
+}
+
+/* A string of minLength..maxLength characters. */
+static void js_lengths(js *c, const cJSON *s, const char *path, gram_buf *b) {
+    long mn = count_keyword(c, s, path, "minLength", 0);
+    long mx = count_keyword(c, s, path, "maxLength", -1);
+    if (c->st) return;
+    if (mx >= 0 && mn > mx) {
+        js_fail(c, path, NU_ERR_UNSUPPORTED, "minLength is greater than maxLength");
+        return;
+    }
+    if (mx < 0)
+        gram_buf_printf(b, "\"\\\"\" char{%ld,} \"\\\"\"", mn);
+    else
+        gram_buf_printf(b, "\"\\\"\" char{%ld,%ld} \"\\\"\"", mn, mx);
+    prim(c, JP_CHAR, "char");
+}
+
 static void js_string(js *c, const cJSON *s, const char *path, const char *name, gram_buf *b) {
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(s, "format");
     const cJSON *pat = cJSON_GetObjectItemCaseSensitive(s, "pattern");
-    long mn = count_keyword(c, s, path, "minLength", 0);
-    long mx = count_keyword(c, s, path, "maxLength", -1);
     bool lengths = cJSON_GetObjectItemCaseSensitive(s, "minLength") ||
                    cJSON_GetObjectItemCaseSensitive(s, "maxLength");
-    if (c->st) return;
-    if ((fmt && (pat || lengths)) || (pat && lengths)) {
+    if ((fmt && (pat || lengths)) || (pat && lengths))
         js_fail(c, path, NU_ERR_UNSUPPORTED,
                 "only one of format, pattern and minLength / maxLength at a time is supported");
-        return;
-    }
-    if (fmt) {
-        static const struct {
-            const char *name;
-            uint32_t bit;
-        } formats[] = {{"date", JP_DATE},
-                       {"time", JP_TIME},
-                       {"date-time", JP_DATETIME},
-                       {"uuid", JP_UUID},
-                       {"email", JP_EMAIL}};
-        for (size_t i = 0; cJSON_IsString(fmt) && i < sizeof formats / sizeof *formats; i++)
-            if (!strcmp(fmt->valuestring, formats[i].name)) {
-                gram_buf_printf(b, "\"\\\"\" %s \"\\\"\"",
-                                prim(c, formats[i].bit, formats[i].name));
-                return;
-            }
-        js_fail(c, path, NU_ERR_UNSUPPORTED,
-                "the format '%s' is not supported (supported: date, time, date-time, uuid, email)",
-                cJSON_IsString(fmt) ? fmt->valuestring : "?");
-    } else if (pat) {
-        char hint[160];
-        snprintf(hint, sizeof hint, "%s-pattern", name);
-        const char *rule = unique_name(c, hint);
-        snprintf(hint, sizeof hint, "%s-any", rule ? rule : "x");
-        if (!rule || !cJSON_IsString(pat) || !unique_name(c, hint)) {
-            if (!c->st) js_fail(c, path, NU_ERR_FORMAT, "'pattern' must be a string");
-            return;
-        }
-        nu_status st =
-            gram_regex_rules(c->out, rule, pat->valuestring, GRAM_REGEX_JSON_STRING, c->err);
-        if (st)
-            c->st = st;
-        else
-            gram_buf_printf(b, "\"\\\"\" %s \"\\\"\"", rule);
-    } else if (lengths) {
-        if (mx >= 0 && mn > mx) {
-            js_fail(c, path, NU_ERR_UNSUPPORTED, "minLength is greater than maxLength");
-            return;
-        }
-        if (mx < 0)
-            gram_buf_printf(b, "\"\\\"\" char{%ld,} \"\\\"\"", mn);
-        else
-            gram_buf_printf(b, "\"\\\"\" char{%ld,%ld} \"\\\"\"", mn, mx);
-        prim(c, JP_CHAR, "char");
-    } else {
+    else if (fmt)
+        js_format(c, fmt, path, b);
+    else if (pat)
+        js_pattern(c, pat, path, name, b);
+    else if (lengths)
+        js_lengths(c, s, path, b);
+    else
         gram_buf_puts(b, prim(c, JP_STRING, "string"));
-    }
 }
 
 /* Reads the numeric bounds (draft-4 boolean exclusives too). */

@@ -247,6 +247,26 @@ static bool rx_hex_digits(rx *r, size_t at, int n, uint32_t *cp) {
     return true;
 }
 
+/* Escapes of features the converter does not support, and unknown
+ * letters: reports them. False when c is none of these (an escaped
+ * punctuation character, standing for itself). */
+static bool rx_escape_refused(rx *r, size_t at, char c) {
+    if (c == 'b' || c == 'B')
+        rx_fail(r, at, "word boundaries (\\%c) are not supported", c);
+    else if (c == 'k')
+        rx_fail(r, at, "backreferences (\\k<name>) are not supported");
+    else if (c >= '1' && c <= '9')
+        rx_fail(r, at, "backreferences (\\%c) are not supported", c);
+    else if (c == 'p' || c == 'P')
+        rx_fail(r, at, "Unicode property escapes (\\%c{...}) are not supported", c);
+    else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+             (unsigned char)c >= 0x80)
+        rx_fail(r, at, "unknown escape \\%c", c);
+    else
+        return false;
+    return true;
+}
+
 /* An escape outside or inside a class; the position is after the backslash.
  * Sets *shorthand to the letter of \d \w \s (and capitals) instead of *cp. */
 static bool rx_escape(rx *r, bool in_class, uint32_t *cp, char *shorthand) {
@@ -257,53 +277,28 @@ static bool rx_escape(rx *r, bool in_class, uint32_t *cp, char *shorthand) {
         return false;
     }
     char c = r->src[r->pos++];
-    switch (c) {
-    case 'd':
-    case 'D':
-    case 'w':
-    case 'W':
-    case 's':
-    case 'S': *shorthand = c; return true;
-    case 'n': *cp = '\n'; return true;
-    case 'r': *cp = '\r'; return true;
-    case 't': *cp = '\t'; return true;
-    case 'f': *cp = '\f'; return true;
-    case 'v': *cp = '\v'; return true;
-    case '0': *cp = 0; return true;
-    case 'x': return rx_hex_digits(r, at, 2, cp);
-    case 'u': return rx_hex_digits(r, at, rx_peek(r) == '{' ? 0 : 4, cp);
-    case 'c':
-        if ((rx_peek(r) | 0x20) >= 'a' && (rx_peek(r) | 0x20) <= 'z') {
+    static const char simple[] = "nrtfv0", value[] = "\n\r\t\f\v";
+    const char *k = c ? strchr(simple, c) : NULL;
+    if (c && strchr("dDwWsS", c)) {
+        *shorthand = c;
+    } else if (k) {
+        *cp = (uint32_t)(unsigned char)value[k - simple]; /* \0 picks the NUL at the end */
+    } else if (c == 'x' || c == 'u') {
+        return rx_hex_digits(r, at, c == 'x' ? 2 : rx_peek(r) == '{' ? 0 : 4, cp);
+    } else if (c == 'c') {
+        bool letter = (rx_peek(r) | 0x20) >= 'a' && (rx_peek(r) | 0x20) <= 'z';
+        if (!letter)
+            rx_fail(r, at, "\\c must be followed by a letter");
+        else
             *cp = (uint32_t)(r->src[r->pos++] & 31);
-            return true;
-        }
-        rx_fail(r, at, "\\c must be followed by a letter");
+        return letter;
+    } else if (c == 'b' && in_class) {
+        *cp = 8; /* backspace */
+    } else if (rx_escape_refused(r, at, c)) {
         return false;
-    case 'b':
-        if (in_class) {
-            *cp = 8;
-            return true;
-        }
-        rx_fail(r, at, "word boundaries (\\b) are not supported");
-        return false;
-    case 'B': rx_fail(r, at, "word boundaries (\\B) are not supported"); return false;
-    case 'k': rx_fail(r, at, "backreferences (\\k<name>) are not supported"); return false;
-    case 'p':
-    case 'P':
-        rx_fail(r, at, "Unicode property escapes (\\%c{...}) are not supported", c);
-        return false;
-    default: break;
+    } else {
+        *cp = (uint32_t)(unsigned char)c;
     }
-    if (c >= '1' && c <= '9') {
-        rx_fail(r, at, "backreferences (\\%c) are not supported", c);
-        return false;
-    }
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-        (unsigned char)c >= 0x80) {
-        rx_fail(r, at, "unknown escape \\%c", c);
-        return false;
-    }
-    *cp = (uint32_t)(unsigned char)c;
     return true;
 }
 

@@ -23,4 +23,4 @@ fi
 
 cd "$tmp" || exit 1
 NUCLEUS_BIN="$nucleus" NUCLEUS_SHARED="$shared" TMPDIR="$tmp" \
-  timeout 540 node --test --test-reporter=spec "$here/server/"
+  timeout 540 node --test --test-timeout=180000 --test-reporter=spec "$here/server/"

@@ -509,6 +509,53 @@ static void test_choices(void **state) {
     nu_gbnf_free(text);
 }
 
+/* Many choices (written as a radix tree): prefixes of each other, the empty
+ * string, characters sharing a UTF-8 lead byte, duplicates. */
+static void test_many_choices(void **state) {
+    (void)state;
+    char buf[400][16];
+    const char *list[400];
+    const char *fixed[] = {"",
+                           "a",
+                           "ab",
+                           "abc",
+                           "\xc3\xa9",
+                           "\xc3\xa8",
+                           "\xc3\xa9\x61", /* "éa" */
+                           "\xe6\x97\xa5\xe6\x9c\xac",
+                           "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e",
+                           "ab"};
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++) list[n++] = fixed[i];
+    for (int i = 0; i < 300; i++) {
+        snprintf(buf[i], sizeof buf[i], "w%d", i * 37 % 1000);
+        list[n++] = buf[i];
+    }
+    nu_grammar *g = NULL;
+    assert_int_equal(nu_grammar_from_choices(NULL, list, n, &g, NULL), NU_OK);
+    for (size_t i = 0; i < n; i++) assert_int_equal(match(g, list[i]), COMPLETE);
+    assert_int_equal(match(g, "w"), PREFIX);
+    for (int v = 0; v < 1000; v++) { /* members, prefixes of members, neither */
+        char t[16];
+        snprintf(t, sizeof t, "w%d", v);
+        int want = REJECT;
+        for (size_t i = 0; i < n && want != COMPLETE; i++)
+            if (!strcmp(list[i], t))
+                want = COMPLETE;
+            else if (!strncmp(list[i], t, strlen(t)))
+                want = PREFIX;
+        if (match(g, t) != want) fail_msg("%s: want %d", t, want);
+    }
+    assert_int_equal(match(g, "abcd"), REJECT);
+    assert_int_equal(match(g, "\xc3\xaa"), REJECT);
+    assert_int_equal(match(g, "\xe6\x97\xa5"), PREFIX);
+    nu_grammar_free(g);
+    const char *bad[] = {"ok", "\xff"};
+    nu_error err;
+    assert_int_equal(nu_grammar_from_choices(NULL, bad, 2, &g, &err), NU_ERR_INVALID_ARG);
+    assert_contains(err.message, "choice 1 is not valid UTF-8");
+}
+
 /* ------------------------------------------------------------------------ */
 /* JSON Schema                                                              */
 /* ------------------------------------------------------------------------ */
@@ -1021,18 +1068,31 @@ static void test_token_edges(void **state) {
 }
 
 int main(void) {
+    // clang-format off
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_errors),   cmocka_unit_test(test_parse_ok),
-        cmocka_unit_test(test_match_table),    cmocka_unit_test(test_repetition_bounds),
-        cmocka_unit_test(test_partial_utf8),   cmocka_unit_test(test_complete_and_distance),
-        cmocka_unit_test(test_long_input),     cmocka_unit_test(test_runaway),
-        cmocka_unit_test(test_regex_table),    cmocka_unit_test(test_regex_errors),
-        cmocka_unit_test(test_regex_vs_pcre2), cmocka_unit_test(test_choices),
-        cmocka_unit_test(test_schema_errors),  cmocka_unit_test(test_schema_table),
-        cmocka_unit_test(test_integer_ranges), cmocka_unit_test(test_number_ranges),
-        cmocka_unit_test(test_dates),          cmocka_unit_test(test_whitespace),
-        cmocka_unit_test(test_masks_stories),  cmocka_unit_test(test_masks_llama),
+        cmocka_unit_test(test_parse_errors),
+        cmocka_unit_test(test_parse_ok),
+        cmocka_unit_test(test_match_table),
+        cmocka_unit_test(test_repetition_bounds),
+        cmocka_unit_test(test_partial_utf8),
+        cmocka_unit_test(test_complete_and_distance),
+        cmocka_unit_test(test_long_input),
+        cmocka_unit_test(test_runaway),
+        cmocka_unit_test(test_regex_table),
+        cmocka_unit_test(test_regex_errors),
+        cmocka_unit_test(test_regex_vs_pcre2),
+        cmocka_unit_test(test_choices),
+        cmocka_unit_test(test_many_choices),
+        cmocka_unit_test(test_schema_errors),
+        cmocka_unit_test(test_schema_table),
+        cmocka_unit_test(test_integer_ranges),
+        cmocka_unit_test(test_number_ranges),
+        cmocka_unit_test(test_dates),
+        cmocka_unit_test(test_whitespace),
+        cmocka_unit_test(test_masks_stories),
+        cmocka_unit_test(test_masks_llama),
         cmocka_unit_test(test_token_edges),
     };
+    // clang-format on
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -681,6 +681,9 @@ static void test_matmul_empty(void **state) {
     nu_matrix q2k = {NU_TYPE_Q2_K, 256, 1, k_block, 84};
     nu_matmul(NULL, &q2k, x, 1, &y, NULL);
     assert_true(y == 42.0f);
+    nu_matrix unknown = {1000, 256, 1, k_block, 84};
+    nu_matmul(NULL, &unknown, x, 1, &y, NULL);
+    assert_true(y == 42.0f);
     assert_int_equal(nu_matmul_scratch_bytes(NU_TYPE_F16, 2048, 64), 0);
     assert_true(nu_matmul_scratch_bytes(NU_TYPE_Q4_0, 2048, 2) >= 2 * (2048 + 2048 / 32 * 8));
 }

@@ -59,6 +59,23 @@ void nu_quantize_act_scalar(const float *x, int64_t n_in, uint8_t *dst) {
 
 /* ---- Quantised weights ------------------------------------------------------ */
 
+/* Byte i of the result is 16 if bit i of the byte b is set, else 0: the
+ * multiply copies b into every byte, the mask keeps bit i in byte i, and
+ * adding 0x7F per byte carries any set bit into the byte's top bit. */
+static uint64_t spread_byte(uint32_t b) {
+    uint64_t x = ((uint64_t)(b & 0xFF) * 0x0101010101010101ull) & 0x8040201008040201ull;
+    return ((x + 0x7F7F7F7F7F7F7F7Full) & 0x8080808080808080ull) >> 3;
+}
+
+/* The Q5 high-bit word as 32 bytes holding 16 where the element's bit 4 is
+ * set. */
+static void spread_high_bits(uint32_t qh, uint8_t *high) {
+    for (int i = 0; i < 4; i++) {
+        uint64_t v = spread_byte(qh >> (8 * i));
+        memcpy(high + 8 * i, &v, 8);
+    }
+}
+
 /* The quants of one weight block as signed integers, with the offset of the
  * _0 types already removed, so the block's dot with an activation block is
  * d_w * d_a * sum(q_w * q_a) (+ m_w * s_a for the _1 types, whose quants are
@@ -67,22 +84,22 @@ static void decode_block(uint32_t type, const uint8_t *blk, int8_t *q, float *d,
     const uint8_t *qs;
     uint32_t qh = 0;
     int offset = 0;
-    *d = nu_f16_to_f32(nu_load_u16(blk));
+    *d = nu_half_to_float(nu_load_u16(blk));
     *m = 0.0f;
     switch (type) {
     case NU_TYPE_Q8_0: memcpy(q, blk + 2, NU_QK); return;
     case NU_TYPE_Q4_0: qs = blk + 2, offset = 8; break;
-    case NU_TYPE_Q4_1: qs = blk + 4, *m = nu_f16_to_f32(nu_load_u16(blk + 2)); break;
+    case NU_TYPE_Q4_1: qs = blk + 4, *m = nu_half_to_float(nu_load_u16(blk + 2)); break;
     case NU_TYPE_Q5_0: qs = blk + 6, qh = nu_load_u32(blk + 2), offset = 16; break;
     default: /* Q5_1 */
-        qs = blk + 8, qh = nu_load_u32(blk + 4), *m = nu_f16_to_f32(nu_load_u16(blk + 2));
+        qs = blk + 8, qh = nu_load_u32(blk + 4), *m = nu_half_to_float(nu_load_u16(blk + 2));
         break;
     }
+    uint8_t high[NU_QK];
+    spread_high_bits(qh, high);
     for (int j = 0; j < 16; j++) {
-        int lo = (qs[j] & 0x0F) | (int)((qh >> j) & 1u) << 4;
-        int hi = (qs[j] >> 4) | (int)((qh >> (j + 16)) & 1u) << 4;
-        q[j] = (int8_t)(lo - offset);
-        q[j + 16] = (int8_t)(hi - offset);
+        q[j] = (int8_t)(((qs[j] & 0x0F) | high[j]) - offset);
+        q[j + 16] = (int8_t)(((qs[j] >> 4) | high[j + 16]) - offset);
     }
 }
 
@@ -136,15 +153,18 @@ static void tile_q8_0(const nu_matmul_job *j, int64_t r, int32_t b, int k) {
 
 #define LANES 8 /* independent partial sums: element i goes to lane i % 8 */
 
-/* Weights i .. i+count-1 of a float-type row as floats. */
+/* Weights i .. i+count-1 of a float-type row as floats (count <= LANES;
+ * the type test sits outside the element loops). */
 static void load_weights(uint32_t type, const uint8_t *w, int64_t i, int count, float *out) {
-    for (int j = 0; j < count; j++) {
-        if (type == NU_TYPE_F32)
-            memcpy(&out[j], w + 4 * (i + j), 4);
-        else if (type == NU_TYPE_F16)
-            out[j] = nu_f16_to_f32(nu_load_u16(w + 2 * (i + j)));
-        else
-            out[j] = nu_bf16_to_f32(nu_load_u16(w + 2 * (i + j)));
+    if (type == NU_TYPE_F32) {
+        memcpy(out, w + 4 * i, (size_t)count * 4);
+    } else if (type == NU_TYPE_F16) {
+        for (int j = 0; j < count; j++) out[j] = nu_half_to_float(nu_load_u16(w + 2 * (i + j)));
+    } else {
+        for (int j = 0; j < count; j++) {
+            uint32_t bits = (uint32_t)nu_load_u16(w + 2 * (i + j)) << 16;
+            memcpy(&out[j], &bits, 4);
+        }
     }
 }
 
@@ -153,13 +173,21 @@ static float sum_lanes(const float *l) {
     return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
 }
 
-/* Dots of one float-type row w (n elements) with k float vectors x[v]. */
+/* Dots of one float-type row w (n elements) with k float vectors x[v]:
+ * whole steps of LANES elements (fixed trip counts the compiler can
+ * vectorise), then the tail into the same lanes. */
 static void dot_float_rows(uint32_t type, const uint8_t *w, const float *const *x, int k, int64_t n,
                            float *out) {
     float acc[NU_TILE_MAX][LANES] = {{0}};
-    for (int64_t i = 0; i < n; i += LANES) {
-        int count = n - i < LANES ? (int)(n - i) : LANES;
-        float wf[LANES];
+    float wf[LANES];
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES) {
+        load_weights(type, w, i, LANES, wf);
+        for (int v = 0; v < k; v++)
+            for (int j = 0; j < LANES; j++) acc[v][j] += wf[j] * x[v][i + j];
+    }
+    if (i < n) {
+        int count = (int)(n - i);
         load_weights(type, w, i, count, wf);
         for (int v = 0; v < k; v++)
             for (int j = 0; j < count; j++) acc[v][j] += wf[j] * x[v][i + j];
@@ -206,7 +234,7 @@ static void mad_f32(float *y, const float *x, float a, int64_t n) {
 }
 
 static void mad_f16(float *y, const uint16_t *x, float a, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] += a * nu_f16_to_f32(x[i]);
+    for (int64_t i = 0; i < n; i++) y[i] += a * nu_half_to_float(x[i]);
 }
 
 const nu_kernel_set nu_kernels_scalar_set = {

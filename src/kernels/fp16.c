@@ -7,7 +7,7 @@
  */
 #include <string.h>
 
-#include "kernels.h"
+#include "kernels_internal.h"
 
 /* The bits of a float and back (memcpy is the defined way to pun). */
 static uint32_t float_bits(float f) {
@@ -27,12 +27,10 @@ static float bits_float(uint32_t u) {
  * 112 below its exponent, a subnormal one on the float subnormal of the same
  * mantissa); multiplying by 2^112 rebases both exactly. Only infinities and
  * NaNs (exponent 31) need their exponent set by hand. (This assumes the
- * default floating-point environment: no denormals-are-zero mode.) */
+ * default floating-point environment: no denormals-are-zero mode.) The
+ * code is nu_half_to_float in kernels_internal.h, shared with the loops. */
 float nu_f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t body = (uint32_t)(h & 0x7FFFu) << 13;
-    if ((h & 0x7C00u) == 0x7C00u) return bits_float(sign | 0x7F800000u | body);
-    return bits_float(sign | float_bits(bits_float(body) * 0x1p112f));
+    return nu_half_to_float(h);
 }
 
 /* Rounds value >> shift to nearest, ties to even (shift >= 1). */

@@ -73,7 +73,8 @@ void nu_matmul(nu_threadpool *pool, const nu_matrix *W, const float *x, int32_t 
 
 /* The same product computed with the plain C reference, single-threaded:
  * each row is dequantised with nu_dequantize_row and multiplied with the
- * float activations in double precision. Slow; for tests. */
+ * float activations in double precision. Slow; for tests. Like nu_matmul,
+ * it leaves y untouched for types the kernels cannot multiply. */
 void nu_matmul_ref(const nu_matrix *W, const float *x, int32_t n_batch, float *y);
 
 /* Picks kernels for this CPU (idempotent, thread-safe). NUCLEUS_SIMD in the

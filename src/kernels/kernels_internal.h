@@ -178,6 +178,25 @@ static inline const uint8_t *nu_job_row(const nu_matmul_job *job, int64_t r) {
     return (const uint8_t *)job->W->data + (size_t)r * job->W->row_bytes;
 }
 
+/* nu_f16_to_f32 for inlining in loops (see fp16.c for why it is exact):
+ * the half's exponent and mantissa bits at the float positions read as the
+ * value times 2^-112, normals and subnormals alike; infinities and NaNs get
+ * their exponent set by hand. Assumes no denormals-are-zero mode. */
+static inline float nu_half_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, body = (uint32_t)(h & 0x7FFFu) << 13, out;
+    float f;
+    if ((h & 0x7C00u) == 0x7C00u) {
+        out = sign | 0x7F800000u | body;
+    } else {
+        memcpy(&f, &body, 4);
+        f *= 0x1p112f;
+        memcpy(&out, &f, 4);
+        out |= sign;
+    }
+    memcpy(&f, &out, 4);
+    return f;
+}
+
 /* Reads an unaligned little-endian 32-bit word (x86 is little-endian). */
 static inline uint32_t nu_load_u32(const void *p) {
     uint32_t v;

@@ -15,7 +15,7 @@
 #define PARALLEL_QUANT_ROWS 4
 
 /* Work units per thread, and the fewest rows a unit has. */
-#define CHUNKS_PER_THREAD 8
+#define UNITS_PER_THREAD 8
 #define MIN_UNIT_ROWS 16
 
 size_t nu_matmul_scratch_bytes(uint32_t type, int64_t n_in, int32_t n_batch) {
@@ -42,12 +42,12 @@ static int64_t rows_per_chunk(const nu_matmul_job *job) {
     return rows > 0 ? rows : 1;
 }
 
-/* Rows of one unit of work: about CHUNKS_PER_THREAD units per thread, so a
+/* Rows of one unit of work: about UNITS_PER_THREAD units per thread, so a
  * thread that was preempted (or is slower) leaves its unclaimed units to the
  * others; a row is always computed whole by one thread, so who computes it
  * does not change its value. */
 static int64_t rows_per_unit(int64_t n_out, int nth) {
-    int64_t rows = n_out / ((int64_t)nth * CHUNKS_PER_THREAD);
+    int64_t rows = n_out / ((int64_t)nth * UNITS_PER_THREAD);
     return rows > MIN_UNIT_ROWS ? rows : MIN_UNIT_ROWS;
 }
 
@@ -82,7 +82,7 @@ static void matmul_task(void *arg, int ith, int nth) {
 void nu_matmul(nu_threadpool *pool, const nu_matrix *W, const float *x, int32_t n_batch, float *y,
                void *scratch) {
     const nu_kernel_set *ks = nu_kernels_current();
-    if (n_batch <= 0 || W->n_out <= 0 || !ks->tile[W->type]) return;
+    if (n_batch <= 0 || W->n_out <= 0 || W->type >= NU_TYPE_COUNT || !ks->tile[W->type]) return;
     nu_matmul_job job = {.W = W, .x = x, .n_batch = n_batch, .y = y};
     atomic_init(&job.next_unit, 0);
     if (nu_type_is_quantized(W->type)) {
@@ -114,6 +114,7 @@ static float ref_dot(uint32_t type, const uint8_t *w, const float *x, int64_t n)
 }
 
 void nu_matmul_ref(const nu_matrix *W, const float *x, int32_t n_batch, float *y) {
+    if (!nu_type_get(W->type)->computable) return;
     for (int32_t b = 0; b < n_batch; b++)
         for (int64_t r = 0; r < W->n_out; r++)
             y[(size_t)b * (size_t)W->n_out + r] =

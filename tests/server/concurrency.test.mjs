@@ -1,6 +1,7 @@
 // Continuous batching: 16 seeded streaming requests at once all complete,
 // and each one's text is exactly the text of the same request run alone.
-// Also a conversation's cached prefix is reused by its next turn.
+// Also a conversation's cached prefix is reused by its next turn, with the
+// same text as a cold run.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { MODEL_ID, assertCleanExit, client, collectStream, request, startServer, withTimeout } from "./helpers.mjs";
@@ -52,6 +53,9 @@ test("a second turn of a conversation gives the same text as a cold run", async 
     const first = await openai.chat.completions.create({ model: MODEL_ID, messages: msgs, max_tokens: 20, temperature: 0 });
     const turn2 = [...msgs, first.choices[0].message, { role: "user", content: "And then?" }];
     const warm = await openai.chat.completions.create({ model: MODEL_ID, messages: turn2, max_tokens: 20, temperature: 0 });
+    // the first turn's prompt and answer were not computed again
+    assert.ok(warm.usage.prompt_tokens_details.cached_tokens >= first.usage.prompt_tokens,
+        `cached ${warm.usage.prompt_tokens_details.cached_tokens} of ${warm.usage.prompt_tokens}`);
     const cold = await startServer(["--parallel", "1", "--ctx", "512"]);
     try {
         const r = await client(cold).chat.completions.create({ model: MODEL_ID, messages: turn2, max_tokens: 20, temperature: 0 });

@@ -91,8 +91,6 @@ describe("errors", () => {
 
     test("400 for what is not available yet", async () => {
         assertError(await request(server, "POST", "/v1/completions", { body: completion({ watermark: true }) }), 400, "watermark");
-        const rf = await request(server, "POST", "/v1/chat/completions", { body: chat({ response_format: { type: "json_object" } }) });
-        if (rf.status !== 200) assertError(rf, 400, "response_format");
         assertError(await request(server, "POST", "/v1/completions", { body: completion({ suffix: "end" }) }), 400, "suffix");
     });
 

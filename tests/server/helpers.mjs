@@ -64,7 +64,7 @@ export async function startServer(args = [], { startMs = 60000 } = {}) {
 export function assertCleanExit(assert, st) {
     assert.equal(st.signal, null, `server died of ${st.signal}:\n${st.stderr.slice(-4000)}`);
     assert.equal(st.code, 0, `server exit code ${st.code}:\n${st.stderr.slice(-4000)}`);
-    assert.doesNotMatch(st.stderr, /AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|runtime error:/,
+    assert.doesNotMatch(st.stderr, /AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|ThreadSanitizer|runtime error:/,
         "sanitizer report in the server's log");
 }
 

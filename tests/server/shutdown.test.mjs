@@ -1,10 +1,12 @@
 // Graceful shutdown: on SIGTERM / SIGINT the server stops accepting, lets
 // in-flight requests finish within --shutdown-grace (then cancels them with
-// an error), and exits 0. Also: --draft is a clear error, not ignored.
+// an error), and exits 0. Also the start-up options: --chat-template, and
+// --draft is a clear error, not ignored.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { test } from "node:test";
-import { MODEL, MODEL_ID, NUCLEUS, assertCleanExit, client, request, sleep, startServer, withTimeout } from "./helpers.mjs";
+import path from "node:path";
+import { MODEL, MODEL_ID, NUCLEUS, SHARED, assertCleanExit, client, request, sleep, startServer, withTimeout } from "./helpers.mjs";
 
 test("SIGTERM: in-flight streams finish, then exit 0", async () => {
     const server = await startServer(["--parallel", "2", "--test-step-delay-ms", "5"]);
@@ -52,6 +54,30 @@ test("SIGINT past the grace period: unfinished work is cancelled with an error, 
     assert.equal(q.status, 503);
     assertCleanExit(assert, await server.stop());
     assert.ok(Date.now() - t0 < 15000);
+});
+
+test("--chat-template takes a built-in name or a Jinja file", async () => {
+    const msgs = [{ role: "user", content: "Hello there" }];
+    const tokens = async (args) => {
+        const server = await startServer(args);
+        try {
+            const r = await client(server).chat.completions.create({ model: MODEL_ID, messages: msgs, max_tokens: 1 });
+            const m = await request(server, "GET", "/v1/models");
+            return [r.usage.prompt_tokens, m.json.data[0].meta.chat_template];
+        } finally {
+            assertCleanExit(assert, await server.stop());
+        }
+    };
+    const [plain, plainName] = await tokens([]);
+    const [chatml, chatmlName] = await tokens(["--chat-template", "chatml"]);
+    const [file, fileName] = await tokens(["--chat-template", path.join(SHARED, "chat_templates/zephyr_tinyllama.jinja")]);
+    assert.equal(plainName, "plain");
+    assert.equal(chatmlName, "chatml");
+    assert.equal(fileName, "file");
+    assert.ok(chatml > plain && file > plain, `${plain} ${chatml} ${file}`);
+    const bad = spawnSync(NUCLEUS, ["serve", "-m", MODEL, "--port", "0", "--chat-template", "no-such-template"], { encoding: "utf8", timeout: 30000 });
+    assert.equal(bad.status, 1);
+    assert.match(bad.stderr, /chat-template/);
 });
 
 test("--draft is refused with a clear message", () => {
