@@ -116,14 +116,9 @@ static float head_scores(const nu_kv_cache *kv, const float *q, int32_t g, int32
         for (int32_t i = 0; i < hd; i++) q16[i] = nu_f16_to_f32(nu_f32_to_f16(q[i]));
     for (int32_t j = 0; j < n; j++) {
         const void *krow = nu_kv_cache_row(kv, false, layer, cells[j]);
-        float dot = 0;
-        if (kv->type == NU_KV_F32) {
-            const float *k = (const float *)krow + (size_t)g * hd;
-            for (int32_t i = 0; i < hd; i++) dot += q[i] * k[i];
-        } else {
-            const uint16_t *k = (const uint16_t *)krow + (size_t)g * hd;
-            for (int32_t i = 0; i < hd; i++) dot += q16[i] * nu_f16_to_f32(k[i]);
-        }
+        float dot = kv->type == NU_KV_F32
+                        ? nu_vec_dot_f32((const float *)krow + (size_t)g * hd, q, hd)
+                        : nu_vec_dot_f16((const uint16_t *)krow + (size_t)g * hd, q16, hd);
         scores[j] = dot * scale;
         if (scores[j] > max) max = scores[j];
     }
@@ -149,12 +144,10 @@ static void attend_head(nu_context *c, const nu_batch_entry *e, int32_t b, int32
         const void *vrow = nu_kv_cache_row(kv, true, layer, cells[j]);
         float w = scores[j] / sum;
         if (kv->type == NU_KV_F32) {
-            const float *v = (const float *)vrow + (size_t)g * hd;
-            for (int32_t i = 0; i < hd; i++) out[i] += w * v[i];
+            nu_vec_mad_f32(out, (const float *)vrow + (size_t)g * hd, w, hd);
         } else {
-            const uint16_t *v = (const uint16_t *)vrow + (size_t)g * hd;
             w = nu_f16_to_f32(nu_f32_to_f16(w));
-            for (int32_t i = 0; i < hd; i++) out[i] += w * nu_f16_to_f32(v[i]);
+            nu_vec_mad_f16(out, (const uint16_t *)vrow + (size_t)g * hd, w, hd);
         }
     }
 }
