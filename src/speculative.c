@@ -60,6 +60,8 @@ typedef struct spec_state {
     float *pbuf;              /* [n_vocab] target distribution (dense) */
     nu_batch_entry *batch;
     int32_t k;                /* current draft length */
+    int32_t pause;            /* passes left without drafting (adaptive back-off) */
+    int32_t misses;           /* consecutive passes at the shortest length with nothing accepted */
     gen_output out;
     nu_speculative_stats *stats;
     int32_t n_vocab;
@@ -208,6 +210,14 @@ static void adapt(spec_state *s, int32_t proposed, int32_t accepted) {
     if (!s->sp->adaptive || proposed == 0) return;
     if (accepted == proposed && s->k < s->sp->draft_max) s->k++;
     else if (2 * accepted < proposed && s->k > s->sp->draft_min) s->k--;
+    /* When even the shortest draft keeps failing, the guesser only costs
+     * time: stop drafting for 2, 4, 8, ... 256 passes, then try again. */
+    if (accepted > 0) {
+        s->misses = 0;
+    } else if (s->k == s->sp->draft_min) {
+        s->misses = s->misses < 8 ? s->misses + 1 : 8;
+        s->pause = 1 << s->misses;
+    }
 }
 
 /* One pass: propose, verify in one target batch, roll back what was rejected. */
@@ -217,6 +227,10 @@ static nu_status pass(spec_state *s, nu_finish_reason *why, nu_error *err) {
         k = s->p->n_predict - s->out.res->n_tokens - 1;
     if (k > room) k = room;
     if (k < 0) k = 0;
+    if (s->pause > 0) {
+        s->pause--;
+        k = 0;
+    }
     nu_status st = NU_OK;
     if (k > 0 && s->sp->draft) st = propose_with_model(s, k, &n_draft, err);
     else if (k > 0) n_draft = propose_by_lookup(s, k);
