@@ -6,7 +6,7 @@
 //
 //   node bench/server_bench.mjs --base-url http://127.0.0.1:8080/v1
 //        [--concurrency 1,4,8,16] [--max-tokens 64] [--reps 3] [--mode completion|chat]
-//        [--model ID] [--api-key KEY] [--prompt TEXT] [--json]
+//        [--model ID] [--api-key KEY] [--prompt TEXT] [--extra JSON] [--json]
 //
 // Each request asks for exactly max_tokens tokens (ignore_eos, temperature
 // 0.8 with a per-request seed). For each concurrency level, all N requests
@@ -14,12 +14,15 @@
 // from the first request sent to the last stream finished. The median over
 // the repetitions is reported, with the median time to first token and the
 // median per-stream decode rate. Only tokens the server reports in its
-// usage chunk are counted (or, without one, the content chunks).
+// usage chunk are counted (or, without one, the content chunks). --extra
+// adds fields to every request (e.g. '{"top_k":40,"top_p":0.95,"min_p":0.05}'
+// so that servers with different sampling defaults do the same work).
 
 function parseArgs(argv) {
     const a = { baseUrl: "http://127.0.0.1:8080/v1", concurrency: [1, 4, 8, 16], maxTokens: 64, reps: 3,
         mode: "completion", model: undefined, apiKey: process.env.OPENAI_API_KEY ?? "sk-no-key",
-        prompt: "Once upon a time, in a small village by the sea, there lived", json: false, timeoutMs: 600000 };
+        prompt: "Once upon a time, in a small village by the sea, there lived", json: false, timeoutMs: 600000,
+        extra: {} };
     for (let i = 2; i < argv.length; i++) {
         const k = argv[i], v = () => argv[++i];
         if (k === "--base-url") a.baseUrl = v().replace(/\/$/, "");
@@ -31,6 +34,7 @@ function parseArgs(argv) {
         else if (k === "--api-key") a.apiKey = v();
         else if (k === "--prompt") a.prompt = v();
         else if (k === "--json") a.json = true;
+        else if (k === "--extra") a.extra = JSON.parse(v());
         else if (k === "--timeout-ms") a.timeoutMs = Number(v());
         else if (k === "-h" || k === "--help") { console.log("see the header of bench/server_bench.mjs"); process.exit(0); }
         else { console.error(`unknown argument ${k}`); process.exit(2); }
@@ -57,7 +61,7 @@ async function modelId(a) {
 // One streaming request; resolves with its token count and timings (ms).
 async function streamOne(a, i) {
     const body = { model: a.model, max_tokens: a.maxTokens, temperature: 0.8, seed: 1234 + i, ignore_eos: true,
-        stream: true, stream_options: { include_usage: true } };
+        stream: true, stream_options: { include_usage: true }, ...a.extra };
     if (a.mode === "chat") body.messages = [{ role: "user", content: `${a.prompt} (${i})` }];
     else body.prompt = `${a.prompt} (${i})`;
     const t0 = performance.now();
