@@ -33,36 +33,6 @@ INLINE float hsum_ps(__m256 v) {
     return _mm_cvtss_f32(q);
 }
 
-INLINE int block_bytes(uint32_t type) {
-    switch (type) {
-    case NU_TYPE_Q4_0: return NU_Q4_0_BYTES;
-    case NU_TYPE_Q4_1: return NU_Q4_1_BYTES;
-    case NU_TYPE_Q5_0: return NU_Q5_0_BYTES;
-    case NU_TYPE_Q5_1: return NU_Q5_1_BYTES;
-    default: return NU_Q8_0_BYTES;
-    }
-}
-
-INLINE int nibble_offset(uint32_t type) {
-    switch (type) {
-    case NU_TYPE_Q4_0: return 2;
-    case NU_TYPE_Q4_1: return 4;
-    case NU_TYPE_Q5_0: return 6;
-    default: return 8; /* Q5_1 */
-    }
-}
-
-INLINE int quant_offset(uint32_t type) {
-    return type == NU_TYPE_Q4_0 ? 8 : type == NU_TYPE_Q5_0 ? 16 : 0;
-}
-
-INLINE int has_min(uint32_t type) {
-    return type == NU_TYPE_Q4_1 || type == NU_TYPE_Q5_1;
-}
-
-INLINE int has_high_bits(uint32_t type) {
-    return type == NU_TYPE_Q5_0 || type == NU_TYPE_Q5_1;
-}
 
 /* A block's 4-bit quants as 32 bytes in element order: the 16 bytes twice,
  * the upper copy shifted right by 4, masked to nibbles. */

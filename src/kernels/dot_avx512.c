@@ -45,39 +45,6 @@ INLINE float hsum_ps(__m512 v) {
     return _mm_cvtss_f32(q);
 }
 
-/* Bytes of one block of a quantised type. */
-INLINE int block_bytes(uint32_t type) {
-    switch (type) {
-    case NU_TYPE_Q4_0: return NU_Q4_0_BYTES;
-    case NU_TYPE_Q4_1: return NU_Q4_1_BYTES;
-    case NU_TYPE_Q5_0: return NU_Q5_0_BYTES;
-    case NU_TYPE_Q5_1: return NU_Q5_1_BYTES;
-    default: return NU_Q8_0_BYTES;
-    }
-}
-
-/* Offset of the nibbles inside a block. */
-INLINE int nibble_offset(uint32_t type) {
-    switch (type) {
-    case NU_TYPE_Q4_0: return 2;
-    case NU_TYPE_Q4_1: return 4;
-    case NU_TYPE_Q5_0: return 6;
-    default: return 8; /* Q5_1 */
-    }
-}
-
-/* The value stored quants exceed the signed ones by (_0 types), else 0. */
-INLINE int quant_offset(uint32_t type) {
-    return type == NU_TYPE_Q4_0 ? 8 : type == NU_TYPE_Q5_0 ? 16 : 0;
-}
-
-INLINE int has_min(uint32_t type) {
-    return type == NU_TYPE_Q4_1 || type == NU_TYPE_Q5_1;
-}
-
-INLINE int has_high_bits(uint32_t type) {
-    return type == NU_TYPE_Q5_0 || type == NU_TYPE_Q5_1;
-}
 
 /* The 4-bit quants of two blocks as 64 bytes in element order. Each block's
  * 16 bytes are placed twice, [b0 b0 b1 b1], and the second copies shifted

@@ -211,4 +211,40 @@ static inline uint16_t nu_load_u16(const void *p) {
     return v;
 }
 
+/* ---- Block layout facts shared by the SIMD kernels ------------------------ */
+
+/* Bytes of one block of a quantised type. */
+static inline __attribute__((always_inline)) int block_bytes(uint32_t type) {
+    switch (type) {
+    case NU_TYPE_Q4_0: return NU_Q4_0_BYTES;
+    case NU_TYPE_Q4_1: return NU_Q4_1_BYTES;
+    case NU_TYPE_Q5_0: return NU_Q5_0_BYTES;
+    case NU_TYPE_Q5_1: return NU_Q5_1_BYTES;
+    default: return NU_Q8_0_BYTES;
+    }
+}
+
+/* Offset of the nibbles inside a block. */
+static inline __attribute__((always_inline)) int nibble_offset(uint32_t type) {
+    switch (type) {
+    case NU_TYPE_Q4_0: return 2;
+    case NU_TYPE_Q4_1: return 4;
+    case NU_TYPE_Q5_0: return 6;
+    default: return 8; /* Q5_1 */
+    }
+}
+
+/* The value stored quants exceed the signed ones by (_0 types), else 0. */
+static inline __attribute__((always_inline)) int quant_offset(uint32_t type) {
+    return type == NU_TYPE_Q4_0 ? 8 : type == NU_TYPE_Q5_0 ? 16 : 0;
+}
+
+static inline __attribute__((always_inline)) int has_min(uint32_t type) {
+    return type == NU_TYPE_Q4_1 || type == NU_TYPE_Q5_1;
+}
+
+static inline __attribute__((always_inline)) int has_high_bits(uint32_t type) {
+    return type == NU_TYPE_Q5_0 || type == NU_TYPE_Q5_1;
+}
+
 #endif
