@@ -55,7 +55,7 @@ typedef struct srv_job {
     char fail_message[512];
     bool cancel; /* the client went away or the server stops */
     int refs;
-    int efd;                               /* eventfd: the engine writes when there is news */
+    int efd;                       /* eventfd: the engine writes when there is news */
     double t_submit, t_first_text; /* nu_time_ms() */
 
     /* Engine-private. */
