@@ -13,6 +13,7 @@
 
 #include "gguf.h"
 #include "test_support.h"
+#include "vocab_support.h"
 #include "tokenizer.h"
 
 /* ------------------------------------------------------------------------ */
@@ -29,9 +30,7 @@ static loaded_vocab load_vocab(const char *rel) {
     char path[4096];
     snprintf(path, sizeof path, "%s", nu_test_shared(rel));
     loaded_vocab lv = {0};
-    nu_error err = {0};
-    if (gguf_open(path, &lv.file, &err) != NU_OK) fail_msg("%s: %s", path, err.message);
-    if (nu_vocab_load(lv.file, &lv.vocab, &err) != NU_OK) fail_msg("%s: %s", path, err.message);
+    tv_load(path, &lv.file, &lv.vocab);
     return lv;
 }
 
@@ -40,49 +39,8 @@ static void unload_vocab(loaded_vocab *lv) {
     gguf_close(lv->file);
 }
 
-/* Tokenizes into a malloc'ed array (*n ids); fails the test on error. */
-static int32_t *tokenize(const nu_vocab *v, const char *text, size_t len, unsigned flags,
-                         size_t *n) {
-    nu_error err = {0};
-    size_t need = 0;
-    nu_status st = nu_vocab_tokenize(v, text, len, flags, NULL, 0, &need, &err);
-    if (st != NU_OK && st != NU_ERR_BUFFER_SMALL) fail_msg("tokenize: %s", err.message);
-    int32_t *ids = malloc((need + 1) * sizeof *ids);
-    assert_non_null(ids);
-    st = nu_vocab_tokenize(v, text, len, flags, ids, need, n, &err);
-    if (st != NU_OK) fail_msg("tokenize: %s", err.message);
-    assert_int_equal(*n, need);
-    return ids;
-}
 
-/* Appends the decimal ids to buf (for messages). */
-static void format_ids(char *buf, size_t cap, const int32_t *ids, size_t n) {
-    size_t at = 0;
-    buf[0] = 0;
-    for (size_t i = 0; i < n && at + 16 < cap; i++) {
-        at += (size_t)snprintf(buf + at, cap - at, " %d", ids[i]);
-    }
-}
 
-/* True when s[0..n) is well-formed UTF-8 (no overlongs, surrogates or
- * values past U+10FFFF), checked independently of the library. */
-static bool valid_utf8(const char *s, size_t n) {
-    const unsigned char *u = (const unsigned char *)s;
-    for (size_t i = 0; i < n;) {
-        unsigned c = u[i];
-        size_t k = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        if (k == 0 || i + k > n) return false;
-        uint32_t cp = k == 1 ? c : c & (0x7F >> k);
-        for (size_t j = 1; j < k; j++) {
-            if ((u[i + j] & 0xC0) != 0x80) return false;
-            cp = (cp << 6) | (u[i + j] & 0x3F);
-        }
-        static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-        if (cp < min_cp[k] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-        i += k;
-    }
-    return true;
-}
 
 /* Streams ids through the detokenizer, checking that every chunk is valid
  * UTF-8 on its own; returns the whole text (malloc'ed, length in *len). */
@@ -99,31 +57,24 @@ static char *detokenize(const nu_vocab *v, const int32_t *ids, size_t n, bool sp
     for (size_t i = 0; i <= n; i++) {
         size_t k = i < n ? nu_vocab_detokenize_push(v, &d, ids[i], text + at, cap - at)
                          : nu_vocab_detokenize_flush(&d, text + at, cap - at);
-        if (!valid_utf8(text + at, k)) fail_msg("chunk %zu of the detokenizer is not UTF-8", i);
+        if (!tv_valid_utf8(text + at, k)) fail_msg("chunk %zu of the detokenizer is not UTF-8", i);
         at += k;
     }
     *len = at;
     return text;
 }
 
-/* The id whose text is exactly s, or -1 (a linear scan: tests only). */
-static int32_t find_token(const nu_vocab *v, const char *s) {
-    for (int32_t i = 0; i < nu_vocab_n_tokens(v); i++) {
-        if (strcmp(nu_vocab_token_text(v, i), s) == 0) return i;
-    }
-    return -1;
-}
 
 /* Checks that tokenizing text (len bytes) with flags gives exactly want. */
 static void expect_ids(const nu_vocab *v, const char *text, size_t len, unsigned flags,
                        const int32_t *want, size_t n_want) {
     size_t n;
-    int32_t *got = tokenize(v, text, len, flags, &n);
+    int32_t *got = tv_tokenize(v, text, len, flags, &n);
     bool same = n == n_want && memcmp(got, want, n * sizeof *got) == 0;
     if (!same) {
         char a[2048], b[2048];
-        format_ids(a, sizeof a, want, n_want);
-        format_ids(b, sizeof b, got, n);
+        tv_format_ids(a, sizeof a, want, n_want);
+        tv_format_ids(b, sizeof b, got, n);
         free(got);
         fail_msg("'%.*s': expected [%s ] got [%s ]", (int)len, text, a, b);
     }
@@ -192,13 +143,13 @@ static void check_vectors(const char *name) {
         assert_non_null(line);
         size_t n_want = parse_ids(line, want, 65536);
         size_t n;
-        int32_t *got = tokenize(lv.vocab, texts[t], lens[t], 0, &n);
+        int32_t *got = tv_tokenize(lv.vocab, texts[t], lens[t], 0, &n);
         if (n == n_want && memcmp(got, want, n * sizeof *got) == 0)
             passed++;
         else {
             char a[8192], b[8192];
-            format_ids(a, sizeof a, want, n_want);
-            format_ids(b, sizeof b, got, n);
+            tv_format_ids(a, sizeof a, want, n_want);
+            tv_format_ids(b, sizeof b, got, n);
             print_message("%s test %zu: input '%s'\n  expected [%s ]\n  got      [%s ]\n", name, t,
                           texts[t], a, b);
         }
@@ -296,7 +247,7 @@ static void round_trip_all(const char *rel) {
     bool strip = nu_vocab_adds_space_prefix(lv.vocab);
     for (size_t t = 0; t < n_tests; t++) {
         size_t n, len;
-        int32_t *ids = tokenize(lv.vocab, texts[t], lens[t], 0, &n);
+        int32_t *ids = tv_tokenize(lv.vocab, texts[t], lens[t], 0, &n);
         char *back = detokenize(lv.vocab, ids, n, false, strip, &len);
         if (len != lens[t] || memcmp(back, texts[t], len) != 0) {
             fail_msg("%s: '%s' came back as '%.*s'", rel, texts[t], (int)len, back);
@@ -346,7 +297,7 @@ static void test_round_trip_baichuan(void **state) {
     assert_true(nu_vocab_adds_bos(lv.vocab));
     assert_true(nu_vocab_adds_space_prefix(lv.vocab));
     size_t n;
-    int32_t *ids = tokenize(lv.vocab, "Hello world", 11, NU_TOKENIZE_ADD_BOS, &n);
+    int32_t *ids = tv_tokenize(lv.vocab, "Hello world", 11, NU_TOKENIZE_ADD_BOS, &n);
     assert_true(n >= 2);
     assert_int_equal(ids[0], 1);
     for (size_t i = 1; i < n; i++) assert_int_equal(nu_vocab_token_type(lv.vocab, ids[i]), 1);
@@ -385,7 +336,7 @@ static void test_byte_fallback(void **state) {
     /* CJK characters: some are tokens, rarer ones fall back to bytes */
     const char *cjk = "我想在apple工作 齉龘";
     size_t n, len;
-    int32_t *ids = tokenize(v, cjk, strlen(cjk), 0, &n);
+    int32_t *ids = tv_tokenize(v, cjk, strlen(cjk), 0, &n);
     bool saw_byte = false;
     for (size_t i = 0; i < n; i++) saw_byte |= nu_vocab_token_type(v, ids[i]) == 6;
     assert_true(saw_byte);
@@ -403,7 +354,7 @@ static void test_detokenizer_invalid(void **state) {
     (void)state;
     loaded_vocab lv = load_vocab("vocab/ggml-vocab-llama-spm.gguf");
     const nu_vocab *v = lv.vocab;
-    int32_t hello = find_token(v, "▁Hello");
+    int32_t hello = tv_find_token(v, "▁Hello");
     assert_true(hello >= 0);
     nu_detokenizer d;
     char out[64];
@@ -430,7 +381,7 @@ static void test_detokenizer_invalid(void **state) {
     assert_int_equal(nu_vocab_detokenize_push(v, &d, 3 + 0xED, out, sizeof out), 0);
     assert_int_equal(nu_vocab_detokenize_push(v, &d, 3 + 0xA0, out, sizeof out), 6);
     /* strip: only one space, only at the very start */
-    int32_t sp = find_token(v, "▁▁");
+    int32_t sp = tv_find_token(v, "▁▁");
     assert_true(sp >= 0);
     nu_detokenizer_init(&d, NULL, false, true);
     assert_int_equal(nu_vocab_detokenize_push(v, &d, sp, out, sizeof out), 1);
@@ -464,7 +415,7 @@ static void test_special_tokens_llama(void **state) {
     (void)state;
     loaded_vocab lv = load_vocab("vocab/ggml-vocab-llama-spm.gguf");
     const nu_vocab *v = lv.vocab;
-    int32_t hello = find_token(v, "Hello"), hello_sp = find_token(v, "▁Hello");
+    int32_t hello = tv_find_token(v, "Hello"), hello_sp = tv_find_token(v, "▁Hello");
     assert_true(hello >= 0 && hello_sp >= 0);
     /* parsed: "<s>" and "</s>" become ids; "Hello" follows a special token,
      * so it gets no space prefix */
@@ -479,7 +430,7 @@ static void test_special_tokens_llama(void **state) {
     expect_ids(v, "Hello<unk></s>", 14, NU_TOKENIZE_PARSE_SPECIAL, want_text, 3);
     /* not parsed: plain text, no control ids, and it round-trips */
     size_t n, len;
-    int32_t *ids = tokenize(v, text, strlen(text), 0, &n);
+    int32_t *ids = tv_tokenize(v, text, strlen(text), 0, &n);
     for (size_t i = 0; i < n; i++) assert_int_equal(nu_vocab_token_type(v, ids[i]), 1);
     char *back = detokenize(v, ids, n, false, true, &len);
     assert_int_equal(len, strlen(text));
@@ -487,7 +438,7 @@ static void test_special_tokens_llama(void **state) {
     free(back);
     free(ids);
     /* parsed and rendered with special = true: the text again */
-    ids = tokenize(v, text, strlen(text), NU_TOKENIZE_PARSE_SPECIAL, &n);
+    ids = tv_tokenize(v, text, strlen(text), NU_TOKENIZE_PARSE_SPECIAL, &n);
     back = detokenize(v, ids, n, true, false, &len);
     assert_int_equal(len, strlen(text));
     assert_memory_equal(back, text, len);
@@ -500,7 +451,7 @@ static void test_special_tokens_phi3(void **state) {
     (void)state;
     loaded_vocab lv = load_vocab("vocab/ggml-vocab-phi-3.gguf");
     const nu_vocab *v = lv.vocab;
-    int32_t hi = find_token(v, "▁Hi"), nl = find_token(v, "<0x0A>");
+    int32_t hi = tv_find_token(v, "▁Hi"), nl = tv_find_token(v, "<0x0A>");
     assert_true(hi >= 0 && nl >= 0);
     /* "</s>" is user-defined in Phi-3: matched even without parse-special */
     assert_int_equal(nu_vocab_token_type(v, 2), NU_TOKEN_USER_DEFINED);
@@ -511,11 +462,11 @@ static void test_special_tokens_phi3(void **state) {
     expect_ids(v, "<|endoftext|><|end|>", 20, NU_TOKENIZE_PARSE_SPECIAL, want_eot, 2);
     /* a chat turn */
     const char *chat = "<|user|>\nHi<|end|>\n<|assistant|>\n";
-    int32_t want_chat[] = {32010, nl, find_token(v, "Hi"), 32007, nl, 32001, nl};
+    int32_t want_chat[] = {32010, nl, tv_find_token(v, "Hi"), 32007, nl, 32001, nl};
     expect_ids(v, chat, strlen(chat), NU_TOKENIZE_PARSE_SPECIAL, want_chat, 7);
     /* not parsed: control text is plain text */
     size_t n;
-    int32_t *ids = tokenize(v, chat, strlen(chat), 0, &n);
+    int32_t *ids = tv_tokenize(v, chat, strlen(chat), 0, &n);
     for (size_t i = 0; i < n; i++) assert_true(ids[i] < 32000);
     free(ids);
     /* end-of-generation: eos and the end-of-turn token */
@@ -598,7 +549,7 @@ static void test_invalid_utf8(void **state) {
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         size_t n, len, in_len = strlen(cases[c]);
-        int32_t *ids = tokenize(v, cases[c], in_len, 0, &n);
+        int32_t *ids = tv_tokenize(v, cases[c], in_len, 0, &n);
         /* token_to_bytes reproduces the bytes (after the prefix space) */
         char buf[256];
         size_t at = 0;
@@ -608,7 +559,7 @@ static void test_invalid_utf8(void **state) {
         assert_int_equal(at, in_len + 1);
         assert_memory_equal(buf + 1, cases[c], in_len);
         char *back = detokenize(v, ids, n, false, true, &len);
-        assert_true(valid_utf8(back, len));
+        assert_true(tv_valid_utf8(back, len));
         free(back);
         free(ids);
     }
@@ -621,9 +572,9 @@ static void test_invalid_utf8(void **state) {
         rnd[i] = (char)(seed >> 24);
     }
     size_t n, len;
-    int32_t *ids = tokenize(v, rnd, 100000, NU_TOKENIZE_PARSE_SPECIAL, &n);
+    int32_t *ids = tv_tokenize(v, rnd, 100000, NU_TOKENIZE_PARSE_SPECIAL, &n);
     char *back = detokenize(v, ids, n, false, true, &len);
-    assert_true(valid_utf8(back, len));
+    assert_true(tv_valid_utf8(back, len));
     free(back);
     free(ids);
     free(rnd);
@@ -933,12 +884,12 @@ static void test_gpt2_vocab(void **state) {
     assert_int_equal(nu_vocab_eos(v), 50256);
     assert_true(nu_vocab_is_eog(v, 50256));
     assert_false(nu_vocab_adds_space_prefix(v));
-    int32_t the = find_token(v, "\xC4\xA0the"); /* "Ġthe" */
+    int32_t the = tv_find_token(v, "\xC4\xA0the"); /* "Ġthe" */
     assert_true(the >= 0);
     char out[64];
     assert_int_equal(nu_vocab_token_to_bytes(v, the, false, out, sizeof out), 4);
     assert_memory_equal(out, " the", 4);
-    int32_t nl = find_token(v, "\xC4\x8A"); /* "Ċ" = newline */
+    int32_t nl = tv_find_token(v, "\xC4\x8A"); /* "Ċ" = newline */
     assert_true(nl >= 0);
     assert_int_equal(nu_vocab_token_to_bytes(v, nl, false, out, sizeof out), 1);
     assert_int_equal(out[0], '\n');
@@ -947,7 +898,7 @@ static void test_gpt2_vocab(void **state) {
     nu_error err = {0};
     assert_int_equal(nu_vocab_tokenize(v, "hi", 2, 0, ids, 4, &n, &err), NU_OK);
     assert_int_equal(n, 1);
-    assert_int_equal(ids[0], find_token(v, "hi"));
+    assert_int_equal(ids[0], tv_find_token(v, "hi"));
     unload_vocab(&lv);
 }
 

@@ -17,6 +17,7 @@
 #include "gguf_writer.h"
 #include "pretokenize.h"
 #include "test_support.h"
+#include "vocab_support.h"
 #include "tokenizer.h"
 
 /* ------------------------------------------------------------------------ */
@@ -40,9 +41,7 @@ static loaded_vocab load_named(const char *name) {
     snprintf(rel, sizeof rel, "vocab/ggml-vocab-%s.gguf", name);
     snprintf(path, sizeof path, "%s", nu_test_shared(rel));
     loaded_vocab lv = {0};
-    nu_error err = {0};
-    if (gguf_open(path, &lv.file, &err) != NU_OK) fail_msg("%s: %s", path, err.message);
-    if (nu_vocab_load(lv.file, &lv.vocab, &err) != NU_OK) fail_msg("%s: %s", path, err.message);
+    tv_load(path, &lv.file, &lv.vocab);
     return lv;
 }
 
@@ -52,65 +51,22 @@ static void unload(loaded_vocab *lv) {
     free(lv->image);
 }
 
-/* Tokenizes into a malloc'ed array (*n ids); fails the test on error. */
-static int32_t *tokenize(const nu_vocab *v, const char *text, size_t len, unsigned flags,
-                         size_t *n) {
-    nu_error err = {0};
-    size_t need = 0;
-    nu_status st = nu_vocab_tokenize(v, text, len, flags, NULL, 0, &need, &err);
-    if (st != NU_OK && st != NU_ERR_BUFFER_SMALL) fail_msg("tokenize: %s", err.message);
-    int32_t *ids = malloc((need + 1) * sizeof *ids);
-    assert_non_null(ids);
-    st = nu_vocab_tokenize(v, text, len, flags, ids, need, n, &err);
-    if (st != NU_OK) fail_msg("tokenize: %s", err.message);
-    assert_int_equal(*n, need);
-    return ids;
-}
 
-static void format_ids(char *buf, size_t cap, const int32_t *ids, size_t n) {
-    size_t at = 0;
-    buf[0] = 0;
-    for (size_t i = 0; i < n && at + 16 < cap; i++) {
-        at += (size_t)snprintf(buf + at, cap - at, " %d", ids[i]);
-    }
-}
 
 /* Checks that tokenizing the C string text with flags gives exactly want. */
 static void expect_ids(const nu_vocab *v, const char *text, unsigned flags, const int32_t *want,
                        size_t n_want) {
     size_t n;
-    int32_t *got = tokenize(v, text, strlen(text), flags, &n);
+    int32_t *got = tv_tokenize(v, text, strlen(text), flags, &n);
     if (n != n_want || memcmp(got, want, n * sizeof *got) != 0) {
         char g[512], w[512];
-        format_ids(g, sizeof g, got, n);
-        format_ids(w, sizeof w, want, n_want);
+        tv_format_ids(g, sizeof g, got, n);
+        tv_format_ids(w, sizeof w, want, n_want);
         fail_msg("'%s': got%s, want%s", text, g, w);
     }
     free(got);
 }
 
-/* True when s[0..n) is well-formed UTF-8, checked independently of the
- * library (no overlongs, surrogates or values past U+10FFFF). */
-static bool valid_utf8(const char *s, size_t n) {
-    const unsigned char *u = (const unsigned char *)s;
-    for (size_t i = 0; i < n;) {
-        unsigned c = u[i];
-        size_t k = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        if (k == 0 || i + k > n) return false;
-        uint32_t cp = k == 1 ? c : c & (0x7F >> k);
-        for (size_t j = 1; j < k; j++) {
-            if ((u[i + j] & 0xC0) != 0x80) return false;
-            cp = (cp << 6) | (u[i + j] & 0x3F);
-        }
-        static const uint32_t min_cp[5] = {0, 0, 0, 0x800, 0x10000};
-        if ((k == 2 && cp < 0x80) || cp < min_cp[k] || cp > 0x10FFFF ||
-            (cp >= 0xD800 && cp <= 0xDFFF)) {
-            return false;
-        }
-        i += k;
-    }
-    return true;
-}
 
 /* The concatenated token_to_bytes of ids (malloc'ed, length in *len). */
 static char *join_bytes(const nu_vocab *v, const int32_t *ids, size_t n, bool special,
@@ -144,20 +100,13 @@ static char *stream_detokenize(const nu_vocab *v, const int32_t *ids, size_t n, 
     for (size_t i = 0; i <= n; i++) {
         size_t k = i < n ? nu_vocab_detokenize_push(v, &d, ids[i], text + at, cap - at)
                          : nu_vocab_detokenize_flush(&d, text + at, cap - at);
-        if (!valid_utf8(text + at, k)) fail_msg("chunk %zu of the detokenizer is not UTF-8", i);
+        if (!tv_valid_utf8(text + at, k)) fail_msg("chunk %zu of the detokenizer is not UTF-8", i);
         at += k;
     }
     *len = at;
     return text;
 }
 
-/* The id whose text is exactly s, or -1 (a linear scan: tests only). */
-static int32_t find_token(const nu_vocab *v, const char *s) {
-    for (int32_t i = 0; i < nu_vocab_n_tokens(v); i++) {
-        if (strcmp(nu_vocab_token_text(v, i), s) == 0) return i;
-    }
-    return -1;
-}
 
 /* The test texts of a vocabulary's .inp file (split on the separator). */
 typedef struct test_texts {
@@ -214,12 +163,12 @@ static void run_vectors(const char *name) {
             p = end;
         }
         size_t n;
-        int32_t *got = tokenize(lv.vocab, t.text[i], t.len[i], 0, &n);
+        int32_t *got = tv_tokenize(lv.vocab, t.text[i], t.len[i], 0, &n);
         if (n == n_want && memcmp(got, want, n * sizeof *got) == 0) {
             passed++;
         } else {
             char g[2048];
-            format_ids(g, sizeof g, got, n);
+            tv_format_ids(g, sizeof g, got, n);
             printf("MISMATCH %s #%zu '%.*s'\n  want %s\n  got %s\n", name, i, (int)t.len[i],
                    t.text[i], line, g);
         }
@@ -383,11 +332,11 @@ static const char *const extra_texts[] = {
     "\xC2\xA0\xE3\x80\x80\xE2\x80\x8B\xC2\x85\xE2\x80\xA8 mixed spaces",
 };
 
-/* detokenize(tokenize(x)) == x for one text, by token_to_bytes and by the
+/* detokenize(tv_tokenize(x)) == x for one text, by token_to_bytes and by the
  * streaming detokenizer. */
 static void check_round_trip(const nu_vocab *v, const char *name, const char *text, size_t len) {
     size_t n, out_len, stream_len;
-    int32_t *ids = tokenize(v, text, len, 0, &n);
+    int32_t *ids = tv_tokenize(v, text, len, 0, &n);
     char *out = join_bytes(v, ids, n, false, &out_len);
     if (out_len != len || memcmp(out, text, len) != 0) {
         fail_msg("%s: round trip of '%.*s' gave '%.*s'", name, (int)len, text, (int)out_len, out);
@@ -426,10 +375,10 @@ static void test_gpt_neox(void **state) {
     assert_int_equal(nu_vocab_n_tokens(v), 50432);
     assert_null(nu_vocab_warning(v));
     assert_false(nu_vocab_adds_bos(v));
-    int32_t four = find_token(v, "    ");
+    int32_t four = tv_find_token(v, "    ");
     assert_true(four >= 0);
     assert_int_equal(nu_vocab_token_type(v, four), NU_TOKEN_USER_DEFINED);
-    int32_t hello = find_token(v, "Hello");
+    int32_t hello = tv_find_token(v, "Hello");
     assert_true(hello >= 0);
     int32_t want[] = {four, hello};
     expect_ids(v, "    Hello", 0, want, 2);
@@ -448,8 +397,8 @@ static void test_special_tokens_gpt2(void **state) {
     const nu_vocab *v = lv.vocab;
     const char *text = "Hi<|endoftext|> there";
     size_t n;
-    int32_t *ids = tokenize(v, text, strlen(text), NU_TOKENIZE_PARSE_SPECIAL, &n);
-    int32_t hi = find_token(v, "Hi"), there = find_token(v, "\xC4\xA0there");
+    int32_t *ids = tv_tokenize(v, text, strlen(text), NU_TOKENIZE_PARSE_SPECIAL, &n);
+    int32_t hi = tv_find_token(v, "Hi"), there = tv_find_token(v, "\xC4\xA0there");
     int32_t want[] = {hi, 50256, there};
     assert_int_equal(n, 3);
     assert_memory_equal(ids, want, sizeof want);
@@ -465,7 +414,7 @@ static void test_special_tokens_gpt2(void **state) {
     free(out);
     free(ids);
     /* without the flag: plain text, no 50256, and it round-trips */
-    ids = tokenize(v, text, strlen(text), 0, &n);
+    ids = tv_tokenize(v, text, strlen(text), 0, &n);
     assert_true(n > 3);
     for (size_t i = 0; i < n; i++) assert_int_not_equal(ids[i], 50256);
     free(ids);
@@ -482,28 +431,28 @@ static void test_special_tokens_deepseek(void **state) {
     const nu_vocab *v = lv.vocab;
     assert_true(nu_vocab_adds_bos(v));
     assert_int_equal(nu_vocab_bos(v), 32013);
-    int32_t user = find_token(v, "<|User|>");
+    int32_t user = tv_find_token(v, "<|User|>");
     assert_int_equal(user, 32019);
     size_t n;
-    int32_t *ids = tokenize(v, "<|User|>hi", 10, 0, &n);
+    int32_t *ids = tv_tokenize(v, "<|User|>hi", 10, 0, &n);
     assert_true(n >= 2);
     assert_int_equal(ids[0], user);
     free(ids);
     const char *bos_text = "<\xEF\xBD\x9C"
                            "begin\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>";
-    ids = tokenize(v, bos_text, strlen(bos_text), NU_TOKENIZE_PARSE_SPECIAL, &n);
+    ids = tv_tokenize(v, bos_text, strlen(bos_text), NU_TOKENIZE_PARSE_SPECIAL, &n);
     assert_int_equal(n, 1);
     assert_int_equal(ids[0], 32013);
     free(ids);
-    ids = tokenize(v, bos_text, strlen(bos_text), 0, &n);
+    ids = tv_tokenize(v, bos_text, strlen(bos_text), 0, &n);
     assert_true(n > 1);
     free(ids);
     /* BOS only with the flag */
-    ids = tokenize(v, "x", 1, NU_TOKENIZE_ADD_BOS, &n);
+    ids = tv_tokenize(v, "x", 1, NU_TOKENIZE_ADD_BOS, &n);
     assert_int_equal(n, 2);
     assert_int_equal(ids[0], 32013);
     free(ids);
-    ids = tokenize(v, "x", 1, 0, &n);
+    ids = tv_tokenize(v, "x", 1, 0, &n);
     assert_int_equal(n, 1);
     free(ids);
     unload(&lv);
@@ -517,7 +466,7 @@ static void test_special_tokens_starcoder(void **state) {
     const nu_vocab *v = lv.vocab;
     const char *text = "<fim_prefix>def f():<fim_suffix>\n<fim_middle>";
     size_t n;
-    int32_t *ids = tokenize(v, text, strlen(text), NU_TOKENIZE_PARSE_SPECIAL, &n);
+    int32_t *ids = tv_tokenize(v, text, strlen(text), NU_TOKENIZE_PARSE_SPECIAL, &n);
     assert_int_equal(ids[0], 1);
     assert_int_equal(ids[n - 1], 2);
     free(ids);
@@ -528,7 +477,7 @@ static void test_special_tokens_starcoder(void **state) {
         lv = load_named(no_bos[i]);
         assert_false(nu_vocab_adds_bos(lv.vocab));
         assert_false(nu_vocab_adds_space_prefix(lv.vocab));
-        ids = tokenize(lv.vocab, "Hello", 5, NU_TOKENIZE_ADD_BOS, &n);
+        ids = tv_tokenize(lv.vocab, "Hello", 5, NU_TOKENIZE_ADD_BOS, &n);
         assert_int_equal(n, 1);
         free(ids);
         unload(&lv);
@@ -548,13 +497,13 @@ static void test_streaming_split_characters(void **state) {
     const char *text = "\xF0\x9F\xA6\x99 F\xC3\xBChrer \xE6\x88\x91\xE6\x83\xB3 "
                        "\xF0\x9F\x98\xB6\xE2\x80\x8D\xF0\x9F\x8C\xAB\xEF\xB8\x8F \xE1\x9E\x80";
     size_t n, len;
-    int32_t *ids = tokenize(v, text, strlen(text), 0, &n);
+    int32_t *ids = tv_tokenize(v, text, strlen(text), 0, &n);
     /* the test means something only if some token is part of a character */
     size_t partial = 0;
     for (size_t i = 0; i < n; i++) {
         char buf[64];
         size_t k = nu_vocab_token_to_bytes(v, ids[i], false, buf, sizeof buf);
-        partial += !valid_utf8(buf, k);
+        partial += !tv_valid_utf8(buf, k);
     }
     assert_true(partial >= 4);
     char *out = stream_detokenize(v, ids, n, false, &len);
@@ -615,7 +564,7 @@ static void test_invalid_utf8(void **state) {
             for (unsigned flags = 0; flags <= NU_TOKENIZE_PARSE_SPECIAL;
                  flags += NU_TOKENIZE_PARSE_SPECIAL) {
                 size_t n, out_len, stream_len;
-                int32_t *ids = tokenize(v, text, len, flags, &n);
+                int32_t *ids = tv_tokenize(v, text, len, flags, &n);
                 for (size_t i = 0; i < n; i++) {
                     assert_true(ids[i] >= 0 && ids[i] < nu_vocab_n_tokens(v));
                 }
@@ -650,7 +599,7 @@ static void test_long_input(void **state) {
             for (size_t i = 0; i < len; i += ul) memcpy(text + i, units[u], ul);
             clock_t t0 = clock();
             size_t n, out_len;
-            int32_t *ids = tokenize(lv.vocab, text, len, 0, &n);
+            int32_t *ids = tv_tokenize(lv.vocab, text, len, 0, &n);
             double ms = 1000.0 * (double)(clock() - t0) / CLOCKS_PER_SEC;
             printf("%s, 1 MB of '%s': %zu tokens in %.1f ms\n", names[k], units[u], n, ms);
             char *out = join_bytes(lv.vocab, ids, n, false, &out_len);
