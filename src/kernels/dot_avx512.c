@@ -375,6 +375,7 @@ const nu_kernel_set nu_kernels_avx512_set = {
             [NU_TYPE_Q8_0] = tile_q8_0,
         },
     .quantize_act = quantize_act,
+    .quantize_act_k = nu_quantize_act_k_scalar,
     .dot_f32 = dot_f32,
     .dot_f16 = dot_f16,
     .mad_f32 = mad_f32,

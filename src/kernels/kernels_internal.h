@@ -128,7 +128,7 @@ typedef struct nu_matmul_job {
     const float *x; /* F32 activations, n_batch rows of W->n_in */
     uint8_t *act;   /* quantised activations (quantised types), rows act_stride apart */
     size_t act_stride;
-    int64_t act_n_pad; /* nu_act_n_pad(W->n_in) */
+    int64_t act_n_pad; /* nu_act_n_pad(W->n_in); W->n_in for K-quant weights */
     int32_t n_batch;
     float *y;                  /* n_batch rows of W->n_out */
     _Atomic int64_t next_unit; /* the next unit of rows no thread has claimed */
@@ -151,7 +151,8 @@ typedef void (*nu_mad_f16_fn)(float *y, const uint16_t *x, float a, int64_t n);
 typedef struct nu_kernel_set {
     const char *name;
     nu_tile_fn tile[NU_TYPE_COUNT];
-    nu_act_quant_fn quantize_act;
+    nu_act_quant_fn quantize_act;   /* the 32-element block layout above */
+    nu_act_quant_fn quantize_act_k; /* the Q8_K layout of kquant.h */
     nu_dot_f32_fn dot_f32;
     nu_dot_f16_fn dot_f16;
     nu_mad_f32_fn mad_f32;
@@ -165,8 +166,10 @@ extern const nu_kernel_set nu_kernels_avx512_set;
 /* The set of the selected level (initialises on first use). */
 const nu_kernel_set *nu_kernels_current(void);
 
-/* The scalar activation quantiser; the SIMD ones must match it bit for bit. */
+/* The scalar activation quantisers; the SIMD ones must match them bit for
+ * bit. */
 void nu_quantize_act_scalar(const float *x, int64_t n_in, uint8_t *dst);
+void nu_quantize_act_k_scalar(const float *x, int64_t n_in, uint8_t *dst);
 
 /* Activation row b of a job. */
 static inline const uint8_t *nu_job_act(const nu_matmul_job *job, int32_t b) {

@@ -4,7 +4,7 @@
  */
 #include <stdatomic.h>
 
-#include "kernels_internal.h"
+#include "kquant.h"
 
 /* Weight bytes a thread keeps hot while it runs every group of activation
  * rows over them (fits the L2 caches of current x86 cores with room for the
@@ -19,7 +19,9 @@
 #define MIN_UNIT_ROWS 16
 
 size_t nu_matmul_scratch_bytes(uint32_t type, int64_t n_in, int32_t n_batch) {
-    if (!nu_type_is_quantized(type) || n_batch <= 0) return 0;
+    if (n_batch <= 0) return 0;
+    if (nu_type_is_kquant(type)) return (size_t)n_batch * nu_actk_row_bytes(n_in) + 64;
+    if (!nu_type_is_quantized(type)) return 0;
     return (size_t)n_batch * nu_act_row_bytes(n_in) + 64;
 }
 
@@ -28,10 +30,11 @@ static void quantize_task(void *arg, int ith, int nth) {
     const nu_matmul_job *job = arg;
     const nu_kernel_set *ks = nu_kernels_current();
     int64_t b0, b1;
+    nu_act_quant_fn quantize =
+        nu_type_is_kquant(job->W->type) ? ks->quantize_act_k : ks->quantize_act;
     nu_split_range(job->n_batch, ith, nth, &b0, &b1);
     for (int64_t b = b0; b < b1; b++)
-        ks->quantize_act(job->x + b * job->W->n_in, job->W->n_in,
-                         job->act + (size_t)b * job->act_stride);
+        quantize(job->x + b * job->W->n_in, job->W->n_in, job->act + (size_t)b * job->act_stride);
 }
 
 /* Rows per cache chunk: enough that CHUNK_BYTES of weights are reused by all
@@ -85,11 +88,12 @@ void nu_matmul(nu_threadpool *pool, const nu_matrix *W, const float *x, int32_t 
     if (n_batch <= 0 || W->n_out <= 0 || W->type >= NU_TYPE_COUNT || !ks->tile[W->type]) return;
     nu_matmul_job job = {.W = W, .x = x, .n_batch = n_batch, .y = y};
     atomic_init(&job.next_unit, 0);
-    if (nu_type_is_quantized(W->type)) {
+    const int kquant = nu_type_is_kquant(W->type);
+    if (kquant || nu_type_is_quantized(W->type)) {
         uintptr_t p = ((uintptr_t)scratch + 63) & ~(uintptr_t)63;
         job.act = (uint8_t *)p;
-        job.act_stride = nu_act_row_bytes(W->n_in);
-        job.act_n_pad = nu_act_n_pad(W->n_in);
+        job.act_stride = kquant ? nu_actk_row_bytes(W->n_in) : nu_act_row_bytes(W->n_in);
+        job.act_n_pad = kquant ? W->n_in : nu_act_n_pad(W->n_in);
         if (n_batch > PARALLEL_QUANT_ROWS)
             nu_threadpool_run(pool, quantize_task, &job);
         else
