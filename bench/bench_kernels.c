@@ -7,10 +7,13 @@
  *   cold: many copies of the matrix (over 256 MB, more than any cache) are
  *         used in turn, so weights stream from DRAM as in real generation;
  *   hot:  the same matrix each time (in L3 when it fits).
- * A batched product (n_batch = 64, prompt processing) is reported in
- * GOP/s (2 * n_in * n_out * n_batch / time), hot.
+ * Batched products (n_batch = 64 unless --batch lists others, prompt
+ * processing) are reported in GOP/s (2 * n_in * n_out * n_batch / time), hot.
  *
  * Usage: bench_kernels [--quick] [--type NAME] [--level NAME] [--threads N] [--idle PCT]
+ *                      [--shape NINxNOUT] [--batch N[,N...]]
+ * --shape picks another matrix (TinyLlama: 2048x2048 attention, 2048x256
+ * k/v, 5632x2048 FFN down; n_in a multiple of 256 for the K-quant types).
  * --idle PCT waits (up to a minute) before each configuration until the
  * CPUs were at least PCT% idle for half a second: on a shared machine, other
  * programs' load otherwise decides the figures. A '*' marks a configuration
@@ -25,10 +28,12 @@
 #include "kernels/kernels.h"
 #include "nucleus.h"
 
-#define N_IN 2048
-#define N_OUT 5632
 #define COLD_BYTES (256u << 20)
-#define BATCH 64
+#define MAX_BATCHES 8
+
+/* The matrix shape (--shape) and the batched sizes timed (--batch). */
+static int N_IN = 2048, N_OUT = 5632;
+static int batches[MAX_BATCHES] = {64}, n_batches = 1, max_batch = 64;
 
 typedef struct options {
     int quick;
@@ -106,7 +111,7 @@ static double time_matmul(nu_threadpool *pool, uint32_t type, const uint8_t *w, 
                           int n_copies, const float *x, int32_t n_batch, float *y, void *scratch,
                           int reps) {
     double *t = malloc(sizeof(double) * (size_t)reps);
-    nu_matrix m = {type, N_IN, N_OUT, w, bytes / N_OUT};
+    nu_matrix m = {type, N_IN, N_OUT, w, bytes / N_OUT, NULL};
     nu_matmul(pool, &m, x, n_batch, y, scratch); /* warm-up */
     for (int r = 0; r < reps; r++) {
         m.data = w + (size_t)(r % n_copies) * bytes;
@@ -119,9 +124,27 @@ static double time_matmul(nu_threadpool *pool, uint32_t type, const uint8_t *w, 
     return med;
 }
 
+/* "32,512": the batched sizes to time; 0 if the list is malformed. */
+static int parse_batches(const char *list) {
+    n_batches = 0;
+    max_batch = 1;
+    for (const char *p = list; *p; p++) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || v > 4096 || n_batches == MAX_BATCHES || (*end && *end != ','))
+            return 0;
+        batches[n_batches++] = (int)v;
+        max_batch = (int)v > max_batch ? (int)v : max_batch;
+        p = end;
+        if (!*p) break;
+    }
+    return n_batches > 0;
+}
+
 static void bench_type(uint32_t type, const options *o, const float *x, float *y, void *scratch) {
     const char *name = nu_type_get(type)->name;
     if (o->type && strcmp(o->type, name) != 0) return;
+    if (N_IN % (int)nu_type_get(type)->block_size) return; /* the shape does not fit the type */
     size_t bytes = nu_type_row_bytes(type, N_IN) * N_OUT;
     int copies = (int)(COLD_BYTES / bytes) + 1;
     if (o->quick) copies = copies > 4 ? 4 : copies;
@@ -140,13 +163,17 @@ static void bench_type(uint32_t type, const options *o, const float *x, float *y
             int reps = o->quick ? 9 : (copies * 3 > 31 ? copies * 3 : 31);
             double cold = time_matmul(pool, type, w, bytes, copies, x, 1, y, scratch, reps);
             double hot = time_matmul(pool, type, w, bytes, 1, x, 1, y, scratch, reps);
-            int breps = level == 0 ? 3 : o->quick ? 3 : 9;
-            double batch = time_matmul(pool, type, w, bytes, 1, x, BATCH, y, scratch, breps);
-            printf("%-5s %-7s %d thr  cold %6.1f GB/s  hot %6.1f GB/s  %7.1f us  batch%d %7.1f "
-                   "GOP/s%s\n",
-                   name, nu_kernels_level(), threads, (double)bytes / cold / 1e9,
-                   (double)bytes / hot / 1e9, cold * 1e6, BATCH,
-                   2.0 * N_IN * N_OUT * BATCH / batch / 1e9, calm ? "" : " *");
+            printf("%-5s %-7s %d thr  cold %6.1f GB/s  hot %6.1f GB/s  %7.1f us", name,
+                   nu_kernels_level(), threads, (double)bytes / cold / 1e9,
+                   (double)bytes / hot / 1e9, cold * 1e6);
+            for (int b = 0; b < n_batches; b++) {
+                int breps = level == 0 ? 3 : o->quick ? 3 : 9;
+                double batch =
+                    time_matmul(pool, type, w, bytes, 1, x, batches[b], y, scratch, breps);
+                printf("  batch%d %7.1f GOP/s", batches[b],
+                       2.0 * N_IN * N_OUT * batches[b] / batch / 1e9);
+            }
+            printf("%s\n", calm ? "" : " *");
             fflush(stdout);
             nu_threadpool_free(pool);
         }
@@ -167,9 +194,15 @@ int main(int argc, char **argv) {
             o.threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--idle") && i + 1 < argc)
             o.idle = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--shape") && i + 1 < argc &&
+                 sscanf(argv[++i], "%dx%d", &N_IN, &N_OUT) == 2 && N_IN > 0 && N_OUT > 0)
+            continue;
+        else if (!strcmp(argv[i], "--batch") && i + 1 < argc && parse_batches(argv[++i]))
+            continue;
         else {
             fprintf(stderr,
-                    "usage: %s [--quick] [--type NAME] [--level NAME] [--threads N] [--idle PCT]\n",
+                    "usage: %s [--quick] [--type NAME] [--level NAME] [--threads N] [--idle PCT] "
+                    "[--shape NINxNOUT] [--batch N[,N...]]\n",
                     argv[0]);
             return 2;
         }
@@ -178,12 +211,17 @@ int main(int argc, char **argv) {
     printf("matmul n_in %d x n_out %d, n_batch 1 (cold: >256 MB of copies; hot: one copy); "
            "CPU level %s\n",
            N_IN, N_OUT, nu_kernels_level());
-    float *x = malloc(sizeof(float) * N_IN * BATCH);
-    float *y = malloc(sizeof(float) * N_OUT * BATCH);
-    void *scratch = malloc(nu_matmul_scratch_bytes(NU_TYPE_Q8_0, N_IN, BATCH));
-    for (int i = 0; i < N_IN * BATCH; i++) x[i] = (float)((i * 7919) % 2001 - 1000) / 1000.0f;
-    const uint32_t types[] = {NU_TYPE_Q4_0, NU_TYPE_Q8_0, NU_TYPE_Q4_1, NU_TYPE_Q5_0,
-                              NU_TYPE_Q5_1, NU_TYPE_F16,  NU_TYPE_BF16, NU_TYPE_F32};
+    float *x = malloc(sizeof(float) * (size_t)N_IN * (size_t)max_batch);
+    float *y = malloc(sizeof(float) * (size_t)N_OUT * (size_t)max_batch);
+    size_t scratch_bytes = nu_matmul_scratch_bytes(NU_TYPE_Q8_0, N_IN, max_batch);
+    if (nu_matmul_scratch_bytes(NU_TYPE_Q4_K, N_IN, max_batch) > scratch_bytes)
+        scratch_bytes = nu_matmul_scratch_bytes(NU_TYPE_Q4_K, N_IN, max_batch);
+    void *scratch = malloc(scratch_bytes);
+    for (size_t i = 0; i < (size_t)N_IN * (size_t)max_batch; i++)
+        x[i] = (float)((int)(i * 7919 % 2001) - 1000) / 1000.0f;
+    const uint32_t types[] = {NU_TYPE_Q4_0, NU_TYPE_Q8_0, NU_TYPE_Q4_1, NU_TYPE_Q5_0, NU_TYPE_Q5_1,
+                              NU_TYPE_Q2_K, NU_TYPE_Q3_K, NU_TYPE_Q4_K, NU_TYPE_Q5_K, NU_TYPE_Q6_K,
+                              NU_TYPE_F16,  NU_TYPE_BF16, NU_TYPE_F32};
     for (size_t t = 0; t < sizeof types / sizeof *types; t++)
         bench_type(types[t], &o, x, y, scratch);
     free(x);

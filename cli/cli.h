@@ -11,6 +11,7 @@ int cmd_compare(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_watermark(int argc, char **argv);
 int cmd_template(int argc, char **argv);
 int cmd_grammar(int argc, char **argv);
 int cmd_bench(int argc, char **argv);

@@ -53,12 +53,19 @@ const char cli_run_opts_help[] =
     "                       penalties,no_repeat_ngram,repetition_guard,top_k,typical_p,top_p,\n"
     "                       min_p,temperature) or temp_first (... temperature,top_k,top_p,\n"
     "                       min_p,typical_p)\n"
-    "      --seed N         random seed (default 12648430)\n";
+    "      --seed N         random seed (default 12648430)\n"
+    "watermark (Kirchenbauer et al. 2023; check text with nucleus watermark detect):\n"
+    "      --watermark KEY  add delta to the logits of a green list chosen by KEY and the\n"
+    "                       previous tokens, before any filter and the temperature\n"
+    "      --watermark-gamma X    green share of the vocabulary, 0 < X < 1 (default 0.25)\n"
+    "      --watermark-delta X    added to green logits, 0..100 (default 2)\n"
+    "      --watermark-context N  previous tokens that choose the list, 1..8 (default 1)\n";
 
 void cli_run_opts_init(cli_run_opts *o) {
     o->model = NULL;
     o->ctx = nu_context_default_params();
     o->sampling = nu_sampler_default_params();
+    o->watermark_tuned = false;
 }
 
 /* The value after option argv[*i], or NULL (with a message) when missing. */
@@ -223,6 +230,31 @@ static int repetition_opt(cli_run_opts *o, int argc, char **argv, int *i) {
     return flag || !strcmp(a, "--repetition-guard");
 }
 
+/* --watermark KEY and its settings; the library checks them again. */
+static int watermark_opt(cli_run_opts *o, int argc, char **argv, int *i) {
+    const char *a = argv[*i];
+    nu_watermark_params *w = &o->sampling.watermark;
+    int r = 0;
+    if (!strcmp(a, "--watermark")) {
+        w->key = value_of(argc, argv, i);
+        if (w->key && !w->key[0]) cli_error("--watermark needs a non-empty key");
+        return w->key && w->key[0] ? 1 : -1;
+    }
+    if (!strcmp(a, "--watermark-gamma")) {
+        r = float_opt(argc, argv, i, 0, 1, &w->gamma);
+        if (r == 1 && (w->gamma <= 0 || w->gamma >= 1)) {
+            cli_error("--watermark-gamma must be between 0 and 1, both excluded");
+            r = -1;
+        }
+    } else if (!strcmp(a, "--watermark-delta")) {
+        r = float_opt(argc, argv, i, 0, 100, &w->delta);
+    } else if (!strcmp(a, "--watermark-context")) {
+        r = int_opt(argc, argv, i, 1, NU_WATERMARK_MAX_CONTEXT, &w->context);
+    }
+    if (r) o->watermark_tuned = true;
+    return r;
+}
+
 /* --grammar, --json-schema, --json, --regex, --choice, --json-whitespace. */
 int cli_grammar_opt(cli_run_opts *o, int argc, char **argv, int *i) {
     const char *a = argv[*i];
@@ -290,12 +322,17 @@ int cli_run_opt(cli_run_opts *o, int argc, char **argv, int *i) {
     int r = context_opt(o, argc, argv, i);
     if (!r) r = filter_opt(o, argc, argv, i);
     if (!r) r = repetition_opt(o, argc, argv, i);
+    if (!r) r = watermark_opt(o, argc, argv, i);
     return r;
 }
 
 int cli_open(const cli_run_opts *o, nu_model **model, nu_context **ctx) {
     if (!o->model) {
         cli_error("no model given (-m FILE or -m hf:ORG/REPO/FILE.gguf)");
+        return 2;
+    }
+    if (o->watermark_tuned && !o->sampling.watermark.key) {
+        cli_error("--watermark-gamma, -delta and -context need --watermark KEY");
         return 2;
     }
     *model = cli_load_model(o->model, NU_LOAD_FULL);

@@ -17,6 +17,7 @@ typedef struct cli_run_opts {
     const char *grammar_file, *schema_file, *regex, *choices;
     bool json_object;
     int32_t json_whitespace;
+    bool watermark_tuned; /* a --watermark-* setting was given (it needs --watermark KEY) */
 } cli_run_opts;
 
 void cli_run_opts_init(cli_run_opts *o);

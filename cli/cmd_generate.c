@@ -321,6 +321,12 @@ int cmd_generate(int argc, char **argv) {
     cli_run_opts_init(&o.run);
     int rc = parse(&o, argc, argv);
     if (rc) return rc < 0 ? 0 : rc;
+    if (o.use_beam && o.run.sampling.watermark.key) {
+        /* beam search ranks continuations by the model's own log-probs and
+         * draws nothing: there is no sampling step for the watermark */
+        cli_error("--watermark cannot be combined with --beam (use sampling or greedy decoding)");
+        return 2;
+    }
     char *file_text = NULL, *batch[64];
     int32_t n_batch = 0;
     const char *file = o.prompt_file ? o.prompt_file : o.prompts_file;

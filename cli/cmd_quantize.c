@@ -1,5 +1,6 @@
 /* cmd_quantize.c - `nucleus quantize IN OUT TYPE`: a copy of a model with its
- * weights in another type (e.g. a q4_0 copy to serve as a draft model). */
+ * weights in another type or K-quant mix (e.g. q4_k_m, or a q4_0 copy to
+ * serve as a draft model). */
 #include <stdio.h>
 #include <string.h>
 
@@ -7,8 +8,17 @@
 
 static const char quantize_help[] =
     "usage: nucleus quantize IN.gguf OUT.gguf TYPE\n\n"
-    "TYPE: f32, f16, bf16, q8_0, q5_1, q5_0, q4_1, q4_0. Weight matrices are converted;\n"
-    "norms and biases stay f32; with 4- and 5-bit types output.weight becomes q8_0.\n";
+    "Weight matrices are converted; norms and biases stay f32.\n\n"
+    "TYPE, one type for every matrix:\n"
+    "  f32, f16, bf16, q8_0, q5_1, q5_0, q4_1, q4_0   (4/5-bit: output.weight q8_0)\n"
+    "  q6_k, q5_k, q4_k, q3_k                          (output.weight q6_k)\n"
+    "TYPE, llama.cpp's K-quant mixes (same tensor types and general.file_type):\n"
+    "  q5_k_m, q5_k_s, q4_k_m, q4_k_s, q3_k_l, q3_k_m, q3_k_s, q2_k\n"
+    "  e.g. q4_k_m: q4_k, with attn_v and ffn_down q6_k in about half the layers\n"
+    "  and output.weight q6_k. (llama.cpp's \"Q4_K\" means q4_k_m; here q4_k is\n"
+    "  q4_k throughout.)\n"
+    "Matrices whose rows are not a multiple of 256 fall back to q4_0 (for q2_k,\n"
+    "q3_k), q5_0 (q4_k), q5_1 (q5_k) or q8_0 (q6_k).\n";
 
 int cmd_quantize(int argc, char **argv) {
     if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {

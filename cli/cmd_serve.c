@@ -35,13 +35,20 @@ static const char serve_help[] =
     "      --timeout S          idle connection timeout in seconds (default 60)\n"
     "      --shutdown-grace S   on SIGINT/SIGTERM, time in-flight requests get to finish (default "
     "10)\n"
-    "      --draft MODEL        speculative decoding (not supported yet)\n"
+    "      --draft MODEL        speculative decoding with this draft model (same vocabulary):\n"
+    "                           every slot drafts with it, the model verifies all drafts in\n"
+    "                           its one batch per step (a request may send \"speculative\":\n"
+    "                           false, or \"draft_max\": K)\n"
+    "      --lookup             speculative decoding with prompt lookup (no draft model)\n"
+    "      --draft-max K        most tokens drafted per step (default 8; 1..64)\n"
+    "      --draft-min K        fewest (default 1)\n"
     "      --quiet              no log line per request\n"
     "      --test-step-delay-ms N  sleep N ms after each engine step (tests: a slow model)\n";
 
 typedef struct serve_opts {
     srv_config cfg;
     const char *key_file, *draft, *kv_type;
+    bool draft_len_given; /* --draft-max or --draft-min */
 } serve_opts;
 
 /* Options with an integer value; 1 when argv[*i] was one, -1 on error, 0 if not one. */
@@ -61,7 +68,9 @@ static int int_option(serve_opts *o, int argc, char **argv, int *i) {
                 {"--max-connections", NULL, 1, 1 << 16},
                 {"--timeout", NULL, 1, 86400},
                 {"--shutdown-grace", NULL, 0, 86400},
-                {"--test-step-delay-ms", NULL, 0, 10000}};
+                {"--test-step-delay-ms", NULL, 0, 10000},
+                {"--draft-max", NULL, 1, 64},
+                {"--draft-min", NULL, 1, 64}};
     const char *a = argv[*i];
     for (size_t k = 0; k < sizeof opts / sizeof *opts; k++) {
         if (strcmp(a, opts[k].name) && (!opts[k].alt || strcmp(a, opts[k].alt))) continue;
@@ -81,7 +90,10 @@ static int int_option(serve_opts *o, int argc, char **argv, int *i) {
                            &c->max_connections,
                            NULL,
                            NULL,
-                           NULL};
+                           NULL,
+                           &c->spec.draft_max,
+                           &c->spec.draft_min};
+        o->draft_len_given |= k >= 13;
         if (ints[k])
             *ints[k] = (int32_t)v;
         else if (k == 0)
@@ -112,6 +124,7 @@ static int text_option(serve_opts *o, int argc, char **argv, int *i) {
                         : !strcmp(a, "--kv-type")                 ? &o->kv_type
                                                                   : NULL;
     if (!strcmp(a, "--quiet")) return o->cfg.quiet = true, 1;
+    if (!strcmp(a, "--lookup")) return o->cfg.spec.lookup = true, 1;
     if (!slot) return 0;
     if (*i + 1 >= argc) return cli_error("option %s needs a value", a), -1;
     *slot = argv[++*i];
@@ -158,28 +171,58 @@ static int parse(serve_opts *o, int argc, char **argv) {
     }
     if (!o->cfg.model_path)
         return cli_error("no model given (-m FILE or -m hf:ORG/REPO/FILE.gguf)"), 2;
-    if (o->draft)
-        return cli_error("--draft: speculative decoding is not supported yet by nucleus serve"), 2;
+    if (o->draft && o->cfg.spec.lookup) return cli_error("give --draft or --lookup, not both"), 2;
+    if (o->draft_len_given && !o->draft && !o->cfg.spec.lookup)
+        return cli_error("--draft-max and --draft-min need --draft MODEL or --lookup"), 2;
+    if (o->cfg.spec.draft_min > o->cfg.spec.draft_max)
+        return cli_error("--draft-min %d is above --draft-max %d", o->cfg.spec.draft_min,
+                         o->cfg.spec.draft_max),
+               2;
     if (o->cfg.api_key && o->key_file)
         return cli_error("give --api-key or --api-key-file, not both"), 2;
     if (o->cfg.api_key && !o->cfg.api_key[0]) return cli_error("--api-key is empty"), 2;
     return 0;
 }
 
+/* Loads the draft model and checks that it shares the model's vocabulary. */
+static nu_model *load_draft(const char *ref, const nu_model *model) {
+    nu_model *draft = cli_load_model(ref, NU_LOAD_FULL);
+    if (!draft) return NULL;
+    nu_error err;
+    if (nu_draft_check(model, draft, &err) != NU_OK) {
+        cli_error("--draft %s cannot serve this model: %s", ref, err.message);
+        nu_model_free(draft);
+        return NULL;
+    }
+    return draft;
+}
+
 int cmd_serve(int argc, char **argv) {
     serve_opts o = {.cfg = srv_default_config()};
+    o.cfg.spec = nu_speculative_default_params();
     int rc = parse(&o, argc, argv);
     if (rc) return rc < 0 ? 0 : rc;
     char *key = NULL;
     if (o.key_file && !(key = read_key(o.key_file))) return 2;
     if (key) o.cfg.api_key = key;
     srv_block_signals(); /* before loading: the model's threads must not take SIGTERM */
-    nu_model *model = cli_load_model(o.cfg.model_path, NU_LOAD_FULL);
+    nu_model *model = cli_load_model(o.cfg.model_path, NU_LOAD_FULL), *draft = NULL;
+    if (model && o.draft && !(draft = load_draft(o.draft, model))) {
+        nu_model_free(model);
+        model = NULL;
+    }
     if (!model) {
         free(key);
         return 1;
     }
+    o.cfg.draft = draft;
+    if (!o.cfg.quiet && (draft || o.cfg.spec.lookup))
+        fprintf(stderr,
+                "nucleus: speculative decoding with %s%s, up to %d tokens drafted per step\n",
+                draft ? "the draft model " : "prompt lookup", draft ? o.draft : "",
+                o.cfg.spec.draft_max);
     rc = srv_run(model, &o.cfg);
+    nu_model_free(draft);
     nu_model_free(model);
     free(key);
     return rc;

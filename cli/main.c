@@ -17,6 +17,7 @@ static const command commands[] = {
     {"inspect", cmd_inspect, "what each sampling stage does to the next-token distributions"},
     {"info", cmd_info, "metadata, tensors, parameters and memory needs of a model"},
     {"tokenize", cmd_tokenize, "show the tokens of a text"},
+    {"watermark", cmd_watermark, "detect the watermark of generate --watermark KEY in a text"},
     {"template", cmd_template, "render a conversation with a chat template"},
     {"grammar", cmd_grammar, "show the GBNF of a JSON Schema, regex or choices; check a text"},
     {"bench", cmd_bench, "prompt and generation throughput"},

@@ -78,10 +78,20 @@ static void check_prompts(const srv_request *r) {
     if (r->kind == SRV_CHAT) {
         check(r->n_messages >= 1 && r->n_prompts == 0);
         for (int32_t i = 0; i < r->n_messages; i++) {
-            const char *role = r->messages[i].role;
-            check(!strcmp(role, "system") || !strcmp(role, "user") || !strcmp(role, "assistant"));
-            touch(r->messages[i].content);
+            const srv_message *m = &r->messages[i];
+            bool tool = !strcmp(m->role, "tool");
+            check(tool || !strcmp(m->role, "system") || !strcmp(m->role, "user") ||
+                  !strcmp(m->role, "assistant"));
+            check(tool == (m->tool_call_id != NULL)); /* a tool result answers a call */
+            check(!m->tool_calls || !strcmp(m->role, "assistant"));
+            touch(m->content), touch(m->name), touch(m->tool_calls), touch(m->tool_call_id);
         }
+        /* tools: names set, a named choice inside the list */
+        check((r->tools.n > 0) == (r->tools.json != NULL));
+        for (int32_t i = 0; i < r->tools.n; i++)
+            touch(r->tools.list[i].name), touch(r->tools.list[i].parameters);
+        check(r->tools.choice != SRV_TOOLS_NAMED ||
+              (r->tools.named >= 0 && r->tools.named < r->tools.n));
         return;
     }
     check(r->n_prompts >= 1 && r->n_prompts <= limits.max_prompts && r->n_messages == 0);

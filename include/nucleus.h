@@ -128,8 +128,11 @@ nu_status nu_model_memory(const nu_model *model, int32_t n_ctx, int32_t n_batch,
 
 /* Writes the model at in_path to out_path with its weight matrices in
  * another type: "f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1" or
- * "q4_0". Metadata is copied (general.file_type updated); vectors stay F32;
- * with 4- and 5-bit types the output projection gets q8_0. */
+ * "q4_0" (with 4- and 5-bit types the output projection gets q8_0); "q6_k",
+ * "q5_k", "q4_k", "q3_k" (output projection q6_k); or one of llama.cpp's
+ * K-quant mixes "q5_k_m", "q5_k_s", "q4_k_m", "q4_k_s", "q3_k_l", "q3_k_m",
+ * "q3_k_s", "q2_k" (the same tensor types as llama.cpp's quantize tool).
+ * Metadata is copied (general.file_type updated); vectors stay F32. */
 nu_status nu_quantize_file(const char *in_path, const char *out_path, const char *type,
                            nu_error *err);
 
@@ -305,7 +308,11 @@ typedef struct nu_candidates {
  *                     likely tokens until their probability adds up to >= top_p.
  *   min_p             keeps the tokens with p_i >= min_p * max_j p_j.
  *   temperature       logit /= temperature.
- * Filtering stages always keep at least one token. */
+ * Filtering stages always keep at least one token. The watermark (see
+ * nu_watermark_params) is not part of the order: when a key is set it runs
+ * just before the first filtering stage or temperature of the order (after
+ * the logit bias and penalties of the default order), or last if there is
+ * none, and greedy decoding runs it too. */
 typedef enum nu_stage_kind {
     NU_STAGE_TOP_K,
     NU_STAGE_TOP_P,
@@ -326,6 +333,35 @@ typedef struct nu_logit_bias {
     int32_t token;
     float bias; /* finite, or -INFINITY to ban the token */
 } nu_logit_bias;
+
+/* The green-list watermark of Kirchenbauer et al., "A Watermark for Large
+ * Language Models" (ICML 2023). Before each token, a pseudo-random function
+ * of a secret key and the previous `context` token ids (h) splits the
+ * vocabulary: every token is green with probability gamma, independently of
+ * the others, so the green list holds gamma * |V| tokens on average; delta is
+ * added to the green tokens' logits (the soft watermark). Text generated so
+ * holds more green tokens than the gamma * T that chance gives, which
+ * nu_watermark_detect measures with the key and the tokenizer alone. Until
+ * h tokens (prompt ones included) precede, nothing is added.
+ *
+ * The function, exactly, so that every implementation agrees. mix(x) is the
+ * splitmix64 finalizer (x ^= x >> 30; x *= 0xBF58476D1CE4E5B9; x ^= x >> 27;
+ * x *= 0x94D049BB133111EB; x ^= x >> 31), arithmetic modulo 2^64:
+ *   K = mix(FNV-1a 64 of the key's bytes)   (offset 0xCBF29CE484222325,
+ *                                             prime 0x100000001B3)
+ *   s = K, then for each previous token p, oldest first: s = mix(s ^ (uint32_t)p)
+ *   token t is green  <=>  mix(s + (t + 1) * 0x9E3779B97F4A7C15) < gamma * 2^64
+ * It depends on nothing else: not on threads, batch or machine. It is not a
+ * cryptographic function: the key hides the lists from casual readers, not
+ * from someone who studies many watermarked texts. */
+#define NU_WATERMARK_MAX_CONTEXT 8
+
+typedef struct nu_watermark_params {
+    const char *key; /* NULL: no watermark; else non-empty text (read when a sampler is made) */
+    float gamma;     /* 0.25; the green share of the vocabulary, 0 < gamma < 1 */
+    float delta;     /* 2; added to green logits, 0..100 */
+    int32_t context; /* 1; previous tokens that choose the list (h), 1..NU_WATERMARK_MAX_CONTEXT */
+} nu_watermark_params;
 
 /* Everything the sampler does, with defaults (nu_sampler_default_params)
  * close to llama.cpp's. Every stage has a value that turns it off. */
@@ -357,6 +393,7 @@ typedef struct nu_sampler_params {
     const nu_logit_bias *logit_bias;
     int32_t n_logit_bias;
     uint64_t seed; /* 0xC0FFEE */
+    nu_watermark_params watermark; /* off (key NULL); nu_watermark_default_params otherwise */
     /* Order in which the stages run; a stage left out does not run and none
      * may appear twice. n_stages 0 means the default (the "default" preset of
      * nu_sampler_order_parse): logit_bias, penalties, no_repeat_ngram,
@@ -466,8 +503,9 @@ const nu_candidates *nu_sampler_last_candidates(const nu_sampler *s);
  * whole candidate arrays before and after it (probabilities
  * softmax-normalised over each; array order, not necessarily sorted), valid
  * during the call only. stage is the stage's name; the suppression of
- * end-of-generation tokens is reported as "eog" and the final choice as
- * "greedy" or "dist", whose after->selected is the chosen index. Observing
+ * end-of-generation tokens is reported as "eog", the watermark as
+ * "watermark" and the final choice as "greedy" or "dist", whose
+ * after->selected is the chosen index. Observing
  * does not change which tokens are drawn. */
 typedef void (*nu_stage_observer)(void *user, const char *stage, const nu_candidates *before,
                                   const nu_candidates *after);
@@ -669,6 +707,11 @@ typedef struct nu_generate_params {
      * tokens, and generation ends as soon as nothing but the end may follow
      * (finish "stop"). */
     const nu_grammar *grammar;
+    /* Speculative decoding, when the scheduler running the request has it
+     * (nu_scheduler_set_speculation): 0 drafts as the scheduler is set up,
+     * -1 never drafts for this request, K > 0 drafts at most K tokens per
+     * step (K no more than the scheduler's draft_max). */
+    int32_t draft_max;
     nu_text_callback on_text;
     void *user;
 } nu_generate_params;
@@ -698,6 +741,8 @@ typedef struct nu_generate_result {
     int32_t n_prompt_logprobs;
     double sum_logprob;   /* total model log-prob of the generated tokens */
     double score;         /* beam search: sum_logprob / n_generated^length_penalty */
+    int32_t n_drafted;    /* speculative decoding: tokens proposed for this sample */
+    int32_t n_accepted;   /* of those, how many the target accepted */
 } nu_generate_result;
 
 void nu_generate_result_free(nu_generate_result *r);
@@ -802,6 +847,29 @@ nu_status nu_scheduler_submit(nu_scheduler *s, const char *text, const int32_t *
                               size_t n_tokens, const nu_generate_params *params,
                               nu_generate_result *results, int32_t *id, nu_error *err);
 
+/* Speculative decoding for the samples this scheduler runs. draft is a
+ * model with the target's vocabulary (nu_draft_check), or NULL for prompt
+ * lookup (sp->lookup set); sp gives the draft lengths and lookup n-grams
+ * (sp->draft must be NULL: the scheduler makes and owns a context of the
+ * draft model with the target context's cells, sequences, batch and
+ * threads). Every step, each generating sample that speculates drafts up to
+ * its draft length (adapted per sample as in nu_generate_speculative); the
+ * draft model's steps for all samples run as shared batches, and the target
+ * then verifies every sample's draft in the step's one forward batch, beside
+ * the other samples and prompt chunks. The exact acceptance rule keeps each
+ * sample's distribution (greedy output is token for token the same). A
+ * request speculates unless its draft_max is -1, it has a grammar, or it
+ * asks greedy log-probs after the chain; a seeded sample's tokens depend
+ * only on its own drafts unless the batch or the cache lacks room for every
+ * sample's full draft. Call it before submitting anything; NULL sp (or
+ * neither draft nor lookup) turns speculation off. */
+nu_status nu_scheduler_set_speculation(nu_scheduler *s, const nu_model *draft,
+                                       const nu_speculative_params *sp, nu_error *err);
+
+/* Totals since the scheduler was made: tokens drafted and accepted, target
+ * batches that carried drafts, draft-model batches. */
+void nu_scheduler_speculative_stats(const nu_scheduler *s, nu_speculative_stats *out);
+
 /* Runs one batch. *active tells whether requests remain. An error that
  * concerns one request finishes that request (NU_FINISH_CANCELLED with its
  * message in the result text) rather than failing the step. */
@@ -816,6 +884,58 @@ void nu_scheduler_cancel(nu_scheduler *s, int32_t id);
 /* Requests waiting for a sequence, and samples generating. */
 int32_t nu_scheduler_queued(const nu_scheduler *s);
 int32_t nu_scheduler_running(const nu_scheduler *s);
+
+/* ------------------------------------------------------------------------ */
+/* Watermarking                                                             */
+/* ------------------------------------------------------------------------ */
+
+/* Defaults: key NULL, gamma 0.25, delta 2, context 1 (see nu_watermark_params;
+ * generation watermarks when sampling.watermark.key is set). */
+nu_watermark_params nu_watermark_default_params(void);
+
+/* Checks a watermark with its key: NU_ERR_INVALID_ARG naming the first bad
+ * field (no or empty key, gamma outside (0, 1), delta outside 0..100,
+ * context outside 1..NU_WATERMARK_MAX_CONTEXT). */
+nu_status nu_watermark_params_check(const nu_watermark_params *p, nu_error *err);
+
+/* Whether token is in the green list chosen by the p->context tokens of prev
+ * (oldest first), for the key and gamma of p. Hashes the key at each call:
+ * for explaining and checking, not for loops over the vocabulary. */
+bool nu_watermark_is_green(const nu_watermark_params *p, const int32_t *prev, int32_t token);
+
+/* What detection found. Token i (i >= h) is scored with its h predecessors;
+ * an (h predecessors, token) n-gram that occurred before in the text is left
+ * out, so that repeated phrases count once ("On the Reliability of
+ * Watermarks for Large Language Models", Kirchenbauer et al. 2024). With T
+ * the n-grams scored and G the green ones among them,
+ *   z = (G - gamma T) / sqrt(T gamma (1 - gamma)),  p_value = P(N(0,1) > z),
+ * the one-sided test of the paper (z 0 and p_value 1 when T is 0). */
+typedef struct nu_watermark_result {
+    int64_t n_tokens; /* tokens read */
+    int64_t scored;   /* T: distinct (context, token) n-grams scored */
+    int64_t repeated; /* n-grams left out because they occurred before */
+    int64_t green;    /* G: scored tokens that were green */
+    double green_fraction; /* G / T (0 when T is 0) */
+    double z;
+    double p_value;
+    bool detected;    /* z > z_threshold */
+} nu_watermark_result;
+
+/* Detection over token ids (the text's tokens, without BOS). model, when not
+ * NULL, checks the ids are in its vocabulary; marks, when not NULL, gets one
+ * entry per token: 1 green, 0 red, -1 not scored (no full context, or a
+ * repeat). The delta of p plays no part. z_threshold: 4 is the paper's. */
+nu_status nu_watermark_detect(const nu_model *model, const nu_watermark_params *p,
+                              const int32_t *tokens, size_t n, double z_threshold,
+                              signed char *marks, nu_watermark_result *out, nu_error *err);
+
+/* Detection over text: tokenized with the model's tokenizer (no BOS, special
+ * token text read as plain text), then nu_watermark_detect. A vocab-only
+ * model is enough. Text re-tokenizes into the generated tokens only when the
+ * tokenizer's split is the one it would choose (docs/ARCHITECTURE.md). */
+nu_status nu_watermark_detect_text(const nu_model *model, const nu_watermark_params *p,
+                                   const char *text, size_t len, double z_threshold,
+                                   nu_watermark_result *out, nu_error *err);
 
 /* ------------------------------------------------------------------------ */
 /* Chat templates                                                           */

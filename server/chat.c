@@ -97,6 +97,47 @@ static void find_stop_tokens(srv_chat *c, const nu_model *m) {
     }
 }
 
+/* ---- probing what the template does with tools -------------------------- */
+
+static const char PROBE_TOOLS[] =
+    "[{\"type\":\"function\",\"function\":{\"name\":\"nucleus_probe_fn\",\"description\":\"d\","
+    "\"parameters\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\","
+    "\"description\":\"x\"}},\"required\":[\"a\"]}}}]";
+static const char PROBE_ASK[] = "[{\"role\":\"user\",\"content\":\"hi\"}]";
+/* a call and its result (ids of 9 letters, which every template accepts) */
+static const char PROBE_CALL[] =
+    "[{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"assistant\",\"content\":\"\","
+    "\"tool_calls\":[{\"id\":\"abcdefghi\",\"type\":\"function\",\"function\":{\"name\":"
+    "\"nucleus_probe_fn\",\"arguments\":{\"a\":\"zq\"}}}]},{\"role\":\"tool\","
+    "\"tool_call_id\":\"abcdefghi\",\"name\":\"nucleus_probe_fn\",\"content\":"
+    "\"nucleus_probe_result\"}]";
+
+/* Renders a probe; whether it worked and shows both needles. */
+static bool probe(const srv_chat *c, const char *messages, const char *tools, const char *needle1,
+                  const char *needle2) {
+    nu_chat_render_params p = nu_chat_render_default_params();
+    p.messages_json = messages;
+    p.tools_json = tools;
+    p.add_generation_prompt = true;
+    p.bos_token = c->bos_text;
+    p.eos_token = c->eos_text;
+    char *out = NULL;
+    nu_error e;
+    bool ok = nu_chat_render(c->tpl, &p, &out, NULL, &e) == NU_OK && strstr(out, needle1) &&
+              strstr(out, needle2);
+    free(out);
+    return ok;
+}
+
+/* What the template does with tools, and so the call syntax to expect. */
+static void probe_tools(srv_chat *c) {
+    c->reads_tools = probe(c, PROBE_ASK, PROBE_TOOLS, "nucleus_probe_fn", "nucleus_probe_fn");
+    c->reads_tool_calls = probe(c, PROBE_CALL, c->reads_tools ? PROBE_TOOLS : NULL,
+                                "nucleus_probe_fn", "nucleus_probe_result");
+    c->tool_format = c->reads_tools ? srv_tools_detect_format(nu_chat_template_source(c->tpl, NULL))
+                                    : SRV_TOOL_FORMAT_GENERIC;
+}
+
 bool srv_chat_init(srv_chat *c, const nu_model *m, const char *override, char *msg, size_t cap) {
     memset(c, 0, sizeof *c);
     if (!load_template(c, m, override, msg, cap)) return false;
@@ -106,6 +147,7 @@ bool srv_chat_init(srv_chat *c, const nu_model *m, const char *override, char *m
     find_stop_tokens(c, m);
     /* the plain format has no end-of-turn token: the next "User:" line ends the turn */
     if (!strcmp(c->name, "plain")) c->stop_string = "\nUser:";
+    probe_tools(c);
     return true;
 }
 
@@ -114,36 +156,213 @@ void srv_chat_free(srv_chat *c) {
     c->tpl = NULL;
 }
 
-/* The messages as the JSON array the template reads. */
-static char *messages_json(const srv_message *msgs, int32_t n) {
-    cJSON *arr = cJSON_CreateArray();
-    for (int32_t i = 0; arr && i < n; i++) {
-        cJSON *o = cJSON_CreateObject();
-        if (!o || !cJSON_AddStringToObject(o, "role", msgs[i].role) ||
-            !cJSON_AddStringToObject(o, "content", msgs[i].content)) {
-            cJSON_Delete(o);
-            cJSON_Delete(arr);
-            return NULL;
-        }
-        cJSON_AddItemToArray(arr, o);
+/* ---- messages as the template reads them ---------------------------------- */
+
+/* An id as the template takes it: Mistral's insists on 9 letters or digits. */
+static const char *template_id(const srv_chat *c, const char *id, char buf[10]) {
+    if (c->tool_format != SRV_TOOL_FORMAT_MISTRAL) return id;
+    srv_tools_mistral_id(id, buf);
+    return buf;
+}
+
+/* tool_calls as templates read them: arguments as the object they hold
+ * (templates print them with tojson), ids as the template takes them. */
+static cJSON *template_tool_calls(const srv_chat *c, const char *json) {
+    cJSON *calls = cJSON_Parse(json);
+    for (cJSON *tc = calls ? calls->child : NULL; tc; tc = tc->next) {
+        cJSON *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
+        cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+        cJSON *obj = cJSON_IsString(args) ? cJSON_Parse(args->valuestring) : NULL;
+        if (!cJSON_IsObject(obj) || !cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", obj))
+            cJSON_Delete(obj);
+        cJSON *id = cJSON_GetObjectItemCaseSensitive(tc, "id");
+        char buf[10];
+        if (cJSON_IsString(id)) cJSON_SetValuestring(id, template_id(c, id->valuestring, buf));
     }
-    char *s = arr ? cJSON_PrintUnformatted(arr) : NULL;
+    return calls;
+}
+
+/* The name of the function an earlier call with this id called, into buf
+ * (names are at most 64 bytes); NULL when there is none. */
+static const char *called_name(const srv_message *msgs, int32_t upto, const char *id, char *buf,
+                               size_t cap) {
+    bool found = false;
+    for (int32_t i = upto - 1; i >= 0 && !found; i--) {
+        cJSON *calls = msgs[i].tool_calls ? cJSON_Parse(msgs[i].tool_calls) : NULL;
+        for (const cJSON *tc = calls ? calls->child : NULL; tc && !found; tc = tc->next) {
+            const cJSON *tid = cJSON_GetObjectItemCaseSensitive(tc, "id");
+            const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
+            const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
+            if (cJSON_IsString(tid) && cJSON_IsString(name) && !strcmp(tid->valuestring, id)) {
+                snprintf(buf, cap, "%s", name->valuestring);
+                found = true;
+            }
+        }
+        cJSON_Delete(calls);
+    }
+    return found ? buf : NULL;
+}
+
+/* Adds a string member; false when out of memory. */
+static bool add_str(cJSON *o, const char *name, const char *value) {
+    return cJSON_AddStringToObject(o, name, value) != NULL;
+}
+
+/* Message i for a template that shows tool calls: they, the tool_call_id
+ * and the function name of a tool result go along. */
+static cJSON *message_with_tools(const srv_chat *c, const srv_message *msgs, int32_t i) {
+    const srv_message *m = &msgs[i];
+    cJSON *o = cJSON_CreateObject();
+    bool ok = o && add_str(o, "role", m->role) && add_str(o, "content", m->content);
+    if (ok && m->tool_calls) {
+        cJSON *calls = template_tool_calls(c, m->tool_calls);
+        ok = calls && cJSON_AddItemToObject(o, "tool_calls", calls);
+        if (!ok) cJSON_Delete(calls);
+    }
+    if (ok && m->tool_call_id) {
+        char buf[10], name_buf[72];
+        const char *name =
+            m->name ? m->name : called_name(msgs, i, m->tool_call_id, name_buf, sizeof name_buf);
+        ok = add_str(o, "tool_call_id", template_id(c, m->tool_call_id, buf)) &&
+             (!name || add_str(o, "name", name));
+    }
+    if (!ok) cJSON_Delete(o);
+    return ok ? o : NULL;
+}
+
+/* Appends text to a malloc'd string (NULL: out of memory, s freed). */
+static char *concat(char *s, const char *a, const char *b) {
+    size_t n = strlen(s), na = strlen(a), nb = strlen(b);
+    char *t = realloc(s, n + na + nb + 1);
+    if (!t) {
+        free(s);
+        return NULL;
+    }
+    memcpy(t + n, a, na);
+    memcpy(t + n + na, b, nb + 1);
+    return t;
+}
+
+/* Message i as text, for a template that cannot show tool calls: calls in
+ * the generic format after the content, a tool result as a user message
+ * (joined to the one before when that was a tool result too). */
+static bool message_as_text(const srv_message *msgs, int32_t i, cJSON *arr) {
+    const srv_message *m = &msgs[i];
+    bool tool = m->tool_call_id != NULL;
+    char *text = strdup(tool ? "" : m->content);
+    if (text && m->tool_calls) {
+        char *calls = srv_tools_calls_text(m->tool_calls);
+        text = calls ? concat(text, text[0] ? "\n" : "", calls) : (free(text), NULL);
+        cJSON_free(calls);
+    }
+    if (text && tool) {
+        char name_buf[72], head[200];
+        const char *name =
+            m->name ? m->name : called_name(msgs, i, m->tool_call_id, name_buf, sizeof name_buf);
+        snprintf(head, sizeof head, "Result of %s (call %.100s):\n", name ? name : "a function",
+                 m->tool_call_id);
+        text = concat(text, head, m->content);
+    }
+    if (!text) return false;
+    cJSON *last = cJSON_GetArrayItem(arr, cJSON_GetArraySize(arr) - 1);
+    bool join = tool && i > 0 && msgs[i - 1].tool_call_id && last;
+    bool ok;
+    if (join) {
+        const cJSON *prev = cJSON_GetObjectItemCaseSensitive(last, "content");
+        char *both = concat(strdup(prev->valuestring), "\n\n", text);
+        ok = both && cJSON_SetValuestring(cJSON_GetObjectItemCaseSensitive(last, "content"), both);
+        free(both);
+    } else {
+        cJSON *o = cJSON_CreateObject();
+        ok = o && add_str(o, "role", tool ? "user" : m->role) && add_str(o, "content", text) &&
+             cJSON_AddItemToArray(arr, o);
+        if (!ok) cJSON_Delete(o);
+    }
+    free(text);
+    return ok;
+}
+
+/* Where the description of the tools goes, for a template that does not
+ * show them. */
+typedef enum tools_place { PLACE_SYSTEM, PLACE_FIRST_USER } tools_place;
+
+/* Puts the tools' description into the messages: appended to the system
+ * message, in a new one first, or before the first user message. */
+static bool add_tools_text(cJSON *arr, const char *text, tools_place place) {
+    const char *role = place == PLACE_SYSTEM ? "system" : "user";
+    for (cJSON *m = arr->child; m; m = m->next) {
+        cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role"), *content;
+        if (!cJSON_IsString(r) || strcmp(r->valuestring, role)) {
+            if (place == PLACE_SYSTEM) break; /* only a leading system message counts */
+            continue;
+        }
+        content = cJSON_GetObjectItemCaseSensitive(m, "content");
+        char *joined = place == PLACE_SYSTEM ? concat(strdup(content->valuestring), "\n\n", text)
+                                             : concat(strdup(text), "\n\n", content->valuestring);
+        bool ok = joined && cJSON_SetValuestring(content, joined);
+        free(joined);
+        return ok;
+    }
+    if (place == PLACE_FIRST_USER) return true; /* no user message: nothing to add to */
+    cJSON *o = cJSON_CreateObject();
+    bool ok = o && add_str(o, "role", "system") && add_str(o, "content", text);
+    if (ok) ok = cJSON_InsertItemInArray(arr, 0, o);
+    if (!ok) cJSON_Delete(o);
+    return ok;
+}
+
+/* The messages as the JSON array the template reads (NULL: out of memory). */
+static char *messages_json(const srv_chat *c, const srv_message *msgs, int32_t n,
+                           const char *tools_text, tools_place place) {
+    cJSON *arr = cJSON_CreateArray();
+    bool ok = arr != NULL;
+    for (int32_t i = 0; ok && i < n; i++) {
+        bool plain = !msgs[i].tool_calls && !msgs[i].tool_call_id;
+        if (c->reads_tool_calls || plain) {
+            cJSON *o = plain ? cJSON_CreateObject() : message_with_tools(c, msgs, i);
+            ok = o &&
+                 (!plain ||
+                  (add_str(o, "role", msgs[i].role) && add_str(o, "content", msgs[i].content))) &&
+                 cJSON_AddItemToArray(arr, o);
+            if (!ok) cJSON_Delete(o);
+        } else {
+            ok = message_as_text(msgs, i, arr);
+        }
+    }
+    if (ok && tools_text) ok = add_tools_text(arr, tools_text, place);
+    char *s = ok ? cJSON_PrintUnformatted(arr) : NULL;
     cJSON_Delete(arr);
     return s;
 }
 
-char *srv_chat_render(const srv_chat *c, const srv_message *msgs, int32_t n, srv_error *err) {
-    char *json = messages_json(msgs, n);
-    if (!json) return srv_fail(err, 500, "server_error", NULL, NULL, "out of memory"), NULL;
+/* Renders; NU_OK, or the status with e filled. */
+static nu_status render(const srv_chat *c, const char *messages, const srv_tools *tools, char **out,
+                        nu_error *e) {
     nu_chat_render_params p = nu_chat_render_default_params();
-    p.messages_json = json;
+    p.messages_json = messages;
+    p.tools_json = tools && tools->n > 0 ? tools->json : NULL;
     p.add_generation_prompt = true;
     p.bos_token = c->bos_text;
     p.eos_token = c->eos_text;
+    return nu_chat_render(c->tpl, &p, out, NULL, e);
+}
+
+char *srv_chat_render(const srv_chat *c, const srv_message *msgs, int32_t n, const srv_tools *tools,
+                      srv_error *err) {
+    bool oom = false;
+    char *tools_text =
+        tools ? srv_tools_prompt(tools, c->tool_format, !c->reads_tools, &oom) : NULL;
     char *out = NULL;
     nu_error e;
-    nu_status st = nu_chat_render(c->tpl, &p, &out, NULL, &e);
-    cJSON_free(json);
+    nu_status st = NU_ERR_NOMEM;
+    for (int place = PLACE_SYSTEM; !oom && place <= PLACE_FIRST_USER; place++) {
+        char *json = messages_json(c, msgs, n, tools_text, (tools_place)place);
+        st = json ? render(c, json, tools, &out, &e) : NU_ERR_NOMEM;
+        cJSON_free(json);
+        /* a template that refuses system messages gets the tools with the question */
+        if (st == NU_OK || st == NU_ERR_NOMEM || !tools_text) break;
+    }
+    free(tools_text);
     if (st == NU_OK) return out;
     if (st == NU_ERR_NOMEM)
         srv_fail(err, 500, "server_error", NULL, NULL, "out of memory");

@@ -10,6 +10,7 @@
 
 #include "nucleus.h"
 #include "openai_params.h"
+#include "tools.h"
 
 #define SRV_CHAT_MAX_STOP_TOKENS 8
 
@@ -21,6 +22,11 @@ typedef struct srv_chat {
     int32_t stop_tokens[SRV_CHAT_MAX_STOP_TOKENS]; /* end-of-turn tokens of the format */
     int32_t n_stop_tokens;
     const char *stop_string; /* an extra stop string (the plain format's "\nUser:"), or NULL */
+    /* Function calling, found by rendering probe conversations at start-up: */
+    bool reads_tools;            /* the template shows `tools` (else a system message does) */
+    bool reads_tool_calls;       /* it shows assistant tool_calls and tool results (else they
+                                    are written as text: see srv_chat_render) */
+    srv_tool_format tool_format; /* the call syntax its model writes */
 } srv_chat;
 
 /* Picks the template: override is a built-in NAME or a FILE with Jinja
@@ -30,7 +36,14 @@ bool srv_chat_init(srv_chat *c, const nu_model *m, const char *override, char *m
 void srv_chat_free(srv_chat *c);
 
 /* The prompt for messages followed by the assistant's turn (malloc'd), or
- * NULL with err filled (400 when the template refuses the conversation). */
-char *srv_chat_render(const srv_chat *c, const srv_message *msgs, int32_t n, srv_error *err);
+ * NULL with err filled (400 when the template refuses the conversation).
+ * tools (may be NULL) go to the template as `tools`; for a template that
+ * does not show them, a system message describes them (srv_tools_prompt),
+ * or the first user message when the template refuses system messages.
+ * For a template that cannot show tool_calls, an assistant message's calls
+ * become its text in the generic format and tool results become user
+ * messages "Result of NAME (call ID):\nCONTENT" (consecutive ones joined). */
+char *srv_chat_render(const srv_chat *c, const srv_message *msgs, int32_t n, const srv_tools *tools,
+                      srv_error *err);
 
 #endif

@@ -8,7 +8,9 @@
  * the scheduler's on_text callback on this thread; after each step the
  * connections whose jobs have news are woken through their eventfd.
  * Beam search is not a scheduler request: a beam job waits until the
- * scheduler is idle and then runs alone. */
+ * scheduler is idle and then runs alone. With --draft or --lookup the
+ * scheduler speculates (a request may opt out or cap its draft length);
+ * its drafted and accepted totals go to the metrics after each step. */
 #include "engine.h"
 
 #include <errno.h>
@@ -37,6 +39,7 @@ struct srv_engine {
     pthread_cond_t wake; /* work arrived, a cancel, or stop */
     pthread_cond_t idle; /* nothing queued or running (for drain) */
     int32_t parallel, max_queue, step_delay_ms;
+    bool speculating; /* the scheduler drafts (its counters go to the metrics) */
     /* under mu */
     srv_job *queue_head, *queue_tail;
     int32_t n_queued, n_running_jobs, slots_busy, kv_used;
@@ -385,6 +388,11 @@ static void step(srv_engine *e) {
     if (nu_scheduler_step(e->sched, &active, &err) != NU_OK)
         snprintf(e->step_error, sizeof e->step_error, "generation failed: %.480s", err.message);
     srv_metrics_step(e->metrics, samples, (nu_time_ms() - t0) / 1e3);
+    if (e->speculating) {
+        nu_speculative_stats st;
+        nu_scheduler_speculative_stats(e->sched, &st);
+        srv_metrics_speculation(e->metrics, &st);
+    }
     if (e->step_delay_ms > 0) {
         struct timespec ts = {e->step_delay_ms / 1000, (long)(e->step_delay_ms % 1000) * 1000000L};
         nanosleep(&ts, NULL);
@@ -485,6 +493,7 @@ static void *engine_main(void *arg) {
 /* ---- lifetime ------------------------------------------------------------ */
 
 bool srv_engine_start(nu_context *ctx, int32_t parallel, int32_t max_queue, int step_delay_ms,
+                      const nu_model *draft, const nu_speculative_params *spec,
                       srv_metrics *metrics, srv_engine **out, char *msg, size_t cap) {
     srv_engine *e = calloc(1, sizeof *e);
     if (!e) return snprintf(msg, cap, "out of memory"), false;
@@ -493,6 +502,15 @@ bool srv_engine_start(nu_context *ctx, int32_t parallel, int32_t max_queue, int 
         snprintf(msg, cap, "%s", err.message);
         free(e);
         return false;
+    }
+    if (spec && (draft || spec->lookup)) {
+        if (nu_scheduler_set_speculation(e->sched, draft, spec, &err) != NU_OK) {
+            snprintf(msg, cap, "speculative decoding: %s", err.message);
+            nu_scheduler_free(e->sched);
+            free(e);
+            return false;
+        }
+        e->speculating = true;
     }
     e->ctx = ctx;
     e->metrics = metrics;

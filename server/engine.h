@@ -75,8 +75,11 @@ typedef struct srv_engine_stats {
     int32_t kv_cells;
 } srv_engine_stats;
 
-/* Starts the engine thread on ctx (which it then owns until free). */
+/* Starts the engine thread on ctx (which it then owns until free). With a
+ * draft model, or spec->lookup, its scheduler speculates (spec gives the
+ * draft lengths; NULL spec: no speculation). */
 bool srv_engine_start(nu_context *ctx, int32_t parallel, int32_t max_queue, int step_delay_ms,
+                      const nu_model *draft, const nu_speculative_params *spec,
                       struct srv_metrics *metrics, srv_engine **out, char *msg, size_t cap);
 /* Stops and joins the thread (cancelling what is left) and frees it. */
 void srv_engine_free(srv_engine *e);

@@ -30,6 +30,7 @@ static const srv_route routes[] = {
     {"GET", "/metrics", false, ROUTE_METRICS, "metrics", true},
     {"POST", "/tokenize", false, ROUTE_TOKENIZE, "tokenize", true},
     {"POST", "/detokenize", false, ROUTE_DETOKENIZE, "detokenize", true},
+    {"POST", "/v1/watermark/detect", false, ROUTE_WATERMARK_DETECT, "watermark_detect", true},
 };
 
 srv_config srv_default_config(void) {
@@ -304,7 +305,8 @@ static bool plan(srv_state *s, nu_context_params *cp, char *msg, size_t cap) {
                              .max_tokens = cfg->max_tokens_limit > 0 ? cfg->max_tokens_limit
                                                                      : s->ctx_per_slot,
                              .max_prompts = 32,
-                             .max_beam_width = n_seq / 2 < 32 ? n_seq / 2 : 32};
+                             .max_beam_width = n_seq / 2 < 32 ? n_seq / 2 : 32,
+                             .max_draft = cfg->draft || cfg->spec.lookup ? cfg->spec.draft_max : 0};
     s->defaults.gen = nu_generate_default_params();
     s->defaults.beam = nu_beam_default_params();
     return true;
@@ -320,7 +322,7 @@ static bool start_engine(srv_state *s, char *msg, size_t cap) {
     if (!(s->metrics = srv_metrics_new())) return snprintf(msg, cap, "out of memory"), false;
     if (!srv_chat_init(&s->chat, s->model, s->cfg->chat_template, msg, cap)) return false;
     return srv_engine_start(s->ctx, s->cfg->parallel, s->cfg->max_queue, s->cfg->step_delay_ms,
-                            s->metrics, &s->engine, msg, cap);
+                            s->cfg->draft, &s->cfg->spec, s->metrics, &s->engine, msg, cap);
 }
 
 static struct MHD_Daemon *start_http(srv_state *s, char *msg, size_t cap) {

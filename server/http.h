@@ -57,6 +57,7 @@ typedef enum srv_route_id {
     ROUTE_METRICS,
     ROUTE_TOKENIZE,
     ROUTE_DETOKENIZE,
+    ROUTE_WATERMARK_DETECT,
 } srv_route_id;
 
 typedef struct srv_route {

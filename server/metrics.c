@@ -32,6 +32,7 @@ struct srv_metrics {
     request_series series[MAX_SERIES];
     int n_series;
     uint64_t prompt_tokens, generated_tokens, jobs, rejected, cancelled, steps;
+    nu_speculative_stats spec; /* totals of the engine's scheduler */
     histogram request_seconds, ttft_seconds, job_seconds, step_seconds, batch_samples;
 };
 
@@ -88,6 +89,12 @@ void srv_metrics_step(srv_metrics *m, int32_t batch_samples, double seconds) {
     m->steps++;
     observe(&m->step_seconds, latency_bounds, N_LATENCY_BUCKETS, seconds);
     observe(&m->batch_samples, batch_bounds, N_BATCH_BUCKETS, batch_samples);
+    pthread_mutex_unlock(&m->mu);
+}
+
+void srv_metrics_speculation(srv_metrics *m, const nu_speculative_stats *totals) {
+    pthread_mutex_lock(&m->mu);
+    m->spec = *totals;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -170,6 +177,15 @@ char *srv_metrics_render(srv_metrics *m, const srv_engine_stats *st) {
     put_counter(&b, "nucleus_requests_cancelled_total", "Requests whose client went away.",
                 m->cancelled);
     put_counter(&b, "nucleus_steps_total", "Engine steps (forward batches).", m->steps);
+    put_counter(&b, "nucleus_draft_tokens_total",
+                "Speculative decoding: tokens proposed for verification.",
+                (uint64_t)m->spec.drafted);
+    put_counter(&b, "nucleus_draft_tokens_accepted_total",
+                "Speculative decoding: proposed tokens the target accepted.",
+                (uint64_t)m->spec.accepted);
+    put_counter(&b, "nucleus_draft_model_batches_total",
+                "Speculative decoding: forward batches of the draft model.",
+                (uint64_t)m->spec.draft_passes);
     put_histogram(&b, "nucleus_request_duration_seconds", "HTTP request latency.",
                   &m->request_seconds, latency_bounds, N_LATENCY_BUCKETS);
     put_histogram(&b, "nucleus_generation_duration_seconds", "Generation job latency.",

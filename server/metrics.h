@@ -21,6 +21,8 @@ void srv_metrics_job(srv_metrics *m, int64_t prompt_tokens, int64_t generated_to
                      double ttft_seconds, double total_seconds);
 /* One engine step: samples generating in it and how long it took. */
 void srv_metrics_step(srv_metrics *m, int32_t batch_samples, double seconds);
+/* The scheduler's speculative-decoding totals so far (they replace the last ones). */
+void srv_metrics_speculation(srv_metrics *m, const nu_speculative_stats *totals);
 void srv_metrics_rejected(srv_metrics *m);
 void srv_metrics_cancelled(srv_metrics *m);
 

@@ -151,16 +151,16 @@ static const char *const common_fields[] = {
     /* nucleus extensions */
     "top_k", "min_p", "typical_p", "repetition_penalty", "penalty_last_n", "no_repeat_ngram_size",
     "min_tokens", "ignore_eos", "grammar", "regex", "choice", "beam_width", "length_penalty",
-    "early_stopping", "watermark", NULL};
+    "early_stopping", "watermark", "speculative", "draft_max", NULL};
 static const char *const chat_fields[] = {
-    "messages", "max_completion_tokens", "top_logprobs",        "store",
-    "metadata", "service_tier",          "parallel_tool_calls", NULL};
+    "messages", "max_completion_tokens", "top_logprobs",        "store", "metadata", "service_tier",
+    "tools",    "tool_choice",           "parallel_tool_calls", NULL};
 static const char *const completion_fields[] = {"prompt", "echo",          "best_of",
                                                 "suffix", "parse_special", NULL};
 /* Fields of the OpenAI API that nucleus does not implement. */
 static const char *const unsupported_fields[] = {
-    "tools",      "tool_choice", "functions",        "function_call",      "audio",
-    "modalities", "prediction",  "reasoning_effort", "web_search_options", NULL};
+    "functions",        "function_call",      "audio", "modalities", "prediction",
+    "reasoning_effort", "web_search_options", NULL};
 
 static bool in_list(const char *const *list, const char *name) {
     for (; *list; list++)
@@ -389,11 +389,85 @@ static bool parse_constraints(const cJSON *root, srv_request *r, srv_error *err)
                    "use at most one of 'grammar', 'regex', 'choice' and a JSON 'response_format'");
     if (g && !(r->grammar = dup_or_fail(g, err))) return false;
     if (re && !(r->regex = dup_or_fail(re, err))) return false;
-    const cJSON *w = field(root, "watermark");
-    if (w && !cJSON_IsFalse(w))
-        return srv_fail(err, 400, "invalid_request_error", "not_supported", "watermark",
-                        "'watermark' is not available yet in nucleus");
     return true;
+}
+
+/* ---- watermark ----------------------------------------------------------- */
+
+/* A key given as text or as an integer (written in decimal, so that 42 and
+ * "42" are the same key); NULL with err filled otherwise. */
+static char *watermark_key(const cJSON *v, const char *param, srv_error *err) {
+    char digits[32];
+    const char *text = NULL;
+    if (cJSON_IsString(v) && v->valuestring[0]) {
+        text = v->valuestring;
+    } else if (cJSON_IsNumber(v) && is_integer(v->valuedouble) && fabs(v->valuedouble) < 9e18) {
+        snprintf(digits, sizeof digits, "%lld", (long long)v->valuedouble);
+        text = digits;
+    }
+    if (!text) {
+        BAD(err, param, "'%s' must be a non-empty string or an integer", param);
+        return NULL;
+    }
+    return dup_or_fail(text, err);
+}
+
+/* A number member of the watermark fields, in [lo, hi] (exclusive bounds
+ * when open): 1 found, 0 absent, -1 err filled. */
+static int watermark_number(const cJSON *obj, const char *prefix, const char *name, double lo,
+                            double hi, bool open, double *out, srv_error *err) {
+    char param[48];
+    snprintf(param, sizeof param, "%s%s", prefix, name);
+    const cJSON *v = field(obj, name);
+    if (!v) return 0;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+        return BAD(err, param, "'%s' must be a number", param), -1;
+    double x = v->valuedouble;
+    if (open ? !(x > lo && x < hi) : !(x >= lo && x <= hi))
+        return BAD(err, param, "'%s' is %g; it must be %s %g and %s %g", param, x,
+                   open ? "above" : "at least", lo, open ? "below" : "at most", hi),
+               -1;
+    *out = x;
+    return 1;
+}
+
+bool srv_parse_watermark(const cJSON *obj, const char *prefix, nu_watermark_params *p, char **key,
+                         srv_error *err) {
+    char param[48];
+    snprintf(param, sizeof param, "%skey", prefix);
+    const cJSON *k = field(obj, "key");
+    if (!k) return BAD(err, param, "'%s' is required (a string or an integer)", param);
+    if (!(*key = watermark_key(k, param, err))) return false;
+    double gamma = p->gamma, delta = p->delta, context = p->context;
+    if (watermark_number(obj, prefix, "gamma", 0, 1, true, &gamma, err) < 0 ||
+        watermark_number(obj, prefix, "delta", 0, 100, false, &delta, err) < 0 ||
+        watermark_number(obj, prefix, "context", 1, NU_WATERMARK_MAX_CONTEXT, false, &context,
+                         err) < 0)
+        return false;
+    snprintf(param, sizeof param, "%scontext", prefix);
+    if (!is_integer(context)) return BAD(err, param, "'%s' must be an integer", param);
+    /* a gamma just inside (0, 1) may round to 0 or 1 as a float */
+    snprintf(param, sizeof param, "%sgamma", prefix);
+    if (!((float)gamma > 0.0f && (float)gamma < 1.0f))
+        return BAD(err, param, "'%s' %g is too close to 0 or 1", param, gamma);
+    p->key = *key, p->gamma = (float)gamma, p->delta = (float)delta, p->context = (int32_t)context;
+    return true;
+}
+
+/* watermark (nucleus extension): {"key", "gamma", "delta", "context"}; false
+ * or null is no watermark. */
+static bool parse_watermark(const cJSON *root, srv_request *r, srv_error *err) {
+    const cJSON *w = field(root, "watermark");
+    if (!w || cJSON_IsFalse(w)) return true;
+    if (!cJSON_IsObject(w))
+        return BAD(err, "watermark", "'watermark' must be an object {\"key\", \"gamma\", "
+                                     "\"delta\", \"context\"}");
+    for (const cJSON *v = w->child; v; v = v->next)
+        if (strcmp(v->string, "key") && strcmp(v->string, "gamma") && strcmp(v->string, "delta") &&
+            strcmp(v->string, "context"))
+            return BAD(err, "watermark", "Unrecognized watermark field: %.60s", v->string);
+    return srv_parse_watermark(w, "watermark.", &r->gen.sampling.watermark, &r->watermark_key,
+                               err);
 }
 
 /* ---- beam search --------------------------------------------------------- */
@@ -405,6 +479,8 @@ static bool check_beam_compatible(const srv_request *r, srv_error *err) {
                        : r->gen.echo                                           ? "echo"
                        : r->best_of > r->gen.n                                 ? "best_of"
                        : (r->grammar || r->regex || r->n_choices || r->format) ? "grammar"
+                       : r->watermark_key                                      ? "watermark"
+                       : r->tools.choice != SRV_TOOLS_NONE                     ? "tools"
                                                                                : NULL;
     if (what)
         return BAD(err, what, "'%s' cannot be combined with beam search ('beam_width')", what);
@@ -432,6 +508,138 @@ static bool parse_beam(const cJSON *root, srv_request *r, const srv_limits *lim,
     b->n_return = r->gen.n;
     b->parse_special = r->gen.parse_special;
     return check_beam_compatible(r, err);
+}
+
+/* ---- tools (function calling) ------------------------------------------- */
+
+#define MAX_TOOLS 128 /* what the OpenAI API allows */
+
+/* A function name as the OpenAI API allows it: 1 to 64 of [A-Za-z0-9_-]. */
+static bool valid_function_name(const char *s) {
+    size_t n = strlen(s);
+    if (n < 1 || n > 64) return false;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+              *s == '_' || *s == '-'))
+            return false;
+    return true;
+}
+
+/* Refuses members of obj other than the allowed ones (param names obj). */
+static bool only_members(const cJSON *obj, const char *const *allowed, const char *param,
+                         srv_error *err) {
+    for (const cJSON *v = obj->child; v; v = v->next)
+        if (!in_list(allowed, v->string))
+            return BAD(err, param, "'%s' has an unknown member '%.40s'", param, v->string);
+    return true;
+}
+
+/* tools[i].function: {"name", "description", "parameters", "strict"}. */
+static bool parse_function(const cJSON *fn, const char *param, srv_tool *t, srv_error *err) {
+    static const char *const members[] = {"name", "description", "parameters", "strict", NULL};
+    char p[128];
+    const char *name = NULL, *desc;
+    const cJSON *params = NULL;
+    bool strict;
+    if (!only_members(fn, members, param, err)) return false;
+    snprintf(p, sizeof p, "%s.name", param);
+    if (get_string(fn, "name", &name, err) <= 0 || !valid_function_name(name))
+        return BAD(err, p, "'%s' must be a function name of 1 to 64 letters, digits, '_' or '-'",
+                   p);
+    snprintf(p, sizeof p, "%s.description", param);
+    if (get_string(fn, "description", &desc, err) < 0)
+        return BAD(err, p, "'%s' must be a string", p);
+    snprintf(p, sizeof p, "%s.strict", param);
+    if (get_bool(fn, "strict", &strict, err) < 0) return BAD(err, p, "'%s' must be a boolean", p);
+    snprintf(p, sizeof p, "%s.parameters", param);
+    if (get_object(fn, "parameters", &params, err) < 0)
+        return BAD(err, p, "'%s' must be a JSON Schema object", p);
+    if (!(t->name = dup_or_fail(name, err))) return false;
+    /* no parameters (NULL): a function without arguments */
+    return !params || (t->parameters = cJSON_PrintUnformatted(params)) || out_of_memory(err);
+}
+
+/* tools[i]: {"type": "function", "function": {...}}; names must be unique. */
+static bool parse_tool(const cJSON *v, int32_t i, srv_tools *tools, srv_error *err) {
+    static const char *const members[] = {"type", "function", NULL};
+    char param[40], p[64];
+    snprintf(param, sizeof param, "tools[%d]", (int)i);
+    const char *type = NULL;
+    const cJSON *fn = NULL;
+    if (!cJSON_IsObject(v)) return BAD(err, param, "'%s' must be an object", param);
+    if (!only_members(v, members, param, err)) return false;
+    snprintf(p, sizeof p, "%s.type", param);
+    if (get_string(v, "type", &type, err) <= 0 || strcmp(type, "function"))
+        return BAD(err, p, "'%s' must be \"function\" (the only kind of tool supported)", p);
+    snprintf(p, sizeof p, "%s.function", param);
+    if (get_object(v, "function", &fn, err) <= 0)
+        return BAD(err, p, "'%s' must be an object with the function's name", p);
+    srv_tool *t = &tools->list[tools->n++];
+    if (!parse_function(fn, p, t, err)) return false;
+    for (int32_t k = 0; k < i; k++)
+        if (!strcmp(tools->list[k].name, t->name))
+            return BAD(err, param, "two tools are named '%s'", t->name);
+    return true;
+}
+
+/* tool_choice: "none" | "auto" | "required" | {"type": "function", "function": {"name"}}. */
+static bool parse_tool_choice(const cJSON *root, srv_tools *t, srv_error *err) {
+    const cJSON *v = field(root, "tool_choice"), *fn = NULL;
+    t->choice = t->n ? SRV_TOOLS_AUTO : SRV_TOOLS_NONE;
+    if (!v) return true;
+    if (cJSON_IsString(v) && !strcmp(v->valuestring, "none")) {
+        t->choice = SRV_TOOLS_NONE;
+        return true;
+    }
+    if (!t->n) return BAD(err, "tool_choice", "'tool_choice' needs 'tools'");
+    if (cJSON_IsString(v) && !strcmp(v->valuestring, "auto")) return true;
+    if (cJSON_IsString(v) && !strcmp(v->valuestring, "required")) {
+        t->choice = SRV_TOOLS_REQUIRED;
+        return true;
+    }
+    const char *type = NULL, *name = NULL;
+    if (!cJSON_IsObject(v) || get_string(v, "type", &type, err) <= 0 || strcmp(type, "function") ||
+        get_object(v, "function", &fn, err) <= 0 || get_string(fn, "name", &name, err) <= 0)
+        return BAD(err, "tool_choice",
+                   "'tool_choice' must be \"none\", \"auto\", \"required\" or "
+                   "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+    for (int32_t i = 0; i < t->n; i++)
+        if (!strcmp(t->list[i].name, name)) {
+            t->choice = SRV_TOOLS_NAMED;
+            t->named = i;
+            return true;
+        }
+    return BAD(err, "tool_choice",
+               "'tool_choice' names the function '%.64s', which is not in 'tools'", name);
+}
+
+/* tools, tool_choice and parallel_tool_calls. */
+static bool parse_tools(const cJSON *root, srv_request *r, srv_error *err) {
+    srv_tools *t = &r->tools;
+    const cJSON *v = field(root, "tools");
+    t->parallel = true;
+    if (get_bool(root, "parallel_tool_calls", &t->parallel, err) < 0) return false;
+    int n = v ? (cJSON_IsArray(v) ? cJSON_GetArraySize(v) : -1) : 0;
+    if (n < 0 || n > MAX_TOOLS)
+        return BAD(err, "tools", "'tools' must be an array of at most %d tools", MAX_TOOLS);
+    if (n > 0) {
+        if (!(t->list = calloc((size_t)n, sizeof *t->list))) return out_of_memory(err);
+        int32_t i = 0;
+        for (const cJSON *tool = v->child; tool; tool = tool->next, i++)
+            if (!parse_tool(tool, i, t, err)) return false;
+        if (!(t->json = cJSON_PrintUnformatted(v))) return out_of_memory(err);
+    }
+    return parse_tool_choice(root, t, err);
+}
+
+/* A forced call needs the tools' grammar, which cannot be combined with another. */
+static bool check_tools_compatible(const srv_request *r, srv_error *err) {
+    if (r->tools.choice < SRV_TOOLS_REQUIRED) return true;
+    if (r->grammar || r->regex || r->n_choices || r->format != SRV_FORMAT_TEXT)
+        return BAD(err, "tool_choice",
+                   "a required tool call cannot be combined with 'response_format', 'grammar', "
+                   "'regex' or 'choice'");
+    return true;
 }
 
 /* ---- chat messages ------------------------------------------------------- */
@@ -473,28 +681,97 @@ static bool parse_role(const cJSON *msg, srv_message *m, srv_error *err) {
     if (get_string(msg, "role", &role, err) <= 0)
         return BAD(err, "messages", "each message needs a 'role' string");
     if (!strcmp(role, "developer")) role = "system";
-    if (!strcmp(role, "tool") || !strcmp(role, "function"))
+    if (!strcmp(role, "function"))
         return srv_fail(err, 400, "invalid_request_error", "not_supported", "messages",
-                        "messages with role '%s' are not supported (no tool calling)", role);
-    if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant"))
+                        "messages with role 'function' (deprecated function calling) are not "
+                        "supported; use 'tools' and messages with role 'tool'");
+    if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant") &&
+        strcmp(role, "tool"))
         return BAD(err, "messages", "unknown message role '%.40s'", role);
     return (m->role = dup_or_fail(role, err)) != NULL;
+}
+
+/* One entry of an assistant message's tool_calls, checked and appended to
+ * out as {id, type, function: {name, arguments}}. */
+static bool parse_tool_call(const cJSON *tc, cJSON *out, srv_error *err) {
+    const cJSON *fn = NULL;
+    const char *id = NULL, *type = "function", *name = NULL, *args = NULL;
+    if (!cJSON_IsObject(tc) || get_string(tc, "id", &id, err) <= 0 ||
+        get_string(tc, "type", &type, err) < 0 || get_object(tc, "function", &fn, err) <= 0 ||
+        get_string(fn, "name", &name, err) <= 0 || get_string(fn, "arguments", &args, err) <= 0)
+        return BAD(err, "messages",
+                   "each entry of 'tool_calls' needs an 'id' string and a 'function' with "
+                   "'name' and 'arguments' strings");
+    if (strcmp(type, "function"))
+        return BAD(err, "messages", "tool calls of type '%.40s' are not supported", type);
+    cJSON *o = cJSON_CreateObject(), *f = NULL;
+    bool ok = o && cJSON_AddStringToObject(o, "id", id) &&
+              cJSON_AddStringToObject(o, "type", "function") &&
+              (f = cJSON_AddObjectToObject(o, "function")) &&
+              cJSON_AddStringToObject(f, "name", name) &&
+              cJSON_AddStringToObject(f, "arguments", args) && cJSON_AddItemToArray(out, o);
+    if (!ok) cJSON_Delete(o);
+    return ok || out_of_memory(err);
+}
+
+/* tool_calls of an assistant message: stored as JSON text (none when empty). */
+static bool parse_tool_calls(const cJSON *msg, srv_message *m, srv_error *err) {
+    const cJSON *v = field(msg, "tool_calls");
+    if (!v) return true;
+    if (strcmp(m->role, "assistant"))
+        return BAD(err, "messages", "only assistant messages may have 'tool_calls'");
+    if (!cJSON_IsArray(v)) return BAD(err, "messages", "'tool_calls' must be an array");
+    if (!v->child) return true;
+    cJSON *arr = cJSON_CreateArray();
+    if (!arr) return out_of_memory(err);
+    bool ok = true;
+    for (const cJSON *tc = v->child; tc && ok; tc = tc->next) ok = parse_tool_call(tc, arr, err);
+    if (ok && !(m->tool_calls = cJSON_PrintUnformatted(arr))) ok = out_of_memory(err);
+    cJSON_Delete(arr);
+    return ok;
+}
+
+/* name (any message) and tool_call_id (required on tool messages, only there). */
+static bool parse_message_ids(const cJSON *msg, srv_message *m, srv_error *err) {
+    const char *name = NULL, *id = NULL;
+    if (get_string(msg, "name", &name, err) < 0) return false;
+    if (get_string(msg, "tool_call_id", &id, err) < 0)
+        return BAD(err, "messages", "'tool_call_id' must be a string");
+    if (name && !(m->name = dup_or_fail(name, err))) return false;
+    bool tool = !strcmp(m->role, "tool");
+    if (tool && !id)
+        return BAD(err, "messages", "a message with role 'tool' needs a 'tool_call_id'");
+    if (!tool && id)
+        return BAD(err, "messages", "only messages with role 'tool' may have a 'tool_call_id'");
+    return !id || (m->tool_call_id = dup_or_fail(id, err)) != NULL;
 }
 
 static bool parse_message(const cJSON *msg, srv_message *m, srv_error *err) {
     if (!cJSON_IsObject(msg)) return BAD(err, "messages", "each message must be an object");
     for (const cJSON *v = msg->child; v; v = v->next) {
         const char *k = v->string;
-        if (!strcmp(k, "role") || !strcmp(k, "content") || !strcmp(k, "name")) continue;
-        if ((!strcmp(k, "refusal") || !strcmp(k, "tool_calls") || !strcmp(k, "function_call") ||
-             !strcmp(k, "audio")) &&
+        if (!strcmp(k, "role") || !strcmp(k, "content") || !strcmp(k, "name") ||
+            !strcmp(k, "tool_calls") || !strcmp(k, "tool_call_id"))
+            continue;
+        if ((!strcmp(k, "refusal") || !strcmp(k, "function_call") || !strcmp(k, "audio")) &&
             cJSON_IsNull(v))
             continue;
         return BAD(err, "messages", "unsupported message field '%.40s'", k);
     }
-    const char *name;
-    if (get_string(msg, "name", &name, err) < 0) return false;
-    return parse_role(msg, m, err) && parse_content(msg, m, err);
+    return parse_role(msg, m, err) && parse_content(msg, m, err) && parse_tool_calls(msg, m, err) &&
+           parse_message_ids(msg, m, err);
+}
+
+/* Whether an assistant message before `upto` made a tool call with this id. */
+static bool call_id_seen(const cJSON *msgs, const cJSON *upto, const char *id) {
+    for (const cJSON *m = msgs->child; m && m != upto; m = m->next) {
+        const cJSON *calls = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+        for (const cJSON *tc = cJSON_IsArray(calls) ? calls->child : NULL; tc; tc = tc->next) {
+            const cJSON *tid = cJSON_GetObjectItemCaseSensitive(tc, "id");
+            if (cJSON_IsString(tid) && !strcmp(tid->valuestring, id)) return true;
+        }
+    }
+    return false;
 }
 
 static bool parse_messages(const cJSON *root, srv_request *r, srv_error *err) {
@@ -503,8 +780,16 @@ static bool parse_messages(const cJSON *root, srv_request *r, srv_error *err) {
     int n = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : -1;
     if (n < 1) return BAD(err, "messages", "'messages' must be a non-empty array");
     if (!(r->messages = calloc((size_t)n, sizeof *r->messages))) return out_of_memory(err);
-    for (const cJSON *m = v->child; m; m = m->next)
-        if (!parse_message(m, &r->messages[r->n_messages++], err)) return false;
+    for (const cJSON *m = v->child; m; m = m->next) {
+        srv_message *msg = &r->messages[r->n_messages++];
+        if (!parse_message(m, msg, err)) return false;
+        /* as the OpenAI API requires: a tool result answers a call made earlier */
+        if (msg->tool_call_id && !call_id_seen(v, m, msg->tool_call_id))
+            return BAD(err, "messages",
+                       "the tool message's tool_call_id '%.60s' answers no earlier assistant "
+                       "tool call",
+                       msg->tool_call_id);
+    }
     return true;
 }
 
@@ -579,6 +864,30 @@ static bool parse_completion_extras(const cJSON *root, srv_request *r, const srv
     return true;
 }
 
+/* ---- speculative decoding ------------------------------------------------ */
+
+/* "speculative": false opts out of the server's speculation; "draft_max": K
+ * caps the draft length (1 .. the server's --draft-max). Asking for
+ * speculation from a server that has none is an error, not a no-op. */
+static bool parse_speculation(const cJSON *root, srv_request *r, const srv_limits *lim,
+                              srv_error *err) {
+    bool on = true;
+    int got_on = get_bool(root, "speculative", &on, err);
+    if (got_on < 0) return false;
+    bool got_k = field(root, "draft_max") != NULL;
+    if (got_on && !on) {
+        if (got_k)
+            return BAD(err, "draft_max", "'draft_max' cannot be combined with 'speculative': false");
+        r->gen.draft_max = -1;
+        return true;
+    }
+    if ((got_on || got_k) && lim->max_draft < 1)
+        return BAD(err, got_k ? "draft_max" : "speculative",
+                   "this server does not do speculative decoding (start it with --draft MODEL or "
+                   "--lookup)");
+    return get_int32(root, "draft_max", 1, lim->max_draft, &r->gen.draft_max, err) >= 0;
+}
+
 /* ---- the request --------------------------------------------------------- */
 
 /* Starts from the server's defaults with OpenAI's sampling defaults:
@@ -611,6 +920,7 @@ static bool parse_fields(const cJSON *root, srv_request *r, const srv_limits *li
         return false;
     if (model && !(r->model = dup_or_fail(model, err))) return false;
     if (get_int32(root, "n", 1, lim->max_n, &r->gen.n, err) < 0) return false;
+    if (!parse_speculation(root, r, lim, err)) return false;
     if (!parse_max_tokens(root, r, lim, err) || !parse_openai_sampling(root, r, err) ||
         !parse_extra_sampling(root, r, lim, err) || !parse_logit_bias(root, r, lim, err) ||
         !parse_stop(root, r, err) || !parse_stream(root, r, err) || !parse_logprobs(root, r, err))
@@ -621,14 +931,14 @@ static bool parse_fields(const cJSON *root, srv_request *r, const srv_limits *li
         const char *tier;
         const cJSON *meta;
         if (!parse_messages(root, r, err) || get_bool(root, "store", &b, err) < 0 ||
-            get_bool(root, "parallel_tool_calls", &b, err) < 0 ||
-            get_string(root, "service_tier", &tier, err) < 0 ||
+            !parse_tools(root, r, err) || get_string(root, "service_tier", &tier, err) < 0 ||
             get_object(root, "metadata", &meta, err) < 0)
             return false;
     } else if (!parse_prompts(root, r, lim, err) || !parse_completion_extras(root, r, lim, err)) {
         return false;
     }
-    return parse_constraints(root, r, err) && parse_beam(root, r, lim, err);
+    return parse_constraints(root, r, err) && parse_watermark(root, r, err) &&
+           check_tools_compatible(r, err) && parse_beam(root, r, lim, err);
 }
 
 /* True when only JSON whitespace is left in [p, end). */
@@ -659,9 +969,16 @@ bool srv_parse_request(const char *body, size_t len, srv_kind kind, const srv_li
 
 void srv_request_free(srv_request *r) {
     free(r->model);
-    for (int32_t i = 0; i < r->n_messages; i++)
-        free(r->messages[i].role), free(r->messages[i].content);
+    for (int32_t i = 0; i < r->n_messages; i++) {
+        srv_message *m = &r->messages[i];
+        free(m->role), free(m->content), free(m->name), free(m->tool_call_id);
+        cJSON_free(m->tool_calls);
+    }
     free(r->messages);
+    for (int32_t i = 0; i < r->tools.n; i++)
+        free(r->tools.list[i].name), cJSON_free(r->tools.list[i].parameters);
+    free(r->tools.list);
+    cJSON_free(r->tools.json);
     for (int32_t i = 0; i < r->n_prompts; i++) free(r->prompts[i].text), free(r->prompts[i].tokens);
     free(r->prompts);
     for (int32_t i = 0; r->stop && i < MAX_STOP; i++) free(r->stop[i]);
@@ -670,6 +987,7 @@ void srv_request_free(srv_request *r) {
     cJSON_free(r->json_schema);
     free(r->grammar);
     free(r->regex);
+    free(r->watermark_key);
     for (int32_t i = 0; i < r->n_choices; i++) free(r->choices[i]);
     free(r->choices);
     srv_kind kind = r->kind;

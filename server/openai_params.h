@@ -19,9 +19,39 @@ typedef enum srv_kind { SRV_CHAT = 0, SRV_COMPLETION = 1 } srv_kind;
 
 /* One chat message; content is the text (text parts joined). */
 typedef struct srv_message {
-    char *role; /* "system", "user" or "assistant" ("developer" becomes "system") */
+    char *role; /* "system", "user", "assistant" or "tool" ("developer" becomes "system") */
     char *content;
+    char *name;         /* the message's "name", or NULL */
+    char *tool_calls;   /* assistant: [{id, type, function: {name, arguments}}] (JSON), or NULL */
+    char *tool_call_id; /* tool: the id of the call this message answers, or NULL */
 } srv_message;
+
+/* Function calling (chat only): the request's tools, tool_choice and
+ * parallel_tool_calls. server/tools.h turns them into prompts, grammars and
+ * parsed calls. */
+typedef enum srv_tool_choice {
+    SRV_TOOLS_NONE = 0, /* no tools, or tool_choice "none": tools are shown, the answer is text */
+    SRV_TOOLS_AUTO,     /* the model may call tools (the default when tools are given) */
+    SRV_TOOLS_REQUIRED, /* it must call one or more */
+    SRV_TOOLS_NAMED,    /* it must call list[named] */
+} srv_tool_choice;
+
+typedef struct srv_tool {
+    char *name;
+    char *parameters; /* the arguments' JSON Schema (JSON text), or NULL: no arguments */
+} srv_tool;
+
+typedef struct srv_tools {
+    char *json; /* the tools array (JSON text) for the chat template, or NULL */
+    srv_tool *list;
+    int32_t n;
+    srv_tool_choice choice;
+    int32_t named; /* SRV_TOOLS_NAMED: the index of the function */
+    bool parallel; /* parallel_tool_calls: more than one call per answer */
+    /* Set by the server when it accepts the request: */
+    int format;       /* the chat template's call syntax (srv_tool_format, tools.h) */
+    bool constrained; /* a grammar guarantees well-formed calls (their arguments stream as made) */
+} srv_tools;
 
 /* One completions prompt: text, or token ids when text is NULL. */
 typedef struct srv_prompt {
@@ -43,6 +73,7 @@ typedef struct srv_limits {
     int32_t max_tokens;     /* largest max_tokens accepted */
     int32_t max_prompts;    /* most prompts in one completions request */
     int32_t max_beam_width; /* widest beam search */
+    int32_t max_draft;      /* largest draft_max a request may ask for (0: no speculation) */
 } srv_limits;
 
 /* Where generation parameters start before the request changes them. */
@@ -82,8 +113,10 @@ typedef struct srv_request {
     srv_format format;
     char *json_schema;     /* the schema as JSON text (SRV_FORMAT_JSON_SCHEMA) */
     char *grammar, *regex; /* constraint extensions, or NULL */
+    char *watermark_key;   /* gen.sampling.watermark.key points here (NULL: no watermark) */
     char **choices;
     int32_t n_choices;
+    srv_tools tools;
 } srv_request;
 
 /* Parses and checks a request body for a chat (SRV_CHAT) or completions
@@ -93,6 +126,15 @@ bool srv_parse_request(const char *body, size_t len, srv_kind kind, const srv_li
                        const srv_defaults *defaults, srv_request *out, srv_error *err);
 
 void srv_request_free(srv_request *r);
+
+/* The watermark fields of obj, a cJSON object: "key" (required; a non-empty
+ * string, or an integer that stands for its decimal text), "gamma" (0..1
+ * exclusive), "delta" (0..100) and "context" (1..8), into p (whose values
+ * stay where a field is absent). *key gets the malloc'd key p->key points to.
+ * Errors name the field with prefix before it ("watermark." in requests). */
+struct cJSON;
+bool srv_parse_watermark(const struct cJSON *obj, const char *prefix, nu_watermark_params *p,
+                         char **key, srv_error *err);
 
 /* Fills err; returns false so callers can `return srv_fail(...)`. */
 bool srv_fail(srv_error *err, int status, const char *type, const char *code, const char *param,

@@ -67,6 +67,11 @@ const char *srv_finish_name(nu_finish_reason r) {
     return NULL;
 }
 
+const char *srv_finish_name_calls(nu_finish_reason r, int32_t n_calls) {
+    if (n_calls > 0 && (r == NU_FINISH_EOS || r == NU_FINISH_STOP)) return "tool_calls";
+    return srv_finish_name(r);
+}
+
 int32_t srv_pick_results(const srv_job *job, int32_t *picked) {
     int32_t n = job->req.beam ? job->n_per_prompt : job->req.gen.n, k = 0;
     for (int32_t p = 0; p < job->n_prompts; p++) {
@@ -216,23 +221,57 @@ static cJSON *response_head(const srv_resp_ctx *rc, const char *object) {
     return root;
 }
 
+/* [{"id", "type": "function", "function": {"name", "arguments"}}, ...] */
+static cJSON *tool_calls_json(const srv_tool_result *tr) {
+    cJSON *arr = cJSON_CreateArray();
+    for (int32_t i = 0; i < tr->n_calls; i++) {
+        cJSON *o = cJSON_CreateObject(), *fn = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "id", tr->calls[i].id);
+        cJSON_AddStringToObject(o, "type", "function");
+        add_text(fn, "name", tr->calls[i].name, strlen(tr->calls[i].name));
+        add_text(fn, "arguments", tr->calls[i].arguments, strlen(tr->calls[i].arguments));
+        cJSON_AddItemToObject(o, "function", fn);
+        cJSON_AddItemToArray(arr, o);
+    }
+    return arr;
+}
+
+/* A chat choice's message: the text, or with tools the content and calls
+ * parsed from it (content null when there are calls and nothing else).
+ * Returns how many calls it has. */
+static int32_t add_message(cJSON *c, const srv_job *job, const nu_generate_result *r) {
+    cJSON *msg = cJSON_CreateObject();
+    cJSON_AddStringToObject(msg, "role", "assistant");
+    srv_tool_result tr = {0};
+    bool parsed = srv_tools_active(&job->req.tools) &&
+                  srv_tools_parse(&job->req.tools, r->text, r->text_len, &tr);
+    if (parsed && tr.n_calls > 0 && tr.content_len == 0)
+        cJSON_AddNullToObject(msg, "content");
+    else if (parsed)
+        add_text(msg, "content", tr.content, tr.content_len);
+    else
+        add_text(msg, "content", r->text, r->text_len);
+    cJSON_AddNullToObject(msg, "refusal");
+    if (tr.n_calls > 0) cJSON_AddItemToObject(msg, "tool_calls", tool_calls_json(&tr));
+    cJSON_AddItemToObject(c, "message", msg);
+    int32_t n_calls = tr.n_calls;
+    srv_tool_result_free(&tr);
+    return n_calls;
+}
+
 /* One choice of a finished job. */
 static cJSON *choice_json(const srv_resp_ctx *rc, const srv_job *job, int32_t index,
                           const nu_generate_result *r) {
     cJSON *c = cJSON_CreateObject();
     cJSON_AddNumberToObject(c, "index", index);
-    if (rc->kind == SRV_CHAT) {
-        cJSON *msg = cJSON_CreateObject();
-        cJSON_AddStringToObject(msg, "role", "assistant");
-        add_text(msg, "content", r->text, r->text_len);
-        cJSON_AddNullToObject(msg, "refusal");
-        cJSON_AddItemToObject(c, "message", msg);
-    } else {
+    int32_t n_calls = 0;
+    if (rc->kind == SRV_CHAT)
+        n_calls = add_message(c, job, r);
+    else
         add_text(c, "text", r->text, r->text_len);
-    }
     int32_t n = srv_logprobs_in_text(r->logprobs, r->n_logprobs, r->text_len, r->finish);
     add_logprobs(c, rc, job, r->logprobs, n, 0);
-    const char *finish = srv_finish_name(r->finish);
+    const char *finish = srv_finish_name_calls(r->finish, n_calls);
     cJSON_AddStringToObject(c, "finish_reason", finish ? finish : "stop");
     return c;
 }
@@ -255,6 +294,25 @@ char *srv_response_json(const srv_resp_ctx *rc, const srv_job *job) {
     return print_and_free(root);
 }
 
+/* A streamed tool_calls delta, as the OpenAI API sends them: the first one
+ * of a call has its index, id, type, name and empty arguments; the next
+ * ones the index and a piece of the arguments. */
+static cJSON *tool_delta_json(const srv_tool_event *ev) {
+    cJSON *arr = cJSON_CreateArray(), *o = cJSON_CreateObject(), *fn = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "index", ev->index);
+    if (ev->kind == SRV_TOOL_CALL) {
+        cJSON_AddStringToObject(o, "id", ev->id);
+        cJSON_AddStringToObject(o, "type", "function");
+        add_text(fn, "name", ev->name, strlen(ev->name));
+        cJSON_AddStringToObject(fn, "arguments", "");
+    } else {
+        add_text(fn, "arguments", ev->text, ev->len);
+    }
+    cJSON_AddItemToObject(o, "function", fn);
+    cJSON_AddItemToArray(arr, o);
+    return arr;
+}
+
 char *srv_chunk_json(const srv_resp_ctx *rc, const srv_job *job, const srv_chunk *ch) {
     cJSON *root =
         response_head(rc, rc->kind == SRV_CHAT ? "chat.completion.chunk" : "text_completion");
@@ -263,7 +321,14 @@ char *srv_chunk_json(const srv_resp_ctx *rc, const srv_job *job, const srv_chunk
     if (rc->kind == SRV_CHAT) {
         cJSON *delta = cJSON_CreateObject();
         if (ch->role) cJSON_AddStringToObject(delta, "role", "assistant");
-        if (ch->role || ch->len || !ch->finish) add_text(delta, "content", ch->text, ch->len);
+        if (ch->tool) {
+            if (ch->role) cJSON_AddNullToObject(delta, "content");
+            cJSON_AddItemToObject(delta, "tool_calls", tool_delta_json(ch->tool));
+        } else if (ch->null_content) {
+            cJSON_AddNullToObject(delta, "content");
+        } else if (ch->role || ch->len || !ch->finish) {
+            add_text(delta, "content", ch->text, ch->len);
+        }
         cJSON_AddItemToObject(c, "delta", delta);
     } else {
         add_text(c, "text", ch->text, ch->len);

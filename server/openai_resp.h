@@ -11,6 +11,7 @@
 #include "engine.h"
 #include "nucleus.h"
 #include "openai_params.h"
+#include "tools.h"
 
 /* What every response of one request shares. */
 typedef struct srv_resp_ctx {
@@ -28,6 +29,9 @@ char *srv_error_json(const srv_error *err);
 
 /* OpenAI's finish_reason for a finished sample ("stop", "length"). */
 const char *srv_finish_name(nu_finish_reason r);
+/* The same for an answer that made n_calls tool calls: "tool_calls" when
+ * it ended by itself with calls. */
+const char *srv_finish_name_calls(nu_finish_reason r, int32_t n_calls);
 
 /* The results shown, in order: per prompt, the n best of best_of samples
  * by total log-prob (or all of them). Writes job->n_prompts * n indices. */
@@ -49,6 +53,8 @@ typedef struct srv_chunk {
     int32_t n_lps;
     const char *finish; /* NULL while generating */
     bool role;
+    const srv_tool_event *tool; /* a tool_calls delta instead of text, or NULL */
+    bool null_content;          /* "content": null (the first delta of an answer with tools) */
 } srv_chunk;
 
 char *srv_chunk_json(const srv_resp_ctx *rc, const srv_job *job, const srv_chunk *chunk);

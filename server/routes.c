@@ -1,5 +1,5 @@
 /* routes.c - the endpoints: chat and text completions (through the engine),
- * models, health, metrics, tokenize and detokenize. */
+ * models, health, metrics, tokenize, detokenize and watermark detection. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -32,6 +32,7 @@ static bool compile_constraint(const srv_state *s, srv_job *job, srv_error *err)
     nu_error e;
     nu_status st = NU_OK;
     const char *param = "grammar";
+    job->req.tools.format = s->chat.tool_format; /* the call syntax answers are parsed in */
     if (r->format == SRV_FORMAT_JSON_OBJECT) {
         param = "response_format";
         st = nu_grammar_json_object(s->model, &opt, &job->grammar, &e);
@@ -47,6 +48,12 @@ static bool compile_constraint(const srv_state *s, srv_job *job, srv_error *err)
         param = "choice";
         st = nu_grammar_from_choices(s->model, (const char *const *)r->choices,
                                      (size_t)r->n_choices, &job->grammar, &e);
+    } else if (srv_tools_active(&r->tools)) {
+        /* calls in the template's syntax (tools.h); their arguments stream
+         * as made only when no stop string can cut a call short */
+        if (!srv_tools_grammar(s->model, &r->tools, s->chat.tool_format, &job->grammar, err))
+            return false;
+        job->req.tools.constrained = job->grammar && r->gen.n_stop == 0;
     }
     if (st == NU_ERR_NOMEM) return srv_fail(err, 500, "server_error", NULL, NULL, "out of memory");
     if (st != NU_OK)
@@ -85,7 +92,7 @@ static char *prompt_text(const srv_state *s, const srv_request *r, int32_t p, un
                          srv_error *err) {
     *flags = NU_TOKENIZE_ADD_BOS;
     if (r->kind == SRV_CHAT) {
-        char *text = srv_chat_render(&s->chat, r->messages, r->n_messages, err);
+        char *text = srv_chat_render(&s->chat, r->messages, r->n_messages, &r->tools, err);
         const char *bos = s->chat.bos_text;
         *flags |= NU_TOKENIZE_PARSE_SPECIAL;
         if (text && bos && bos[0] && !strncmp(text, bos, strlen(bos)))
@@ -405,6 +412,105 @@ static enum MHD_Result handle_detokenize(srv_state *s, struct MHD_Connection *c,
     return srv_answer(c, cs, 200, body, NULL);
 }
 
+/* ---- watermark detection ------------------------------------------------- */
+
+/* A member of root, NULL when absent or null. */
+static const cJSON *member(const cJSON *root, const char *name) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, name);
+    return v && !cJSON_IsNull(v) ? v : NULL;
+}
+
+/* "tokens": token ids of the model's vocabulary, into a malloc'd array. */
+static int32_t *token_ids(const nu_model *m, const cJSON *arr, int32_t *n, srv_error *err) {
+    int32_t n_vocab = nu_model_n_vocab(m);
+    if (!cJSON_IsArray(arr))
+        return srv_fail(err, 400, "invalid_request_error", NULL, "tokens",
+                        "'tokens' must be an array of token ids"),
+               NULL;
+    int32_t *ids = malloc(((size_t)cJSON_GetArraySize(arr) + 1) * sizeof *ids);
+    if (!ids) return srv_fail(err, 500, "server_error", NULL, NULL, "out of memory"), NULL;
+    *n = 0;
+    for (const cJSON *t = arr->child; t; t = t->next) {
+        double x = cJSON_IsNumber(t) ? t->valuedouble : -1;
+        if (!(x >= 0 && x < n_vocab) || floor(x) != x) {
+            free(ids);
+            return srv_fail(err, 400, "invalid_request_error", NULL, "tokens",
+                            "'tokens' must hold token ids (0..%d)", n_vocab - 1),
+                   NULL;
+        }
+        ids[(*n)++] = (int32_t)x;
+    }
+    return ids;
+}
+
+/* The tokens to score: "text" as generation would have produced it (no
+ * BOS, special-token text read as text), or "tokens"; exactly one. */
+static int32_t *detect_tokens(const srv_state *s, const cJSON *root, int32_t *n, srv_error *err) {
+    const cJSON *text = member(root, "text"), *ids = member(root, "tokens");
+    if (!text == !ids)
+        return srv_fail(err, 400, "invalid_request_error", NULL, "text",
+                        "give exactly one of 'text' (a string) and 'tokens' (token ids)"),
+               NULL;
+    if (ids) return token_ids(s->model, ids, n, err);
+    if (!cJSON_IsString(text))
+        return srv_fail(err, 400, "invalid_request_error", NULL, "text", "'text' must be a string"),
+               NULL;
+    return tokenize(s->model, text->valuestring, 0, n, err);
+}
+
+static char *detection_json(const nu_watermark_result *r, const nu_watermark_params *p,
+                            double z_threshold) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "object", "watermark.detection");
+    cJSON_AddNumberToObject(o, "tokens", (double)r->n_tokens);
+    cJSON_AddNumberToObject(o, "scored", (double)r->scored);
+    cJSON_AddNumberToObject(o, "repeated", (double)r->repeated);
+    cJSON_AddNumberToObject(o, "green", (double)r->green);
+    cJSON_AddNumberToObject(o, "green_fraction", r->green_fraction);
+    cJSON_AddNumberToObject(o, "z", r->z);
+    cJSON_AddNumberToObject(o, "p_value", r->p_value);
+    cJSON_AddBoolToObject(o, "detected", r->detected);
+    cJSON_AddNumberToObject(o, "z_threshold", z_threshold);
+    cJSON_AddNumberToObject(o, "gamma", p->gamma);
+    cJSON_AddNumberToObject(o, "context", p->context);
+    cJSON_AddStringToObject(o, "scoring", "each distinct (context, token) n-gram once");
+    char *body = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return body;
+}
+
+/* {"text" | "tokens", "key", "gamma", "context", "z_threshold"}: the
+ * statistics of nu_watermark_detect. */
+static enum MHD_Result handle_watermark_detect(srv_state *s, struct MHD_Connection *c,
+                                               srv_conn *cs) {
+    static const char *const allowed[] = {"text", "tokens", "key", "gamma", "context",
+                                          "z_threshold", "model", NULL};
+    srv_error err;
+    cJSON *root = parse_body(cs, allowed, &err);
+    if (!root) return srv_answer_error(c, cs, &err);
+    nu_watermark_params p = nu_watermark_default_params();
+    nu_watermark_result r;
+    char *key = NULL, *body = NULL;
+    int32_t n = 0, *toks = NULL;
+    const cJSON *z = member(root, "z_threshold");
+    double z_threshold = z && cJSON_IsNumber(z) ? z->valuedouble : 4.0;
+    nu_error e;
+    if (z && !(cJSON_IsNumber(z) && isfinite(z->valuedouble)))
+        srv_fail(&err, 400, "invalid_request_error", NULL, "z_threshold",
+                 "'z_threshold' must be a number");
+    else if (srv_parse_watermark(root, "", &p, &key, &err) &&
+             (toks = detect_tokens(s, root, &n, &err)) != NULL) {
+        if (nu_watermark_detect(s->model, &p, toks, (size_t)n, z_threshold, NULL, &r, &e) != NU_OK)
+            srv_fail(&err, 400, "invalid_request_error", NULL, NULL, "%s", e.message);
+        else if (!(body = detection_json(&r, &p, z_threshold)))
+            srv_fail(&err, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    cJSON_Delete(root);
+    free(toks);
+    free(key);
+    return body ? srv_answer(c, cs, 200, body, NULL) : srv_answer_error(c, cs, &err);
+}
+
 /* ---- models, health, metrics --------------------------------------------- */
 
 static cJSON *model_json(const srv_state *s) {
@@ -465,6 +571,7 @@ enum MHD_Result srv_handle(srv_state *s, struct MHD_Connection *c, srv_conn *cs,
     case ROUTE_METRICS: return handle_metrics(s, c, cs);
     case ROUTE_TOKENIZE: return handle_tokenize(s, c, cs);
     case ROUTE_DETOKENIZE: return handle_detokenize(s, c, cs);
+    case ROUTE_WATERMARK_DETECT: return handle_watermark_detect(s, c, cs);
     }
     return MHD_NO;
 }

@@ -35,6 +35,8 @@ typedef struct srv_config {
     double shutdown_grace_s;   /* how long in-flight work may finish on shutdown */
     const char *chat_template; /* NAME or FILE, or NULL for the model's */
     int step_delay_ms;         /* testing: sleep between steps (simulates a slow model) */
+    const nu_model *draft;     /* speculative decoding with this draft model, or NULL */
+    nu_speculative_params spec; /* draft lengths; spec.lookup: prompt lookup (no draft) */
     bool quiet;                /* no per-request log lines */
 } srv_config;
 

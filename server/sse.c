@@ -14,10 +14,21 @@ struct srv_stream {
     int64_t *completion_tokens;
     char *out; /* events produced, not yet handed to MHD */
     size_t out_len, out_off, out_cap;
-    bool *role_sent; /* chat: the first delta (with the role) went out */
-    bool finished;   /* everything including [DONE] is in out */
-    bool failed;     /* out of memory */
+    bool *role_sent;         /* chat: the first delta (with the role) went out */
+    bool finished;           /* everything including [DONE] is in out */
+    bool failed;             /* out of memory */
+    srv_tool_parser **tools; /* chat with tools: per choice, content and calls from its text */
 };
+
+/* Frees what the stream allocated (not the job). */
+static void free_stream_parts(srv_stream *st) {
+    for (int32_t i = 0; st->tools && i < st->job->n_results; i++)
+        srv_tool_parser_free(st->tools[i]);
+    free(st->tools);
+    free(st->out);
+    free(st->role_sent);
+    free(st);
+}
 
 srv_stream *srv_stream_new(srv_engine *e, srv_job *job, const srv_resp_ctx *rc, int client_fd,
                            int64_t *completion_tokens) {
@@ -26,6 +37,16 @@ srv_stream *srv_stream_new(srv_engine *e, srv_job *job, const srv_resp_ctx *rc, 
     if (!st || !st->role_sent) {
         free(st);
         return NULL;
+    }
+    if (rc->kind == SRV_CHAT && srv_tools_active(&job->req.tools)) {
+        bool ok = (st->tools = calloc((size_t)job->n_results + 1, sizeof *st->tools)) != NULL;
+        for (int32_t i = 0; ok && i < job->n_results; i++)
+            ok = (st->tools[i] = srv_tool_parser_new(&job->req.tools)) != NULL;
+        if (!ok) {
+            st->job = job;
+            free_stream_parts(st);
+            return NULL;
+        }
     }
     st->engine = e;
     st->job = job;
@@ -84,6 +105,68 @@ static bool put_progress(srv_stream *st, int32_t i, bool done) {
     return true;
 }
 
+/* Where a choice's tool parser sends its events: one chunk each; the
+ * log-prob entries that are ready ride on the first one. */
+typedef struct tool_sink {
+    srv_stream *st;
+    int32_t index;
+    const nu_token_logprob *lps;
+    int32_t n_lps;
+    bool lps_taken, added;
+} tool_sink;
+
+static bool put_tool_event(void *user, const srv_tool_event *ev) {
+    tool_sink *k = user;
+    srv_stream *st = k->st;
+    srv_chunk ch = {.index = k->index, .text = "", .role = !st->role_sent[k->index]};
+    if (ev->kind == SRV_TOOL_CONTENT)
+        ch.text = ev->text, ch.len = ev->len;
+    else
+        ch.tool = ev;
+    if (!k->lps_taken) {
+        ch.lps = k->lps, ch.n_lps = k->n_lps;
+        k->lps_taken = true;
+    }
+    put_event(st, srv_chunk_json(&st->rc, st->job, &ch));
+    st->role_sent[k->index] = true;
+    k->added = true;
+    return !st->failed;
+}
+
+/* put_progress for an answer with tools: the parser decides what is content
+ * and what is a call (job->mu held). */
+static bool put_tool_progress(srv_stream *st, int32_t i, bool done) {
+    srv_job *job = st->job;
+    srv_choice *c = &job->choices[i];
+    int32_t n_lps = c->n_lps;
+    if (done)
+        n_lps = srv_logprobs_in_text(c->lps, c->n_lps, c->len, job->results[i].finish);
+    else
+        while (n_lps > c->lps_sent && c->lps[n_lps - 1].text_offset >= c->len) n_lps--;
+    tool_sink k = {.st = st,
+                   .index = i,
+                   .lps = c->lps + c->lps_sent,
+                   .n_lps = n_lps > c->lps_sent ? n_lps - c->lps_sent : 0};
+    if (!srv_tool_parser_feed(st->tools[i], c->text, c->len, done, put_tool_event, &k))
+        st->failed = true;
+    c->sent = c->len;
+    bool role = !st->role_sent[i];
+    if (!k.lps_taken && (role || (done && k.n_lps > 0))) {
+        /* the first delta has the role even before any content is certain */
+        srv_chunk ch = {.index = i,
+                        .text = "",
+                        .role = role,
+                        .null_content = role,
+                        .lps = k.lps,
+                        .n_lps = k.n_lps};
+        put_event(st, srv_chunk_json(&st->rc, job, &ch));
+        st->role_sent[i] = true;
+        k.lps_taken = k.added = true;
+    }
+    if (k.lps_taken && n_lps > c->lps_sent) c->lps_sent = n_lps;
+    return k.added;
+}
+
 /* The end of the stream: finish reasons, usage, [DONE] (job->mu held, job done). */
 static void put_end(srv_stream *st) {
     srv_job *job = st->job;
@@ -95,7 +178,8 @@ static void put_end(srv_stream *st) {
         put_event(st, srv_error_json(&err));
     } else {
         for (int32_t i = 0; i < job->n_results; i++) {
-            const char *finish = srv_finish_name(job->results[i].finish);
+            int32_t n_calls = st->tools ? srv_tool_parser_n_calls(st->tools[i]) : 0;
+            const char *finish = srv_finish_name_calls(job->results[i].finish, n_calls);
             srv_chunk ch = {.index = i, .text = "", .finish = finish ? finish : "stop"};
             put_event(st, srv_chunk_json(&st->rc, job, &ch));
         }
@@ -123,7 +207,7 @@ static bool produce(srv_stream *st) {
     pthread_mutex_lock(&job->mu);
     bool done = job->done, added = false;
     for (int32_t i = 0; i < job->n_results && !(done && job->failed); i++)
-        added |= put_progress(st, i, done);
+        added |= st->tools ? put_tool_progress(st, i, done) : put_progress(st, i, done);
     if (done) {
         put_end(st);
         added = true;
@@ -159,8 +243,7 @@ void srv_stream_free(void *cls) {
     bool done = st->job->done;
     pthread_mutex_unlock(&st->job->mu);
     if (!done) srv_engine_cancel(st->engine, st->job);
-    srv_job_release(st->job);
-    free(st->out);
-    free(st->role_sent);
-    free(st);
+    srv_job *job = st->job;
+    free_stream_parts(st);
+    srv_job_release(job);
 }

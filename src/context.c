@@ -46,7 +46,7 @@ uint64_t nu_scratch_bytes(const nu_hparams *hp, int32_t n_ctx, int32_t n_batch, 
     f += (uint64_t)n_batch * (uint64_t)(q_dim(hp) + 2 * kv_dim(hp));        /* q, k, v */
     f += 2 * (uint64_t)n_batch * (uint64_t)hp->n_ff;                        /* gate, up */
     f += (uint64_t)n_batch * (uint64_t)hp->n_rot;                           /* rope */
-    f += (uint64_t)n_threads * (uint64_t)n_ctx;                             /* scores */
+    f += (uint64_t)n_threads * NU_ATTN_HEADS * (uint64_t)n_ctx;             /* scores */
     f += (uint64_t)n_seq * (uint64_t)hp->n_vocab;                           /* logits */
     uint64_t ints = (uint64_t)n_batch * 2 + (uint64_t)n_seq * (uint64_t)n_ctx;
     /* activation conversion: at most one float per input element */
@@ -87,7 +87,7 @@ static nu_status alloc_scratch(nu_context *c, nu_error *err) {
     s->gate = malloc(nb * (size_t)hp->n_ff * sizeof(float));
     s->up = malloc(nb * (size_t)hp->n_ff * sizeof(float));
     s->rope = malloc(nb * (size_t)hp->n_rot * sizeof(float) + sizeof(float));
-    s->scores = malloc((size_t)p->n_threads * (size_t)p->n_ctx * sizeof(float));
+    s->scores = malloc((size_t)p->n_threads * NU_ATTN_HEADS * (size_t)p->n_ctx * sizeof(float));
     s->matmul = malloc(matmul_scratch(c->model, p->n_batch) + 64);
     s->cells = malloc(nb * sizeof(int32_t));
     s->out_rows = malloc(nb * sizeof(int32_t));

@@ -9,6 +9,10 @@
 #include "model.h"
 
 /* Activations for up to n_batch entries. */
+/* Query heads that share a key/value head and are attended together, each
+ * cached row read and converted once for all of them. */
+#define NU_ATTN_HEADS 4
+
 typedef struct nu_scratch {
     float *x;      /* [n_batch][n_embd] residual stream */
     float *xb;     /* [n_batch][max(n_embd, q_dim)] normalised input / attention output */
@@ -17,7 +21,7 @@ typedef struct nu_scratch {
     float *gate;   /* [n_batch][n_ff] */
     float *up;     /* [n_batch][n_ff] */
     float *rope;   /* [n_batch][n_rot] cos, sin pairs */
-    float *scores; /* [n_threads][n_ctx] attention weights */
+    float *scores; /* [n_threads][NU_ATTN_HEADS][n_ctx] attention weights */
     void *matmul;  /* activation conversion for nu_matmul */
     int32_t *cells;     /* [n_batch] cell of each entry */
     int32_t *seq_cells; /* [n_seq_max][n_ctx] cells of each sequence by position */

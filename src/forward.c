@@ -106,105 +106,190 @@ static int32_t visible_cells(const nu_kv_cache *kv, const int32_t *cells, int32_
     return lo;
 }
 
-/* Scores of one query head against a sequence's visible keys. An f16 cache
- * multiplies in half precision: the query is rounded to f16 once, as an f16
- * dot-product kernel would see it. */
-static float head_scores(const nu_kv_cache *kv, const float *q, int32_t g, int32_t hd,
-                         int32_t layer, const int32_t *cells, int32_t n, float *scores) {
-    float scale = 1.0f / sqrtf((float)hd), max = -INFINITY, q16[256];
-    if (kv->type == NU_KV_F16)
-        for (int32_t i = 0; i < hd; i++) q16[i] = nu_f16_to_f32(nu_f32_to_f16(q[i]));
-    for (int32_t j = 0; j < n; j++) {
-        const void *krow = nu_kv_cache_row(kv, false, layer, cells[j]);
-        float dot = kv->type == NU_KV_F32
-                        ? nu_vec_dot_f32((const float *)krow + (size_t)g * hd, q, hd)
-                        : nu_vec_dot_f16((const uint16_t *)krow + (size_t)g * hd, q16, hd);
-        scores[j] = dot * scale;
-        if (scores[j] > max) max = scores[j];
-    }
-    return max;
+/* Address of a cached key or value row's head-g part. */
+static const void *kv_head_row(const nu_kv_cache *kv, bool value, int32_t layer, int32_t cell,
+                               int32_t g, int32_t hd) {
+    size_t idx = ((size_t)layer * (size_t)kv->n_cells + (size_t)cell) * (size_t)kv->kv_dim +
+                 (size_t)g * (size_t)hd;
+    return (const char *)(value ? kv->v : kv->k) + idx * kv->elem_bytes;
 }
 
-/* One query head of one entry: softmax(q.k / sqrt(d)) weighted sum of v.
- * With an f16 cache the weights are rounded to f16 too, the precision of a
- * half-precision product with the values. */
-static void attend_head(nu_context *c, const nu_batch_entry *e, int32_t b, int32_t h,
-                        int32_t layer, float *scores) {
+/* Query heads h0 .. h0+nh-1 (1 <= nh <= NU_ATTN_HEADS, all sharing key/value
+ * head g) of one entry: softmax(q.k / sqrt(d)) weighted sums of the values
+ * visible to it. Every cached row is read and converted once for the nh
+ * heads; each head's arithmetic is the same as if it were alone. An f16
+ * cache multiplies in half precision: queries and attention weights are
+ * rounded to f16, as a half-precision kernel sees them. */
+static void attend_heads(nu_context *c, const nu_batch_entry *e, int32_t b, int32_t h0,
+                         int32_t nh, int32_t layer, float *scores) {
     const nu_hparams *hp = &c->model->hp;
     const nu_kv_cache *kv = &c->kv;
-    int32_t hd = hp->head_dim, g = h / (hp->n_head / hp->n_head_kv);
+    const int32_t hd = hp->head_dim, g = h0 / (hp->n_head / hp->n_head_kv);
+    const uint32_t type = kv->type == NU_KV_F16 ? NU_TYPE_F16 : NU_TYPE_F32;
     const int32_t *cells = c->s.seq_cells + (size_t)e->seq * c->params.n_ctx;
-    int32_t n = visible_cells(kv, cells, c->s.seq_count[e->seq], e->pos);
-    const float *q = c->s.q + (size_t)b * hp->n_head * hd + (size_t)h * hd;
-    float *out = c->s.xb + (size_t)b * hp->n_head * hd + (size_t)h * hd;
-    float max = head_scores(kv, q, g, hd, layer, cells, n, scores), sum = 0;
-    for (int32_t j = 0; j < n; j++) sum += (scores[j] = expf(scores[j] - max));
-    memset(out, 0, (size_t)hd * sizeof(float));
-    for (int32_t j = 0; j < n; j++) {
-        const void *vrow = nu_kv_cache_row(kv, true, layer, cells[j]);
-        float w = scores[j] / sum;
-        if (kv->type == NU_KV_F32) {
-            nu_vec_mad_f32(out, (const float *)vrow + (size_t)g * hd, w, hd);
-        } else {
-            w = nu_f16_to_f32(nu_f32_to_f16(w));
-            nu_vec_mad_f16(out, (const uint16_t *)vrow + (size_t)g * hd, w, hd);
+    const int32_t n = visible_cells(kv, cells, c->s.seq_count[e->seq], e->pos);
+    const size_t n_ctx = (size_t)c->params.n_ctx;
+    const float scale = 1.0f / sqrtf((float)hd);
+    float q16[NU_ATTN_HEADS][256], dots[NU_ATTN_HEADS], max[NU_ATTN_HEADS], weights[NU_ATTN_HEADS];
+    const float *q[NU_ATTN_HEADS];
+    float *out[NU_ATTN_HEADS];
+    for (int32_t i = 0; i < nh; i++) {
+        size_t at = (size_t)b * hp->n_head * hd + (size_t)(h0 + i) * hd;
+        q[i] = c->s.q + at;
+        out[i] = c->s.xb + at;
+        if (type == NU_TYPE_F16) {
+            memcpy(q16[i], q[i], (size_t)hd * sizeof(float));
+            nu_vec_round_f16(q16[i], hd);
+            q[i] = q16[i];
         }
+        max[i] = -INFINITY;
+        memset(out[i], 0, (size_t)hd * sizeof(float));
+    }
+    for (int32_t j = 0; j < n; j++) {
+        nu_vec_dots(type, kv_head_row(kv, false, layer, cells[j], g, hd), q, nh, hd, dots);
+        for (int32_t i = 0; i < nh; i++) {
+            float sc = scores[(size_t)i * n_ctx + j] = dots[i] * scale;
+            if (sc > max[i]) max[i] = sc;
+        }
+    }
+    for (int32_t i = 0; i < nh; i++) {
+        float *s = scores + (size_t)i * n_ctx, sum = 0;
+        for (int32_t j = 0; j < n; j++) sum += (s[j] = expf(s[j] - max[i]));
+        for (int32_t j = 0; j < n; j++) s[j] /= sum;
+        if (type == NU_TYPE_F16) nu_vec_round_f16(s, n);
+    }
+    for (int32_t j = 0; j < n; j++) {
+        for (int32_t i = 0; i < nh; i++) weights[i] = scores[(size_t)i * n_ctx + j];
+        nu_vec_mads(type, out, weights, nh, kv_head_row(kv, true, layer, cells[j], g, hd), hd);
     }
 }
 
+/* Work units: (entry, group of up to NU_ATTN_HEADS query heads sharing a
+ * key/value head). */
 static void attention_worker(void *arg, int ith, int nth) {
     attn_task *t = arg;
     nu_context *c = t->ctx;
-    int32_t n_head = c->model->hp.n_head;
+    const int32_t n_head = c->model->hp.n_head, rep = n_head / c->model->hp.n_head_kv;
+    const int32_t per_kv = (rep + NU_ATTN_HEADS - 1) / NU_ATTN_HEADS;
+    const int32_t units_per_entry = c->model->hp.n_head_kv * per_kv;
     int64_t begin, end;
-    nu_split_range((int64_t)t->n * n_head, ith, nth, &begin, &end);
-    float *scores = c->s.scores + (size_t)ith * c->params.n_ctx;
+    nu_split_range((int64_t)t->n * units_per_entry, ith, nth, &begin, &end);
+    float *scores = c->s.scores + (size_t)ith * NU_ATTN_HEADS * c->params.n_ctx;
     for (int64_t i = begin; i < end; i++) {
-        int32_t b = (int32_t)(i / n_head), h = (int32_t)(i % n_head);
-        attend_head(c, &t->e[b], b, h, t->layer, scores);
+        int32_t b = (int32_t)(i / units_per_entry), u = (int32_t)(i % units_per_entry);
+        int32_t g = u / per_kv, part = u % per_kv;
+        int32_t h0 = g * rep + part * NU_ATTN_HEADS;
+        int32_t nh = rep - part * NU_ATTN_HEADS < NU_ATTN_HEADS ? rep - part * NU_ATTN_HEADS
+                                                                : NU_ATTN_HEADS;
+        attend_heads(c, &t->e[b], b, h0, nh, t->layer, scores);
     }
+}
+
+/* ---- per-row steps, shared among threads for large batches ---------------- */
+
+/* Batches with at least this many entries run their per-row steps on the
+ * pool; smaller ones (generation) run them inline, where waking the pool
+ * would cost more than the work. */
+#define PARALLEL_ROWS 8
+
+typedef enum row_step {
+    ROW_ATTN_NORM,  /* xb = norm(x) with the layer's attention weight */
+    ROW_QKV,        /* biases, RoPE of q and k, k and v into the cache */
+    ROW_FFN_NORM,   /* x += attention output (in q); xb = norm(x) */
+    ROW_SWIGLU,     /* gate = silu(gate) * up */
+    ROW_FFN_OUT,    /* x += FFN output (in q) */
+} row_step;
+
+typedef struct row_task {
+    nu_context *ctx;
+    const nu_layer *l;
+    int32_t il, n;
+    row_step step;
+} row_task;
+
+static void add_rows(float *x, const float *y, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] += y[i];
+}
+
+static void row_step_one(const row_task *t, int32_t b) {
+    nu_context *c = t->ctx;
+    const nu_hparams *hp = &c->model->hp;
+    const nu_layer *l = t->l;
+    nu_scratch *s = &c->s;
+    const size_t d = (size_t)hp->n_embd, qd = (size_t)hp->n_head * hp->head_dim;
+    const size_t kvd = (size_t)hp->n_head_kv * hp->head_dim, ff = (size_t)hp->n_ff;
+    switch (t->step) {
+    case ROW_ATTN_NORM:
+        rms_norm(s->xb + b * d, s->x + b * d, l->attn_norm, (int32_t)d, hp->norm_eps);
+        break;
+    case ROW_QKV: {
+        float *q = s->q + b * qd, *k = s->k + b * kvd, *v = s->v + b * kvd;
+        add_bias(q, l->bq, 1, (int32_t)qd);
+        add_bias(k, l->bk, 1, (int32_t)kvd);
+        add_bias(v, l->bv, 1, (int32_t)kvd);
+        rope_apply(hp, q, hp->n_head, s->rope + (size_t)b * hp->n_rot, 1, (int32_t)qd);
+        rope_apply(hp, k, hp->n_head_kv, s->rope + (size_t)b * hp->n_rot, 1, (int32_t)kvd);
+        nu_kv_cache_store(&c->kv, false, t->il, s->cells[b], k);
+        nu_kv_cache_store(&c->kv, true, t->il, s->cells[b], v);
+        break;
+    }
+    case ROW_FFN_NORM:
+        add_bias(s->q + b * d, l->bo, 1, (int32_t)d);
+        add_rows(s->x + b * d, s->q + b * d, d);
+        rms_norm(s->xb + b * d, s->x + b * d, l->ffn_norm, (int32_t)d, hp->norm_eps);
+        break;
+    case ROW_SWIGLU:
+        swiglu(s->gate + b * ff, s->up + b * ff, ff);
+        break;
+    case ROW_FFN_OUT:
+        add_rows(s->x + b * d, s->q + b * d, d);
+        break;
+    }
+}
+
+static void row_worker(void *arg, int ith, int nth) {
+    const row_task *t = arg;
+    int64_t begin, end;
+    nu_split_range(t->n, ith, nth, &begin, &end);
+    for (int64_t b = begin; b < end; b++) row_step_one(t, (int32_t)b);
+}
+
+/* One step for every entry; each entry's result is the same whichever
+ * thread computes it. */
+static void run_rows(nu_context *c, const nu_layer *l, int32_t il, int32_t n, row_step step) {
+    row_task t = {c, l, il, n, step};
+    if (n >= PARALLEL_ROWS)
+        nu_threadpool_run(c->pool, row_worker, &t);
+    else
+        row_worker(&t, 0, 1);
 }
 
 /* ---- one layer ------------------------------------------------------------ */
 
 static void attention_block(nu_context *c, const nu_layer *l, int32_t il,
                             const nu_batch_entry *e, int32_t n) {
-    const nu_hparams *hp = &c->model->hp;
     nu_scratch *s = &c->s;
-    int32_t d = hp->n_embd, qd = hp->n_head * hp->head_dim, kvd = hp->n_head_kv * hp->head_dim;
-    for (int32_t b = 0; b < n; b++)
-        rms_norm(s->xb + (size_t)b * d, s->x + (size_t)b * d, l->attn_norm, d, hp->norm_eps);
-    nu_matmul(c->pool, &l->wq, s->xb, n, s->q, s->matmul);
-    nu_matmul(c->pool, &l->wk, s->xb, n, s->k, s->matmul);
-    nu_matmul(c->pool, &l->wv, s->xb, n, s->v, s->matmul);
-    add_bias(s->q, l->bq, n, qd);
-    add_bias(s->k, l->bk, n, kvd);
-    add_bias(s->v, l->bv, n, kvd);
-    rope_apply(hp, s->q, hp->n_head, s->rope, n, qd);
-    rope_apply(hp, s->k, hp->n_head_kv, s->rope, n, kvd);
-    for (int32_t b = 0; b < n; b++) {
-        nu_kv_cache_store(&c->kv, false, il, s->cells[b], s->k + (size_t)b * kvd);
-        nu_kv_cache_store(&c->kv, true, il, s->cells[b], s->v + (size_t)b * kvd);
-    }
+    run_rows(c, l, il, n, ROW_ATTN_NORM);
+    const nu_matrix *qkv[] = {&l->wq, &l->wk, &l->wv};
+    float *qkv_out[] = {s->q, s->k, s->v};
+    nu_matmul_multi(c->pool, qkv, qkv_out, 3, s->xb, n, s->matmul);
+    run_rows(c, l, il, n, ROW_QKV);
     attn_task task = {c, e, n, il};
     nu_threadpool_run(c->pool, attention_worker, &task);
-    /* the attention output (in xb) goes through Wo into q's buffer, then into x */
+    /* the attention output (in xb) goes through Wo into q's buffer; the FFN
+     * step adds it to x */
     nu_matmul(c->pool, &l->wo, s->xb, n, s->q, s->matmul);
-    add_bias(s->q, l->bo, n, d);
-    for (size_t i = 0; i < (size_t)n * d; i++) s->x[i] += s->q[i];
 }
 
-static void ffn_block(nu_context *c, const nu_layer *l, int32_t n) {
-    const nu_hparams *hp = &c->model->hp;
+static void ffn_block(nu_context *c, const nu_layer *l, int32_t il, int32_t n) {
     nu_scratch *s = &c->s;
-    int32_t d = hp->n_embd;
-    for (int32_t b = 0; b < n; b++)
-        rms_norm(s->xb + (size_t)b * d, s->x + (size_t)b * d, l->ffn_norm, d, hp->norm_eps);
-    nu_matmul(c->pool, &l->w_gate, s->xb, n, s->gate, s->matmul);
-    nu_matmul(c->pool, &l->w_up, s->xb, n, s->up, s->matmul);
-    swiglu(s->gate, s->up, (size_t)n * hp->n_ff);
+    run_rows(c, l, il, n, ROW_FFN_NORM);
+    const nu_matrix *gate_up[] = {&l->w_gate, &l->w_up};
+    float *gate_up_out[] = {s->gate, s->up};
+    nu_matmul_multi(c->pool, gate_up, gate_up_out, 2, s->xb, n, s->matmul);
+    run_rows(c, l, il, n, ROW_SWIGLU);
     nu_matmul(c->pool, &l->w_down, s->gate, n, s->q, s->matmul);
-    for (size_t i = 0; i < (size_t)n * d; i++) s->x[i] += s->q[i];
+    run_rows(c, l, il, n, ROW_FFN_OUT);
 }
 
 /* ---- the batch ------------------------------------------------------------ */
@@ -319,7 +404,7 @@ nu_status nu_decode(nu_context *c, const nu_batch_entry *e, int32_t n, nu_error 
     embed(c, e, n);
     for (int32_t il = 0; il < m->hp.n_layer; il++) {
         attention_block(c, &m->layers[il], il, e, n);
-        ffn_block(c, &m->layers[il], n);
+        ffn_block(c, &m->layers[il], il, n);
     }
     compute_logits(c, n, n_out);
     c->n_last = n;

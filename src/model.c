@@ -4,6 +4,8 @@
 #include "model.h"
 
 #include <inttypes.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,6 +218,69 @@ static nu_status load_weights(nu_model *m, nu_error *err) {
     return NU_OK;
 }
 
+/* The matrices a forward pass multiplies with (the embedding table is only
+ * read row by row, so it keeps its file layout unless it is also the LM head). */
+static int model_matrices(nu_model *m, nu_matrix **out) {
+    int n = 0;
+    out[n++] = &m->output;
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        nu_layer *l = &m->layers[il];
+        nu_matrix *each[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up, &l->w_down};
+        for (size_t i = 0; i < sizeof each / sizeof *each; i++) out[n++] = each[i];
+    }
+    return n;
+}
+
+/* Tells the kernel the file pages of a repacked matrix will not be read
+ * again, so they stop counting towards the process's memory (they are
+ * clean file pages: touching them again would simply re-read them). */
+static void release_pages(const nu_matrix *W) {
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t begin = ((uintptr_t)W->data + page - 1) / page * page;
+    uintptr_t end = ((uintptr_t)W->data + (uintptr_t)W->n_out * W->row_bytes) / page * page;
+    if (end > begin) madvise((void *)begin, end - begin, MADV_DONTNEED);
+}
+
+/* Copies every matrix the selected kernels have a panel layout for into that
+ * layout (NUCLEUS_REPACK=0 in the environment keeps the file layout). The
+ * file's pages of a repacked matrix are not read again by the forward pass. */
+static nu_status repack_weights(nu_model *m, nu_error *err) {
+    const char *env = getenv("NUCLEUS_REPACK");
+    if (env && strcmp(env, "0") == 0) return NU_OK;
+    nu_matrix **mats = malloc(sizeof *mats * (size_t)(1 + 7 * m->hp.n_layer));
+    if (!mats) return nu_fail(err, NU_ERR_NOMEM, "out of memory");
+    int n = model_matrices(m, mats);
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += (nu_matrix_pack_bytes(mats[i]) + 63) / 64 * 64;
+    if (total == 0) {
+        free(mats);
+        return NU_OK;
+    }
+    /* Anonymous memory asked for in huge pages where the system allows: fewer
+     * page faults while repacking and fewer TLB misses while streaming. */
+    void *p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        free(mats);
+        return nu_fail(err, NU_ERR_NOMEM, "out of memory for %zu bytes of repacked weights",
+                       total);
+    }
+    m->packed = p;
+    m->packed_bytes = total;
+    madvise(p, total, MADV_HUGEPAGE);
+    size_t at = 0;
+    for (int i = 0; i < n; i++) {
+        size_t bytes = nu_matrix_pack_bytes(mats[i]);
+        if (!bytes) continue;
+        void *dst = (uint8_t *)m->packed + at;
+        nu_matrix_pack(mats[i], dst, 0, mats[i]->n_out / 16);
+        mats[i]->packed = dst;
+        at += (bytes + 63) / 64 * 64;
+        if (mats[i]->data != m->tok_embd.data) release_pages(mats[i]);
+    }
+    free(mats);
+    return NU_OK;
+}
+
 /* Architectures whose files follow the llama layout (Mistral, TinyLlama and
  * SmolLM files say "llama"). */
 static bool arch_is_llama(const char *arch) {
@@ -235,7 +300,8 @@ static nu_status load_model_parts(nu_model *m, nu_error *err) {
         return nu_fail(err, NU_ERR_UNSUPPORTED, "architecture '%s' is not supported yet "
                        "(supported: llama)", m->arch);
     if ((st = read_hparams(m, err))) return st;
-    return load_weights(m, err);
+    if ((st = load_weights(m, err))) return st;
+    return repack_weights(m, err);
 }
 
 nu_status nu_model_load(const char *path, const nu_model_params *params, nu_model **out,
@@ -266,6 +332,7 @@ void nu_model_free(nu_model *m) {
         free(m->meta_keys);
     }
     free(m->layers);
+    if (m->packed) munmap(m->packed, m->packed_bytes);
     nu_vocab_free(m->vocab);
     gguf_close(m->file);
     free(m);

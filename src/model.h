@@ -54,6 +54,8 @@ struct nu_model {
     nu_matrix output;    /* the LM head; equals tok_embd when tied */
     const float *rope_freq_factors; /* optional per-pair divisors (n_rot / 2) */
     nu_layer *layers;
+    void *packed; /* the matrices' panel copies (nu_matrix_pack), one mapping */
+    size_t packed_bytes;
     /* metadata keys rendered once for nu_model_meta_* */
     char **meta_keys;
 };

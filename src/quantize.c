@@ -1,8 +1,29 @@
 /* quantize.c - writing a model in another tensor type: every metadata key is
  * copied, general.file_type is set, and each weight matrix is converted row
  * by row (read as floats through the reference dequantiser, written by the
- * reference quantiser). Vectors (norms, biases) stay F32, as in real files.
- * The file is written to OUT.tmp and renamed into place when complete. */
+ * reference quantiser, rows shared among threads). Vectors (norms, biases)
+ * stay F32, as in real files. The file is written to OUT.tmp and renamed
+ * into place when complete.
+ *
+ * The K-quant names are llama.cpp's quantize recipes (llama-quant.cpp, for
+ * dense llama-family models), so a nucleus q4_k_m file has the same tensor
+ * types as llama.cpp's. For every K recipe the output projection (or the
+ * token embedding when the output is tied to it) is Q6_K, and:
+ *   q2_k    attn_v Q4_K if n_head / n_head_kv >= 4 else Q3_K; ffn_down and
+ *           attn_output Q3_K; the rest Q2_K
+ *   q3_k_m  attn_v Q5_K in layers 0-1, else Q4_K; ffn_down Q5_K in the first
+ *           sixteenth of the layers, else Q4_K; attn_output Q4_K; rest Q3_K
+ *   q3_k_l  attn_v, ffn_down, attn_output Q5_K; rest Q3_K
+ *   q4_k_s  attn_v Q5_K in layers 0-3, ffn_down Q5_K in the first eighth;
+ *           rest Q4_K
+ *   q4_k_m  attn_v and ffn_down Q6_K in "more bits" layers (the first and
+ *   q5_k_m  last eighth and every third layer between); rest Q4_K / Q5_K
+ *   q3_k_s, q5_k_s, q6_k: every other matrix Q3_K / Q5_K / Q6_K.
+ * q3_k, q4_k, q5_k mean every matrix in that type (output Q6_K); llama.cpp
+ * uses "Q4_K" as another name for Q4_K_M, nucleus does not.
+ * Rows whose length is not a multiple of 256 fall back to a 32-element
+ * block type of about the same size, as llama.cpp does: Q2_K and Q3_K to
+ * Q4_0, Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0 (then F16 below 32). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,34 +33,162 @@
 #include "gguf.h"
 #include "kernels/kernels.h"
 
-/* llama.cpp's general.file_type numbers for the whole-file types. */
-static int file_type_of(uint32_t type) {
+/* ---- recipes ---------------------------------------------------------------- */
+
+typedef enum recipe_kind {
+    PLAIN,  /* one type for every matrix (the 32-element and float types) */
+    K_PURE, /* one K type, output Q6_K */
+    K_Q2_K,
+    K_Q3_K_M,
+    K_Q3_K_L,
+    K_Q4_K_S,
+    K_Q4_K_M,
+    K_Q5_K_M,
+} recipe_kind;
+
+typedef struct recipe {
+    const char *name;
+    uint32_t base; /* the type most matrices get */
+    int file_type; /* llama.cpp's general.file_type number */
+    recipe_kind kind;
+} recipe;
+
+static const recipe recipes[] = {
+    {"f32", NU_TYPE_F32, 0, PLAIN},         {"f16", NU_TYPE_F16, 1, PLAIN},
+    {"bf16", NU_TYPE_BF16, 32, PLAIN},      {"q8_0", NU_TYPE_Q8_0, 7, PLAIN},
+    {"q5_1", NU_TYPE_Q5_1, 9, PLAIN},       {"q5_0", NU_TYPE_Q5_0, 8, PLAIN},
+    {"q4_1", NU_TYPE_Q4_1, 3, PLAIN},       {"q4_0", NU_TYPE_Q4_0, 2, PLAIN},
+    {"q2_k", NU_TYPE_Q2_K, 10, K_Q2_K},     {"q3_k_s", NU_TYPE_Q3_K, 11, K_PURE},
+    {"q3_k_m", NU_TYPE_Q3_K, 12, K_Q3_K_M}, {"q3_k_l", NU_TYPE_Q3_K, 13, K_Q3_K_L},
+    {"q4_k_s", NU_TYPE_Q4_K, 14, K_Q4_K_S}, {"q4_k_m", NU_TYPE_Q4_K, 15, K_Q4_K_M},
+    {"q5_k_s", NU_TYPE_Q5_K, 16, K_PURE},   {"q5_k_m", NU_TYPE_Q5_K, 17, K_Q5_K_M},
+    {"q6_k", NU_TYPE_Q6_K, 18, K_PURE},     {"q3_k", NU_TYPE_Q3_K, 11, K_PURE},
+    {"q4_k", NU_TYPE_Q4_K, 14, K_PURE},     {"q5_k", NU_TYPE_Q5_K, 16, K_PURE},
+};
+
+/* What the recipes need to know about the model. */
+typedef struct model_shape {
+    int n_layer;     /* <arch>.block_count (0 if absent) */
+    int n_gqa;       /* attention heads per key/value head (1 if unknown) */
+    bool has_output; /* a separate output.weight (else it is tied to token_embd) */
+} model_shape;
+
+typedef enum role { ROLE_OTHER, ROLE_OUTPUT, ROLE_ATTN_V, ROLE_FFN_DOWN, ROLE_ATTN_OUTPUT } role;
+
+static bool name_has(gguf_string name, const char *part) {
+    size_t n = strlen(part);
+    for (size_t i = 0; i + n <= name.len; i++)
+        if (memcmp(name.data + i, part, n) == 0) return true;
+    return false;
+}
+
+static role role_of(gguf_string name, const model_shape *m) {
+    if (gguf_str_eq(name, "output.weight")) return ROLE_OUTPUT;
+    if (gguf_str_eq(name, "token_embd.weight")) return m->has_output ? ROLE_OTHER : ROLE_OUTPUT;
+    if (name_has(name, "attn_v.weight") || name_has(name, "attn_qkv.weight")) return ROLE_ATTN_V;
+    if (name_has(name, "ffn_down")) return ROLE_FFN_DOWN;
+    if (name_has(name, "attn_output.weight")) return ROLE_ATTN_OUTPUT;
+    return ROLE_OTHER;
+}
+
+/* The layer of a "blk.N." tensor, or -1. */
+static int layer_of(gguf_string name) {
+    if (name.len < 5 || memcmp(name.data, "blk.", 4) != 0) return -1;
+    int layer = 0;
+    size_t i = 4;
+    for (; i < name.len && name.data[i] >= '0' && name.data[i] <= '9' && layer < 100000; i++)
+        layer = layer * 10 + (name.data[i] - '0');
+    return i > 4 && i < name.len && name.data[i] == '.' ? layer : -1;
+}
+
+/* llama.cpp's "use more bits" layers: the first and last eighth, and every
+ * third layer in between. */
+static bool more_bits(int layer, int n_layer) {
+    return layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
+}
+
+/* The K type one matrix gets under a K recipe (before the row-length
+ * fallback). */
+static uint32_t k_recipe_type(const recipe *rc, role r, int layer, const model_shape *m) {
+    const int n = m->n_layer;
+    if (r == ROLE_OUTPUT) return NU_TYPE_Q6_K;
+    switch (rc->kind) {
+    case K_Q2_K:
+        if (r == ROLE_ATTN_V) return m->n_gqa >= 4 ? NU_TYPE_Q4_K : NU_TYPE_Q3_K;
+        if (r == ROLE_FFN_DOWN || r == ROLE_ATTN_OUTPUT) return NU_TYPE_Q3_K;
+        break;
+    case K_Q3_K_M:
+        if (r == ROLE_ATTN_V) return layer < 2 ? NU_TYPE_Q5_K : NU_TYPE_Q4_K;
+        if (r == ROLE_FFN_DOWN) return layer < n / 16 ? NU_TYPE_Q5_K : NU_TYPE_Q4_K;
+        if (r == ROLE_ATTN_OUTPUT) return NU_TYPE_Q4_K;
+        break;
+    case K_Q3_K_L:
+        if (r == ROLE_ATTN_V || r == ROLE_FFN_DOWN || r == ROLE_ATTN_OUTPUT) return NU_TYPE_Q5_K;
+        break;
+    case K_Q4_K_S:
+        if (r == ROLE_ATTN_V && layer < 4) return NU_TYPE_Q5_K;
+        if (r == ROLE_FFN_DOWN && layer < n / 8) return NU_TYPE_Q5_K;
+        break;
+    case K_Q4_K_M:
+    case K_Q5_K_M:
+        if ((r == ROLE_ATTN_V || r == ROLE_FFN_DOWN) && more_bits(layer, n)) return NU_TYPE_Q6_K;
+        break;
+    default: break;
+    }
+    return rc->base;
+}
+
+/* A 32-element block type of about the size of a K type. */
+static uint32_t k_fallback(uint32_t type) {
     switch (type) {
-    case NU_TYPE_F32: return 0;
-    case NU_TYPE_F16: return 1;
-    case NU_TYPE_Q4_0: return 2;
-    case NU_TYPE_Q4_1: return 3;
-    case NU_TYPE_Q8_0: return 7;
-    case NU_TYPE_Q5_0: return 8;
-    case NU_TYPE_Q5_1: return 9;
-    case NU_TYPE_BF16: return 32;
-    default: return -1;
+    case NU_TYPE_Q2_K:
+    case NU_TYPE_Q3_K: return NU_TYPE_Q4_0;
+    case NU_TYPE_Q4_K: return NU_TYPE_Q5_0;
+    case NU_TYPE_Q5_K: return NU_TYPE_Q5_1;
+    default: return NU_TYPE_Q8_0;
     }
 }
 
-/* The type a tensor gets: matrices whose rows fit the block size take the
- * requested type; the output projection of a 4/5-bit file gets Q8_0 (it
- * decides every logit, so it keeps more precision); vectors stay as they are
- * when F32. */
-static uint32_t target_type(const gguf_tensor *t, uint32_t want) {
-    const nu_type_traits *tt = nu_type_get(want);
+/* The type a tensor gets: vectors (and types nucleus cannot read) stay as
+ * they are; matrices take the recipe's type, falling back to a smaller
+ * block or to F16/F32 when their rows do not fit it. Under the plain
+ * recipes the output projection of a 4/5-bit file gets Q8_0 (it decides
+ * every logit, so it keeps more precision). */
+static uint32_t target_type(const gguf_tensor *t, const recipe *rc, const model_shape *m) {
     bool matrix = t->n_dims >= 2 && t->ne[1] > 1;
     if (!matrix || !nu_type_get(t->type)->computable) return t->type;
-    if (t->ne[0] % tt->block_size) return t->type == NU_TYPE_F32 ? NU_TYPE_F32 : NU_TYPE_F16;
-    bool low_bits = want == NU_TYPE_Q4_0 || want == NU_TYPE_Q4_1 || want == NU_TYPE_Q5_0 ||
-                    want == NU_TYPE_Q5_1;
-    if (low_bits && gguf_str_eq(t->name, "output.weight")) return NU_TYPE_Q8_0;
+    uint32_t want = rc->base;
+    if (rc->kind != PLAIN) {
+        want = k_recipe_type(rc, role_of(t->name, m), layer_of(t->name), m);
+        if (t->ne[0] % 256) want = k_fallback(want);
+    } else {
+        bool low_bits = want == NU_TYPE_Q4_0 || want == NU_TYPE_Q4_1 || want == NU_TYPE_Q5_0 ||
+                        want == NU_TYPE_Q5_1;
+        if (low_bits && gguf_str_eq(t->name, "output.weight")) want = NU_TYPE_Q8_0;
+    }
+    if (t->ne[0] % nu_type_get(want)->block_size)
+        return t->type == NU_TYPE_F32 ? NU_TYPE_F32 : NU_TYPE_F16;
     return want;
+}
+
+/* Reads the recipes' model facts from the metadata. */
+static model_shape read_shape(const gguf_file *in) {
+    model_shape m = {0, 1, gguf_find_tensor(in, "output.weight") != NULL};
+    gguf_string arch;
+    char key[256];
+    uint32_t v, heads = 0, kv_heads = 0;
+    if (!gguf_get_str(in, "general.architecture", &arch) || arch.len > 128) return m;
+    snprintf(key, sizeof key, "%.*s.block_count", (int)arch.len, arch.data);
+    if (gguf_get_u32(in, key, &v) && v < 100000) m.n_layer = (int)v;
+    snprintf(key, sizeof key, "%.*s.attention.head_count", (int)arch.len, arch.data);
+    if (gguf_get_u32(in, key, &v)) heads = v;
+    snprintf(key, sizeof key, "%.*s.attention.head_count_kv", (int)arch.len, arch.data);
+    kv_heads = gguf_get_u32(in, key, &v) ? v : heads;
+    if (heads && kv_heads) m.n_gqa = (int)(heads / kv_heads);
+    if (m.n_layer == 0) /* no block count: as llama.cpp, count the attn_v tensors */
+        for (uint64_t i = 0; i < in->n_tensors; i++)
+            m.n_layer += role_of(in->tensors[i].name, &m) == ROLE_ATTN_V;
+    return m;
 }
 
 /* ---- writing GGUF --------------------------------------------------------- */
@@ -130,75 +279,123 @@ static uint64_t write_header(writer *w, const gguf_file *in, const uint32_t *typ
     return pos < 0 ? 0 : (uint64_t)pos;
 }
 
-/* Converts one tensor row by row through floats. */
-static void write_tensor(writer *w, const gguf_tensor *t, uint32_t type, float *row, void *out) {
-    uint64_t n = (uint64_t)t->ne[0], rows = t->n_elements / n;
-    size_t in_bytes = (size_t)nu_type_row_bytes(t->type, n);
-    size_t out_bytes = (size_t)nu_type_row_bytes(type, n);
-    for (uint64_t r = 0; r < rows && !w->failed; r++) {
-        const char *src = (const char *)t->data + r * in_bytes;
-        if (type == t->type) {
-            put(w, src, in_bytes);
-            continue;
-        }
-        nu_dequantize_row(t->type, src, row, (int64_t)n);
-        nu_quantize_row(type, row, out, (int64_t)n);
-        put(w, out, out_bytes);
+/* Rows converted per batch: enough output bytes to keep every thread busy,
+ * few enough to keep the buffer small. */
+#define BATCH_BYTES (8u << 20)
+
+/* One batch of rows of a tensor, converted by the pool's threads. */
+typedef struct convert_job {
+    const gguf_tensor *t;
+    uint32_t type;
+    uint64_t row0, rows;
+    size_t in_bytes, out_bytes;
+    float *scratch; /* one row of floats per thread */
+    uint8_t *out;   /* rows * out_bytes */
+} convert_job;
+
+/* This thread's share of the batch: each row through floats. */
+static void convert_task(void *arg, int ith, int nth) {
+    const convert_job *j = arg;
+    const int64_t n = j->t->ne[0];
+    float *row = j->scratch + (size_t)ith * (size_t)n;
+    int64_t r0, r1;
+    nu_split_range((int64_t)j->rows, ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        const char *src = (const char *)j->t->data + (j->row0 + (uint64_t)r) * j->in_bytes;
+        nu_dequantize_row(j->t->type, src, row, n);
+        nu_quantize_row(j->type, row, j->out + (size_t)r * j->out_bytes, n);
     }
 }
 
-static nu_status plan_types(const gguf_file *in, uint32_t want, uint32_t **types, nu_error *err) {
+/* Converts one tensor batch by batch (rows in order, so the bytes written
+ * do not depend on the thread count). */
+static void write_tensor(writer *w, nu_threadpool *pool, const gguf_tensor *t, uint32_t type,
+                         float *scratch, uint8_t *out) {
+    uint64_t n = (uint64_t)t->ne[0], rows = t->n_elements / n;
+    convert_job j = {.t = t, .type = type, .scratch = scratch, .out = out};
+    j.in_bytes = (size_t)nu_type_row_bytes(t->type, n);
+    j.out_bytes = (size_t)nu_type_row_bytes(type, n);
+    if (type == t->type) {
+        put(w, t->data, j.in_bytes * rows);
+        return;
+    }
+    uint64_t batch = BATCH_BYTES / j.out_bytes ? BATCH_BYTES / j.out_bytes : 1;
+    for (j.row0 = 0; j.row0 < rows && !w->failed; j.row0 += batch) {
+        j.rows = rows - j.row0 < batch ? rows - j.row0 : batch;
+        nu_threadpool_run(pool, convert_task, &j);
+        put(w, out, j.rows * j.out_bytes);
+    }
+}
+
+static nu_status plan_types(const gguf_file *in, const recipe *rc, uint32_t **types,
+                            nu_error *err) {
+    const model_shape m = read_shape(in);
     *types = malloc((size_t)(in->n_tensors + 1) * sizeof **types);
     if (!*types) return nu_fail(err, NU_ERR_NOMEM, "out of memory");
     for (uint64_t i = 0; i < in->n_tensors; i++) {
         const gguf_tensor *t = &in->tensors[i];
         bool known = nu_type_get(t->type)->computable || t->n_dims == 1;
         if (!known)
-            return nu_fail(err, NU_ERR_UNSUPPORTED, "tensor '%.*s' has type %s, which nucleus "
-                           "cannot convert", (int)t->name.len, t->name.data,
-                           nu_type_get(t->type)->name);
-        (*types)[i] = target_type(t, want);
+            return nu_fail(err, NU_ERR_UNSUPPORTED,
+                           "tensor '%.*s' has type %s, which nucleus "
+                           "cannot convert",
+                           (int)t->name.len, t->name.data, nu_type_get(t->type)->name);
+        (*types)[i] = target_type(t, rc, &m);
     }
     return NU_OK;
 }
 
+/* Threads for converting: the online cores, at most 8. */
+static int convert_threads(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 8 ? 8 : (int)n;
+}
+
 static nu_status write_all(const gguf_file *in, const char *tmp, const uint32_t *types,
-                           uint32_t want, nu_error *err) {
+                           const recipe *rc, nu_error *err) {
     int64_t widest = 1;
     for (uint64_t i = 0; i < in->n_tensors; i++)
         if (in->tensors[i].ne[0] > widest) widest = in->tensors[i].ne[0];
-    float *row = malloc((size_t)widest * sizeof(float));
-    void *out = malloc((size_t)widest * sizeof(float) + 64);
+    const int nth = convert_threads();
+    /* a batch holds at least one row of the widest tensor in its widest type */
+    size_t out_bytes = BATCH_BYTES + (size_t)widest * sizeof(float);
+    float *scratch = malloc((size_t)nth * (size_t)widest * sizeof(float));
+    uint8_t *out = malloc(out_bytes);
+    nu_threadpool *pool = nth > 1 ? nu_threadpool_new(nth) : NULL;
     writer w = {fopen(tmp, "wb"), false};
-    if (!row || !out || !w.f) {
-        free(row), free(out);
+    if (!scratch || !out || !w.f || (nth > 1 && !pool)) {
+        free(scratch), free(out), nu_threadpool_free(pool);
         if (w.f) fclose(w.f);
-        return nu_fail(err, NU_ERR_IO, "cannot write %s", tmp);
+        return w.f ? nu_fail(err, NU_ERR_NOMEM, "out of memory")
+                   : nu_fail(err, NU_ERR_IO, "cannot write %s", tmp);
     }
-    uint64_t pos = write_header(&w, in, types, (uint32_t)file_type_of(want));
+    uint64_t pos = write_header(&w, in, types, (uint32_t)rc->file_type);
     pad_to(&w, &pos, in->alignment);
     for (uint64_t i = 0; i < in->n_tensors && !w.failed; i++) {
         const gguf_tensor *t = &in->tensors[i];
-        write_tensor(&w, t, types[i], row, out);
-        pos += nu_type_row_bytes(types[i], (uint64_t)t->ne[0]) * (t->n_elements / (uint64_t)t->ne[0]);
+        write_tensor(&w, pool, t, types[i], scratch, out);
+        pos +=
+            nu_type_row_bytes(types[i], (uint64_t)t->ne[0]) * (t->n_elements / (uint64_t)t->ne[0]);
         pad_to(&w, &pos, in->alignment);
     }
-    free(row);
+    free(scratch);
     free(out);
+    nu_threadpool_free(pool);
     if (fclose(w.f) != 0) w.failed = true;
     return w.failed ? nu_fail(err, NU_ERR_IO, "writing %s failed (disk full?)", tmp) : NU_OK;
 }
 
 nu_status nu_quantize_file(const char *in_path, const char *out_path, const char *type_name,
                            nu_error *err) {
-    uint32_t want = NU_TYPE_COUNT;
-    for (uint32_t t = 0; t < NU_TYPE_COUNT; t++) {
-        const nu_type_traits *tt = nu_type_get(t);
-        if (tt->name && tt->computable && strcmp(tt->name, type_name) == 0) want = t;
-    }
-    if (want == NU_TYPE_COUNT || file_type_of(want) < 0)
-        return nu_fail(err, NU_ERR_INVALID_ARG, "unknown target type '%s' (f32, f16, bf16, q8_0, "
-                       "q5_1, q5_0, q4_1, q4_0)", type_name);
+    const recipe *rc = NULL;
+    for (size_t i = 0; i < sizeof recipes / sizeof *recipes; i++)
+        if (strcmp(recipes[i].name, type_name) == 0) rc = &recipes[i];
+    if (!rc)
+        return nu_fail(err, NU_ERR_INVALID_ARG,
+                       "unknown target type '%s' (f32, f16, bf16, q8_0, "
+                       "q5_1, q5_0, q4_1, q4_0, q6_k, q5_k_m, q5_k_s, q4_k_m, q4_k_s, q3_k_l, "
+                       "q3_k_m, q3_k_s, q2_k, q5_k, q4_k, q3_k)",
+                       type_name);
     nu_kernels_init();
     gguf_file *in;
     nu_status st = gguf_open(in_path, &in, err);
@@ -206,8 +403,8 @@ nu_status nu_quantize_file(const char *in_path, const char *out_path, const char
     uint32_t *types = NULL;
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", out_path);
-    st = plan_types(in, want, &types, err);
-    if (st == NU_OK) st = write_all(in, tmp, types, want, err);
+    st = plan_types(in, rc, &types, err);
+    if (st == NU_OK) st = write_all(in, tmp, types, rc, err);
     if (st == NU_OK && rename(tmp, out_path) != 0)
         st = nu_fail(err, NU_ERR_IO, "cannot rename %s to %s", tmp, out_path);
     if (st) unlink(tmp);

@@ -5,7 +5,7 @@
  * stages in the configured order, then a seeded draw or the argmax.
  *
  * The stateless stages (top-k, top-p, min-p, typical-p, temperature) and the
- * RNG live in sampler_stages.c.
+ * RNG live in sampler_stages.c, the watermark's green lists in watermark.c.
  *
  * Cost per token: one copy of the logits into the candidate array, then each
  * stage. While no filtering stage has run, the candidate array is still
@@ -19,6 +19,7 @@
 
 #include "error.h"
 #include "nucleus.h"
+#include "watermark.h"
 
 struct nu_sampler {
     nu_sampler_params p; /* order filled in; logit_bias points to bias */
@@ -51,6 +52,10 @@ struct nu_sampler {
     void *observer_user;
     nu_candidate *before; /* n_vocab: the observer's copy */
     nu_grammar_state *grammar; /* constrains the tokens drawn, or NULL */
+    /* The watermark when p.watermark has a key (p.watermark.key is not kept:
+     * the caller's string need not outlive nu_sampler_new). */
+    bool watermark_on;
+    nu_watermark wm;
 };
 
 /* ---- parameters ------------------------------------------------------------ */
@@ -87,6 +92,7 @@ nu_sampler_params nu_sampler_default_params(void) {
                            .n_logit_bias = 0,
                            .seed = 0xC0FFEE,
                            .n_stages = 0};
+    p.watermark = nu_watermark_default_params();
     return p;
 }
 
@@ -181,6 +187,7 @@ nu_status nu_sampler_params_check(const nu_sampler_params *p, nu_error *err) {
     if (!st) st = check_repetition(p, err);
     if (!st) st = check_bias(p, err);
     if (!st) st = check_order(p->order, p->n_stages, err);
+    if (!st && p->watermark.key) st = nu_watermark_params_check(&p->watermark, err);
     return st;
 }
 
@@ -353,7 +360,10 @@ nu_status nu_sampler_new(const nu_sampler_params *params, int32_t n_vocab, nu_sa
     s->n_vocab = n_vocab;
     s->epoch = 1;
     nu_rng_seed(&s->rng, params->seed);
-    if ((st = make_buffers(s, err))) {
+    s->watermark_on = params->watermark.key != NULL;
+    s->p.watermark.key = NULL;
+    if ((s->watermark_on && (st = nu_watermark_init(&s->wm, &params->watermark, err))) ||
+        (st = make_buffers(s, err))) {
         nu_sampler_free(s);
         return st;
     }
@@ -455,6 +465,7 @@ void nu_sampler_reset(nu_sampler *s) {
     if (s->counts)
         for (size_t i = 0; i < s->n_seen; i++) s->counts[s->seen[i]] = 0;
     s->n_seen = 0;
+    nu_watermark_clear(&s->wm);
 }
 
 /* Makes room for one more token: doubles the array while the windows need
@@ -506,12 +517,15 @@ static void history_push(nu_sampler *s, int32_t t) {
 }
 
 void nu_sampler_accept_prompt(nu_sampler *s, const int32_t *tokens, int32_t n) {
+    /* the prompt's last tokens choose the first green list */
+    for (int32_t i = 0; s->watermark_on && i < n; i++) nu_watermark_push(&s->wm, tokens[i]);
     if (!s->p.penalize_prompt) return;
     for (int32_t i = 0; i < n; i++) history_push(s, tokens[i]);
 }
 
 void nu_sampler_accept(nu_sampler *s, int32_t token) {
     history_push(s, token);
+    if (s->watermark_on) nu_watermark_push(&s->wm, token);
     s->n_generated++;
     /* a token the grammar refuses leaves its state as it was (the caller
      * chose it: nu_sampler_sample never does) */
@@ -688,8 +702,10 @@ static void suppress_eog(nu_sampler *s, nu_candidates *c) {
 
 /* ---- the chain --------------------------------------------------------------- */
 
-/* Not an nu_stage_kind: the EOG suppression, run (and observed) like one. */
+/* Not nu_stage_kinds: the EOG suppression and the watermark, run (and
+ * observed) like stages. */
 #define STAGE_EOG NU_STAGE_COUNT_
+#define STAGE_WATERMARK (NU_STAGE_COUNT_ + 1)
 
 /* The stages greedy decoding skips, with temperature: they cannot change
  * the argmax (typical-p could drop it, which greedy does not want). */
@@ -725,6 +741,7 @@ static void run_stage(nu_sampler *s, int kind, nu_candidates *c, bool identity) 
     case NU_STAGE_NO_REPEAT_NGRAM: stage_no_repeat_ngram(s, c, identity); break;
     case NU_STAGE_REPETITION_GUARD: stage_repetition_guard(s, c, identity); break;
     case STAGE_EOG: suppress_eog(s, c); break;
+    case STAGE_WATERMARK: nu_watermark_apply(&s->wm, c, identity); break;
     default: break;
     }
 }
@@ -741,7 +758,10 @@ static void run_observed(nu_sampler *s, int kind, nu_candidates *c, bool *identi
         run_stage(s, kind, c, *identity);
         nu_candidates_softmax(&before);
         nu_candidates_softmax(c);
-        s->observer(s->observer_user, kind == STAGE_EOG ? "eog" : nu_stage_name(kind), &before, c);
+        const char *name = kind == STAGE_EOG         ? "eog"
+                           : kind == STAGE_WATERMARK ? "watermark"
+                                                     : nu_stage_name(kind);
+        s->observer(s->observer_user, name, &before, c);
     }
     *identity = *identity && keeps_identity(&s->p, kind);
 }
@@ -809,11 +829,20 @@ static nu_candidates *run_chain(nu_sampler *s, const float *logits, bool greedy,
         identity = false;
     }
     if (eog_suppressed(s)) run_observed(s, STAGE_EOG, c, &identity);
+    /* the watermark shifts the logits the filters and temperature will see,
+     * the logits after the bias and penalties of the default order */
+    bool watermark = s->watermark_on && nu_watermark_ready(&s->wm);
     for (int32_t k = 0; k < s->p.n_stages; k++) {
         int kind = s->p.order[k];
-        if (greedy && (is_filter(kind) || kind == NU_STAGE_TEMPERATURE)) continue;
+        bool shaping = !(is_filter(kind) || kind == NU_STAGE_TEMPERATURE);
+        if (watermark && !shaping) {
+            run_observed(s, STAGE_WATERMARK, c, &identity);
+            watermark = false;
+        }
+        if (greedy && !shaping) continue;
         run_observed(s, kind, c, &identity);
     }
+    if (watermark) run_observed(s, STAGE_WATERMARK, c, &identity);
     return c;
 }
 

@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "speculative.h"
+
 #include "context.h"
 #include "error.h"
 #include "gen_output.h"
@@ -45,6 +47,143 @@ nu_status nu_draft_check(const nu_model *target, const nu_model *draft, nu_error
     return NU_OK;
 }
 
+/* ---- shared with the scheduler (speculative.h) ---------------------------- */
+
+nu_status spec_params_check(const nu_speculative_params *sp, const nu_model *target,
+                            const nu_model *draft, int32_t n_batch, nu_error *err) {
+    if (!draft && !sp->lookup)
+        return nu_fail(err, NU_ERR_INVALID_ARG,
+                       "speculative decoding needs a draft model or lookup");
+    if (sp->draft_min < 1 || sp->draft_max < sp->draft_min || sp->draft_max > 64 ||
+        sp->draft_max + 1 > n_batch)
+        return nu_fail(err, NU_ERR_INVALID_ARG,
+                       "draft length %d..%d is out of range (1..64, and "
+                       "below the batch size %d)",
+                       sp->draft_min, sp->draft_max, n_batch);
+    if (sp->lookup && (sp->lookup_ngram_min < 1 || sp->lookup_ngram_max < sp->lookup_ngram_min ||
+                       sp->lookup_ngram_max > 16))
+        return nu_fail(err, NU_ERR_INVALID_ARG,
+                       "lookup n-gram sizes %d..%d are out of range (1..16)", sp->lookup_ngram_min,
+                       sp->lookup_ngram_max);
+    return draft ? nu_draft_check(target, draft, err) : NU_OK;
+}
+
+void spec_length_init(spec_length *l, const nu_speculative_params *sp) {
+    l->k = sp->adaptive ? (sp->draft_min + sp->draft_max) / 2 : sp->draft_max;
+    l->pause = 0;
+    l->misses = 0;
+}
+
+int32_t spec_length_next(spec_length *l, int32_t limit) {
+    int32_t k = l->k < limit ? l->k : limit;
+    if (k < 0) k = 0;
+    if (l->pause > 0) {
+        l->pause--;
+        k = 0;
+    }
+    return k;
+}
+
+/* Longer after a fully accepted pass, shorter when less than half was
+ * accepted. */
+void spec_length_adapt(spec_length *l, const nu_speculative_params *sp, int32_t proposed,
+                       int32_t accepted) {
+    if (!sp->adaptive || proposed == 0) return;
+    if (accepted == proposed && l->k < sp->draft_max)
+        l->k++;
+    else if (2 * accepted < proposed && l->k > sp->draft_min)
+        l->k--;
+    /* When even the shortest draft keeps failing, the guesser only costs
+     * time: stop drafting for 2, 4, 8, ... 256 passes, then try again. */
+    if (accepted > 0) {
+        l->misses = 0;
+    } else if (l->k == sp->draft_min) {
+        l->misses = l->misses < 8 ? l->misses + 1 : 8;
+        l->pause = 1 << l->misses;
+    }
+}
+
+void spec_dense(const nu_candidates *c, float *out, int32_t n_vocab) {
+    memset(out, 0, (size_t)n_vocab * sizeof *out);
+    for (size_t i = 0; i < c->size; i++) out[c->data[i].id] += c->data[i].prob;
+}
+
+int32_t spec_draw(const float *d, int32_t n, nu_rng *rng) {
+    double total = 0;
+    for (int32_t i = 0; i < n; i++) total += d[i];
+    double u = nu_rng_uniform(rng) * total, cum = 0;
+    int32_t last = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (d[i] <= 0) continue;
+        cum += d[i];
+        last = i;
+        if (u < cum) return i;
+    }
+    return last;
+}
+
+int32_t spec_propose(nu_sampler *ds, const float *logits, float *q, int32_t n_vocab, nu_rng *rng) {
+    spec_dense(nu_sampler_distribution(ds, logits), q, n_vocab);
+    int32_t tok = spec_draw(q, n_vocab, rng);
+    nu_sampler_accept(ds, tok);
+    return tok;
+}
+
+int32_t spec_lookup(const int32_t *t, int32_t n, int32_t k, int32_t ngram_min, int32_t ngram_max,
+                    int32_t *out) {
+    for (int32_t g = ngram_max; g >= ngram_min; g--) {
+        if (g > n - 1) continue;
+        for (int32_t start = n - g - 1; start >= 0; start--) {
+            if (memcmp(t + start, t + n - g, (size_t)g * sizeof *t) != 0) continue;
+            int32_t m = 0;
+            while (m < k && start + g + m < n) {
+                out[m] = t[start + g + m];
+                m++;
+            }
+            if (m > 0) return m;
+        }
+    }
+    return 0;
+}
+
+void spec_draft_sampler_sync(nu_sampler *ds, const int32_t *toks, int32_t n_prompt, int32_t n) {
+    nu_sampler_reset(ds);
+    nu_sampler_accept_prompt(ds, toks, n_prompt);
+    for (int32_t i = n_prompt; i < n; i++) nu_sampler_accept(ds, toks[i]);
+}
+
+int32_t spec_verify(const spec_verify_args *a, nu_finish_reason *why) {
+    int32_t accepted = 0, nv = a->n_vocab;
+    float *p = a->pbuf;
+    *why = NU_FINISH_NONE;
+    for (int32_t i = 0; i <= a->n_draft; i++) {
+        const float *logits = nu_logits(a->tgt, a->first_entry + i);
+        spec_dense(nu_sampler_distribution(a->sampler, logits), p, nv);
+        if (i == a->n_draft) { /* all accepted: one more from the target */
+            *why = a->emit(a->user, spec_draw(p, nv, a->rng), logits);
+            return accepted;
+        }
+        int32_t x = a->draft[i];
+        const float *q = a->q ? a->q + (size_t)i * nv : NULL;
+        float px = p[x], qx = q ? q[x] : 1.0f;
+        if (px >= qx || nu_rng_uniform(a->rng) < (double)px / qx) {
+            accepted++;
+            if ((*why = a->emit(a->user, x, logits)) != NU_FINISH_NONE) return accepted;
+            continue;
+        }
+        /* rejected: draw from the residual max(0, p - q) */
+        for (int32_t v = 0; v < nv; v++) {
+            float qv = q ? q[v] : (v == x ? 1.0f : 0.0f);
+            p[v] = p[v] > qv ? p[v] - qv : 0.0f;
+        }
+        *why = a->emit(a->user, spec_draw(p, nv, a->rng), logits);
+        return accepted;
+    }
+    return accepted;
+}
+
+/* ---- one speculative generation ------------------------------------------ */
+
 /* Everything one speculative generation keeps. */
 typedef struct spec_state {
     nu_context *tgt, *dft;
@@ -59,34 +198,11 @@ typedef struct spec_state {
     float *q;                 /* [draft_max][n_vocab] draft distributions (dense) */
     float *pbuf;              /* [n_vocab] target distribution (dense) */
     nu_batch_entry *batch;
-    int32_t k;                /* current draft length */
-    int32_t pause;            /* passes left without drafting (adaptive back-off) */
-    int32_t misses;           /* consecutive passes at the shortest length with nothing accepted */
+    spec_length len; /* adaptive draft length */
     gen_output out;
     nu_speculative_stats *stats;
     int32_t n_vocab;
 } spec_state;
-
-/* A candidate array as a dense distribution over the vocabulary. */
-static void dense(const nu_candidates *c, float *out, int32_t n_vocab) {
-    memset(out, 0, (size_t)n_vocab * sizeof *out);
-    for (size_t i = 0; i < c->size; i++) out[c->data[i].id] += c->data[i].prob;
-}
-
-/* Draws from a dense distribution (not necessarily normalised). */
-static int32_t draw_dense(const float *d, int32_t n, nu_rng *rng) {
-    double total = 0;
-    for (int32_t i = 0; i < n; i++) total += d[i];
-    double u = nu_rng_uniform(rng) * total, cum = 0;
-    int32_t last = 0;
-    for (int32_t i = 0; i < n; i++) {
-        if (d[i] <= 0) continue;
-        cum += d[i];
-        last = i;
-        if (u < cum) return i;
-    }
-    return last;
-}
 
 /* Decodes toks[from, to) into a cache (seq 0), logits for the last one. */
 static nu_status catch_up(nu_context *ctx, spec_state *s, int32_t from, int32_t to,
@@ -104,49 +220,23 @@ static nu_status catch_up(nu_context *ctx, spec_state *s, int32_t from, int32_t 
     return NU_OK;
 }
 
-/* The draft model proposes up to k tokens, keeping each distribution. */
-static nu_status propose_with_model(spec_state *s, int32_t k, int32_t *n_out, nu_error *err) {
+/* The draft model proposes k tokens, keeping each distribution. */
+static nu_status propose_with_model(spec_state *s, int32_t k, nu_error *err) {
     int32_t entry = 0;
     nu_status st = catch_up(s->dft, s, s->dft_cached, s->n_toks, &entry, err);
     if (st) return st;
     s->dft_cached = s->n_toks;
-    int32_t n = 0;
-    for (; n < k; n++) {
-        const nu_candidates *c = nu_sampler_distribution(s->ds, nu_logits(s->dft, entry));
+    for (int32_t n = 0; n < k; n++) {
         float *q = s->q + (size_t)n * s->n_vocab;
-        dense(c, q, s->n_vocab);
-        int32_t tok = draw_dense(q, s->n_vocab, &s->rng);
-        s->draft[n] = tok;
-        nu_sampler_accept(s->ds, tok);
+        s->draft[n] = spec_propose(s->ds, nu_logits(s->dft, entry), q, s->n_vocab, &s->rng);
         s->stats->draft_passes++;
         if (n + 1 == k) break;
-        nu_batch_entry e = {tok, s->n_toks + n, 0, true};
+        nu_batch_entry e = {s->draft[n], s->n_toks + n, 0, true};
         if ((st = nu_decode(s->dft, &e, 1, err))) return st;
         s->dft_cached++;
         entry = 0;
     }
-    *n_out = k;
     return NU_OK;
-}
-
-/* Prompt lookup: the tokens that followed the latest earlier occurrence of
- * the text's last n-gram, longest n first. */
-static int32_t propose_by_lookup(spec_state *s, int32_t k) {
-    const int32_t *t = s->toks;
-    int32_t n = s->n_toks;
-    for (int32_t g = s->sp->lookup_ngram_max; g >= s->sp->lookup_ngram_min; g--) {
-        if (g > n - 1) continue;
-        for (int32_t start = n - g - 1; start >= 0; start--) {
-            if (memcmp(t + start, t + n - g, (size_t)g * sizeof *t) != 0) continue;
-            int32_t m = 0;
-            while (m < k && start + g + m < n) {
-                s->draft[m] = t[start + g + m];
-                m++;
-            }
-            if (m > 0) return m;
-        }
-    }
-    return 0;
 }
 
 /* Rolls a cache back to `keep` positions. */
@@ -157,8 +247,9 @@ static void rollback(nu_context *ctx, int32_t *cached, int32_t keep) {
     }
 }
 
-/* Appends an emitted token; returns a finish reason or NU_FINISH_NONE. */
-static nu_finish_reason emit(spec_state *s, int32_t tok, const float *logits) {
+/* Appends an emitted token (spec_emit_fn); returns a finish reason or NU_FINISH_NONE. */
+static nu_finish_reason emit(void *user, int32_t tok, const float *logits) {
+    spec_state *s = user;
     const nu_model *m = s->tgt->model;
     nu_sampler_accept(s->ts, tok);
     if (nu_token_is_eog(m, tok)) return NU_FINISH_EOS;
@@ -173,67 +264,20 @@ static nu_finish_reason emit(spec_state *s, int32_t tok, const float *logits) {
     return NU_FINISH_NONE;
 }
 
-/* Accept/reject the proposals against the target's distributions; emits the
- * accepted tokens and one more. Returns how many proposals were accepted. */
-static int32_t verify(spec_state *s, int32_t n_draft, int32_t base_entry, bool point_mass,
-                      nu_finish_reason *why) {
-    int32_t accepted = 0;
-    for (int32_t i = 0; i <= n_draft; i++) {
-        const float *logits = nu_logits(s->tgt, base_entry + i);
-        dense(nu_sampler_distribution(s->ts, logits), s->pbuf, s->n_vocab);
-        if (i == n_draft) { /* all accepted: one more from the target */
-            *why = emit(s, draw_dense(s->pbuf, s->n_vocab, &s->rng), logits);
-            return accepted;
-        }
-        int32_t x = s->draft[i];
-        float px = s->pbuf[x];
-        float qx = point_mass ? 1.0f : s->q[(size_t)i * s->n_vocab + x];
-        if (px >= qx || nu_rng_uniform(&s->rng) < (double)px / qx) {
-            accepted++;
-            if ((*why = emit(s, x, logits)) != NU_FINISH_NONE) return accepted;
-            continue;
-        }
-        /* rejected: draw from the residual max(0, p - q) */
-        for (int32_t v = 0; v < s->n_vocab; v++) {
-            float qv = point_mass ? (v == x ? 1.0f : 0.0f) : s->q[(size_t)i * s->n_vocab + v];
-            s->pbuf[v] = s->pbuf[v] > qv ? s->pbuf[v] - qv : 0.0f;
-        }
-        *why = emit(s, draw_dense(s->pbuf, s->n_vocab, &s->rng), logits);
-        return accepted;
-    }
-    return accepted;
-}
-
-/* Draft length for the next pass: longer after a fully accepted pass,
- * shorter when less than half was accepted. */
-static void adapt(spec_state *s, int32_t proposed, int32_t accepted) {
-    if (!s->sp->adaptive || proposed == 0) return;
-    if (accepted == proposed && s->k < s->sp->draft_max) s->k++;
-    else if (2 * accepted < proposed && s->k > s->sp->draft_min) s->k--;
-    /* When even the shortest draft keeps failing, the guesser only costs
-     * time: stop drafting for 2, 4, 8, ... 256 passes, then try again. */
-    if (accepted > 0) {
-        s->misses = 0;
-    } else if (s->k == s->sp->draft_min) {
-        s->misses = s->misses < 8 ? s->misses + 1 : 8;
-        s->pause = 1 << s->misses;
-    }
-}
-
 /* One pass: propose, verify in one target batch, roll back what was rejected. */
 static nu_status pass(spec_state *s, nu_finish_reason *why, nu_error *err) {
-    int32_t room = s->tgt->params.n_ctx - s->n_toks - 1, k = s->k, n_draft = 0;
-    if (s->p->n_predict >= 0 && s->p->n_predict - s->out.res->n_tokens - 1 < k)
-        k = s->p->n_predict - s->out.res->n_tokens - 1;
-    if (k > room) k = room;
-    if (k < 0) k = 0;
-    if (s->pause > 0) {
-        s->pause--;
-        k = 0;
-    }
+    int32_t limit = s->tgt->params.n_ctx - s->n_toks - 1, n_draft = 0;
+    if (s->p->n_predict >= 0 && s->p->n_predict - s->out.res->n_tokens - 1 < limit)
+        limit = s->p->n_predict - s->out.res->n_tokens - 1;
+    int32_t k = spec_length_next(&s->len, limit);
     nu_status st = NU_OK;
-    if (k > 0 && s->sp->draft) st = propose_with_model(s, k, &n_draft, err);
-    else if (k > 0) n_draft = propose_by_lookup(s, k);
+    if (k > 0 && s->sp->draft) {
+        st = propose_with_model(s, k, err);
+        n_draft = k;
+    } else if (k > 0) {
+        n_draft = spec_lookup(s->toks, s->n_toks, k, s->sp->lookup_ngram_min,
+                              s->sp->lookup_ngram_max, s->draft);
+    }
     if (st) return st;
     /* the target reads what it has not seen but the last token, then the
      * last token and the proposals in one batch */
@@ -244,22 +288,30 @@ static nu_status pass(spec_state *s, nu_finish_reason *why, nu_error *err) {
     for (int32_t i = 0; i < n_draft; i++)
         s->batch[n++] = (nu_batch_entry){s->draft[i], pos + 1 + i, 0, true};
     if ((st = nu_decode(s->tgt, s->batch, n, err))) return st;
-    int32_t base = 0;
     s->stats->target_passes++;
     s->stats->drafted += n_draft;
     int32_t before = s->n_toks;
-    int32_t accepted = verify(s, n_draft, base, s->sp->draft == NULL, why);
+    spec_verify_args va = {.sampler = s->ts,
+                           .tgt = s->tgt,
+                           .first_entry = 0,
+                           .draft = s->draft,
+                           .n_draft = n_draft,
+                           .q = s->sp->draft ? s->q : NULL,
+                           .pbuf = s->pbuf,
+                           .n_vocab = s->n_vocab,
+                           .rng = &s->rng,
+                           .emit = emit,
+                           .user = s};
+    int32_t accepted = spec_verify(&va, why);
     s->stats->accepted += accepted;
     /* caches keep the accepted proposals; the token drawn last is not read yet */
     s->tgt_cached = before + n_draft;
     rollback(s->tgt, &s->tgt_cached, before + accepted);
     if (s->sp->draft) {
         rollback(s->dft, &s->dft_cached, before + accepted);
-        nu_sampler_reset(s->ds);
-        nu_sampler_accept_prompt(s->ds, s->toks, s->n_prompt);
-        for (int32_t i = s->n_prompt; i < s->n_toks; i++) nu_sampler_accept(s->ds, s->toks[i]);
+        spec_draft_sampler_sync(s->ds, s->toks, s->n_prompt, s->n_toks);
     }
-    adapt(s, n_draft, accepted);
+    spec_length_adapt(&s->len, s->sp, n_draft, accepted);
     return NU_OK;
 }
 
@@ -270,18 +322,8 @@ static nu_status check_params(const nu_context *tgt, const nu_generate_params *p
     if (p->n != 1)
         return nu_fail(err, NU_ERR_INVALID_ARG, "speculative decoding makes one sample (n = %d)",
                        p->n);
-    if (!sp->draft && !sp->lookup)
-        return nu_fail(err, NU_ERR_INVALID_ARG, "speculative decoding needs a draft model or lookup");
-    if (sp->draft_min < 1 || sp->draft_max < sp->draft_min || sp->draft_max > 64 ||
-        sp->draft_max + 1 > tgt->params.n_batch)
-        return nu_fail(err, NU_ERR_INVALID_ARG, "draft length %d..%d is out of range (1..64, and "
-                       "below the batch size %d)", sp->draft_min, sp->draft_max, tgt->params.n_batch);
-    if (sp->lookup && (sp->lookup_ngram_min < 1 || sp->lookup_ngram_max < sp->lookup_ngram_min ||
-                       sp->lookup_ngram_max > 16))
-        return nu_fail(err, NU_ERR_INVALID_ARG, "lookup n-gram sizes %d..%d are out of range (1..16)",
-                       sp->lookup_ngram_min, sp->lookup_ngram_max);
-    if (sp->draft) return nu_draft_check(tgt->model, sp->draft->model, err);
-    return NU_OK;
+    return spec_params_check(sp, tgt->model, sp->draft ? sp->draft->model : NULL,
+                             tgt->params.n_batch, err);
 }
 
 static nu_status setup(spec_state *s, const char *prompt, nu_error *err) {
@@ -317,7 +359,7 @@ static nu_status setup(spec_state *s, const char *prompt, nu_error *err) {
         return st;
     if (s->ds) nu_sampler_accept_prompt(s->ds, s->toks, s->n_prompt);
     nu_rng_seed(&s->rng, s->p->sampling.seed);
-    s->k = s->sp->adaptive ? (s->sp->draft_min + s->sp->draft_max) / 2 : s->sp->draft_max;
+    spec_length_init(&s->len, s->sp);
     nu_kv_seq_remove(s->tgt, 0, 0, -1);
     if (s->sp->draft) nu_kv_seq_remove(s->sp->draft, 0, 0, -1);
     return NU_OK;
@@ -359,6 +401,8 @@ nu_status nu_generate_speculative(nu_context *target, const char *prompt,
         gen_output_finish(&s.out, why == NU_FINISH_NONE ? NU_FINISH_CANCELLED : why);
         result->n_generated = result->n_tokens;
         result->generate_ms = nu_time_ms() - t0;
+        result->n_drafted = (int32_t)stats->drafted;
+        result->n_accepted = (int32_t)stats->accepted;
     }
     teardown(&s);
     return st;

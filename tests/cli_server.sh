@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `nucleus serve` driven by the official OpenAI client (npm `openai`) under
 # node's built-in test runner: tests/server/*.test.mjs. Installs the client
-# with `npm ci` the first time (tests/server/node_modules). Every server the
+# with `npm ci` the first time (tests/server/node_modules, and ajv in
+# tests/js/node_modules for the tool-call tests). Every server the
 # tests start listens on 127.0.0.1 on a free port.
 set -uo pipefail
 nucleus=$1 shared=$2 tmp=$3/cli_server
@@ -19,6 +20,15 @@ if [ ! -d "$here/server/node_modules/openai" ]; then
     [ -d "$here/server/node_modules/openai" ] ||
       (cd "$here/server" && npm ci --no-audit --no-fund --loglevel=error) >&2
   ) 9>"$tmp/npm.lock" || { echo "FAIL: npm ci in tests/server" >&2; exit 1; }
+fi
+
+# tools.test.mjs validates arguments with ajv from tests/js
+if [ ! -d "$here/js/node_modules/ajv" ]; then
+  (
+    flock 9
+    [ -d "$here/js/node_modules/ajv" ] ||
+      (cd "$here/js" && npm ci --no-audit --no-fund --loglevel=error) >&2
+  ) 9>"$tmp/npm-js.lock" || { echo "FAIL: npm ci in tests/js" >&2; exit 1; }
 fi
 
 cd "$tmp" || exit 1

@@ -91,7 +91,7 @@ static test_matrix make_matrix(uint32_t type, int64_t n_in, int64_t n_out, rng *
         nu_dequantize_row(type, t.data + row_bytes * (size_t)o, t.deq + o * n_in, n_in);
     }
     free(row);
-    t.m = (nu_matrix){type, n_in, n_out, t.data, row_bytes};
+    t.m = (nu_matrix){type, n_in, n_out, t.data, row_bytes, NULL};
     return t;
 }
 
@@ -667,21 +667,232 @@ static void test_matmul_reproducible(void **state) {
     nu_kernels_force_level(nu_kernels_cpu_level());
 }
 
+/* The grouped helpers (several heads sharing one cached row) give each
+ * vector exactly what the single-vector helpers give it, and the f16
+ * rounding helper equals the scalar round trip, specials included. */
+static void test_grouped_vector_helpers(void **state) {
+    (void)state;
+    rng r = {17};
+    const int64_t sizes[] = {1, 7, 16, 33, 64, 100, 256};
+    static float rows[4][256], y[4][256], one[256], got[4], x[300], want[300];
+    static uint16_t h[256];
+    for (int l = 0; l <= (int)nu_kernels_cpu_level(); l++) {
+        assert_true(nu_kernels_force_level((nu_simd)l));
+        for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+            const int64_t n = sizes[s];
+            float f32row[256];
+            for (int64_t i = 0; i < n; i++) {
+                f32row[i] = rng_sym(&r);
+                h[i] = nu_f32_to_f16(rng_sym(&r));
+                for (int v = 0; v < 4; v++) rows[v][i] = rng_sym(&r);
+            }
+            const float *q[4] = {rows[0], rows[1], rows[2], rows[3]};
+            for (int k = 1; k <= 4; k++) {
+                nu_vec_dots(NU_TYPE_F16, h, q, k, n, got);
+                for (int v = 0; v < k; v++)
+                    assert_int_equal(float_to_bits(got[v]),
+                                     float_to_bits(nu_vec_dot_f16(h, rows[v], n)));
+                nu_vec_dots(NU_TYPE_F32, f32row, q, k, n, got);
+                for (int v = 0; v < k; v++)
+                    assert_int_equal(float_to_bits(got[v]),
+                                     float_to_bits(nu_vec_dot_f32(f32row, rows[v], n)));
+                const float a[4] = {0.5f, -1.25f, 3.0f, 1e-3f};
+                float *out[4] = {y[0], y[1], y[2], y[3]};
+                for (int type = 0; type < 2; type++) {
+                    for (int v = 0; v < k; v++) memcpy(y[v], rows[v], sizeof(float) * (size_t)n);
+                    nu_vec_mads(type ? NU_TYPE_F16 : NU_TYPE_F32, out, a, k,
+                                type ? (const void *)h : (const void *)f32row, n);
+                    for (int v = 0; v < k; v++) {
+                        memcpy(one, rows[v], sizeof(float) * (size_t)n);
+                        if (type)
+                            nu_vec_mad_f16(one, h, a[v], n);
+                        else
+                            nu_vec_mad_f32(one, f32row, a[v], n);
+                        assert_memory_equal(one, y[v], sizeof(float) * (size_t)n);
+                    }
+                }
+            }
+        }
+        const float specials[] = {0.0f, -0.0f, 65504.0f, 65520.0f, -1e9f, 1e-8f, 6e-8f,
+                                  3.0e-5f, 1.0f / 3.0f, INFINITY, -INFINITY};
+        for (int64_t i = 0; i < 300; i++)
+            x[i] = i < 11 ? specials[i] : rng_sym(&r) * (float)(1 << (i % 20));
+        for (int64_t i = 0; i < 300; i++) want[i] = nu_f16_to_f32(nu_f32_to_f16(x[i]));
+        nu_vec_round_f16(x, 300);
+        for (int64_t i = 0; i < 300; i++)
+            assert_int_equal(float_to_bits(x[i]), float_to_bits(want[i]));
+    }
+    nu_kernels_force_level(nu_kernels_cpu_level());
+}
+
+/* Panel layout (matrices repacked 16 rows at a time, for the levels that
+ * have panel kernels): every value within the reference's bound and within
+ * float rounding of the row kernels of the same level; bit-identical for
+ * any batch size (1..20 covers full and partial groups of 8) and thread
+ * count. Shapes include odd block counts (a zero block pads the last pair). */
+static void check_panels(uint32_t type, shape s, nu_simd level, rng *r) {
+    test_matrix t = make_matrix(type, s.n_in, s.n_out, r);
+    const int32_t max_batch = 20;
+    float *x = make_activations(s.n_in, max_batch, r);
+    float *ref = malloc(sizeof(float) * (size_t)(s.n_out * max_batch));
+    float *rows = malloc(sizeof(float) * (size_t)(s.n_out * max_batch));
+    float *all = malloc(sizeof(float) * (size_t)(s.n_out * max_batch));
+    float *y = malloc(sizeof(float) * (size_t)(s.n_out * max_batch));
+    assert_true(nu_kernels_force_level(level));
+    size_t bytes = nu_matrix_pack_bytes(&t.m);
+    if (type == NU_TYPE_Q4_K)
+        assert_int_equal(bytes, (size_t)(s.n_out / 16) * (size_t)(s.n_in / 256) * 2368);
+    else if (type == NU_TYPE_F16)
+        assert_int_equal(bytes, (size_t)(s.n_out / 16) * (size_t)((s.n_in + 1) / 2) * 64);
+    else
+        assert_int_equal(bytes, (size_t)(s.n_out / 16) * (size_t)((s.n_in / 32 + 1) / 2) *
+                                    (64 + 2 * (type == NU_TYPE_Q4_0 ? 256 : 512)));
+    void *packed = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    nu_matrix_pack(&t.m, packed, 0, s.n_out / 16);
+    nu_matrix pm = t.m;
+    pm.packed = packed;
+    nu_matmul_ref(&t.m, x, max_batch, ref);
+    run_matmul(&t.m, x, max_batch, rows, 2);
+    run_matmul(&pm, x, max_batch, all, 2);
+    for (int32_t b = 0; b < max_batch; b++)
+        for (int64_t o = 0; o < s.n_out; o++) {
+            double T, E;
+            error_bounds(&t, o, x + b * s.n_in, &T, &E);
+            if (type == NU_TYPE_Q4_K) /* 8-bit activations per 256 elements */
+                for (int64_t i = 0; i < s.n_in; i += 256) {
+                    double amax = 0.0, wsum = 0.0;
+                    for (int j = 0; j < 256; j++) {
+                        amax = fmax(amax, fabs((double)x[b * s.n_in + i + j]));
+                        wsum += fabs((double)t.deq[o * s.n_in + i + j]);
+                    }
+                    E += amax / 254.0 * wsum;
+                }
+            double got = all[b * s.n_out + o], want = ref[b * s.n_out + o];
+            if (!(fabs(got - want) <= E * (1 + 1e-5) + 1e-5 * T + 1e-30) ||
+                !(fabs(got - rows[b * s.n_out + o]) <= 1e-5 * T + 1e-30))
+                fail_msg("panel %s n_in %lld row %lld batch row %d: got %.9g ref %.9g rows %.9g",
+                         nu_type_get(type)->name, (long long)s.n_in, (long long)o, b, got, want,
+                         rows[b * s.n_out + o]);
+        }
+    for (int32_t nb = 1; nb <= max_batch; nb++) {
+        memset(y, 0xFF, sizeof(float) * (size_t)(s.n_out * nb));
+        run_matmul(&pm, x + (max_batch - nb) * s.n_in, nb, y, nb % 4);
+        assert_memory_equal(y, all + (max_batch - nb) * s.n_out,
+                            sizeof(float) * (size_t)(s.n_out * nb));
+    }
+    free(packed);
+    free(x);
+    free(ref);
+    free(rows);
+    free(all);
+    free(y);
+    free_matrix(&t);
+}
+
+static void test_matmul_panels(void **state) {
+    (void)state;
+    rng r = {4321};
+    static const shape shapes[] = {{32, 16}, {96, 48}, {544, 32}, {2048, 16}, {5632, 16}};
+    static const shape k_shapes[] = {{256, 16}, {768, 32}, {2048, 16}, {5632, 16}};
+    static const shape f_shapes[] = {{1, 16}, {7, 32}, {64, 16}, {2048, 16}, {5632, 16}};
+    static const uint32_t types[] = {NU_TYPE_F32,  NU_TYPE_F16,  NU_TYPE_BF16, NU_TYPE_Q4_0,
+                                     NU_TYPE_Q4_1, NU_TYPE_Q5_0, NU_TYPE_Q5_1, NU_TYPE_Q8_0,
+                                     NU_TYPE_Q2_K, NU_TYPE_Q3_K, NU_TYPE_Q4_K, NU_TYPE_Q5_K,
+                                     NU_TYPE_Q6_K};
+    int tested = 0;
+    for (int l = 0; l <= (int)nu_kernels_cpu_level(); l++) {
+        assert_true(nu_kernels_force_level((nu_simd)l));
+        for (size_t t = 0; t < sizeof types / sizeof *types; t++) {
+            const int kq = nu_type_get(types[t])->block_size == 256;
+            test_matrix probe = make_matrix(types[t], kq ? 256 : 32, 16, &r);
+            size_t bytes = nu_matrix_pack_bytes(&probe.m);
+            free_matrix(&probe);
+            if (!bytes) continue;
+            const int fl = !nu_type_is_quantized(types[t]) && !kq;
+            const shape *sh = kq ? k_shapes : fl ? f_shapes : shapes;
+            size_t n = kq   ? sizeof k_shapes / sizeof *k_shapes
+                       : fl ? sizeof f_shapes / sizeof *f_shapes
+                            : sizeof shapes / sizeof *shapes;
+            for (size_t i = 0; i < n; i++) check_panels(types[t], sh[i], (nu_simd)l, &r);
+            tested++;
+        }
+    }
+    /* rows that do not fill whole panels keep the row layout */
+    test_matrix odd = make_matrix(NU_TYPE_Q4_0, 64, 17, &r);
+    assert_int_equal(nu_matrix_pack_bytes(&odd.m), 0);
+    free_matrix(&odd);
+    nu_kernels_force_level(nu_kernels_cpu_level());
+    if (nu_kernels_cpu_level() == NU_SIMD_AVX512) assert_int_equal(tested, 4);
+}
+
+/* nu_matmul_multi gives each matrix exactly what nu_matmul gives it: with a
+ * shared input conversion (same type family), with mixed families (Q8_0 +
+ * F16 + Q4_K: converted separately), packed or not, and with threads. */
+static void test_matmul_multi(void **state) {
+    (void)state;
+    rng r = {77};
+    const int64_t n_in = 512;
+    const int32_t nb = 11;
+    const uint32_t sets[][3] = {{NU_TYPE_Q4_0, NU_TYPE_Q8_0, NU_TYPE_Q4_1},
+                                {NU_TYPE_Q8_0, NU_TYPE_F16, NU_TYPE_Q4_K},
+                                {NU_TYPE_Q4_K, NU_TYPE_Q6_K, NU_TYPE_Q4_K}};
+    float *x = make_activations(n_in, nb, &r);
+    for (size_t set = 0; set < sizeof sets / sizeof *sets; set++) {
+        test_matrix t[3];
+        void *packed[3] = {NULL, NULL, NULL};
+        const nu_matrix *W[3];
+        float *y[3], *want[3];
+        size_t scratch_bytes = 0;
+        for (int i = 0; i < 3; i++) {
+            t[i] = make_matrix(sets[set][i], n_in, 32 + 16 * i, &r);
+            size_t pb = nu_matrix_pack_bytes(&t[i].m);
+            if (pb && i != 1) { /* one matrix keeps the row layout */
+                packed[i] = aligned_alloc(64, (pb + 63) / 64 * 64);
+                nu_matrix_pack(&t[i].m, packed[i], 0, t[i].m.n_out / 16);
+                t[i].m.packed = packed[i];
+            }
+            W[i] = &t[i].m;
+            y[i] = malloc(sizeof(float) * (size_t)(t[i].m.n_out * nb));
+            want[i] = malloc(sizeof(float) * (size_t)(t[i].m.n_out * nb));
+            size_t sb = nu_matmul_scratch_bytes(sets[set][i], n_in, nb);
+            if (sb > scratch_bytes) scratch_bytes = sb;
+            run_matmul(W[i], x, nb, want[i], 0);
+        }
+        void *scratch = malloc(scratch_bytes + 1);
+        for (int threads = 0; threads <= 2; threads++) {
+            nu_threadpool *pool = threads ? nu_threadpool_new(threads) : NULL;
+            nu_matmul_multi(pool, W, y, 3, x, nb, scratch);
+            nu_threadpool_free(pool);
+            for (int i = 0; i < 3; i++)
+                assert_memory_equal(y[i], want[i], sizeof(float) * (size_t)(W[i]->n_out * nb));
+        }
+        free(scratch);
+        for (int i = 0; i < 3; i++) {
+            free(y[i]);
+            free(want[i]);
+            free(packed[i]);
+            free_matrix(&t[i]);
+        }
+    }
+    free(x);
+}
+
 /* Degenerate calls do nothing and touch nothing. */
 static void test_matmul_empty(void **state) {
     (void)state;
     float y = 42.0f;
     uint8_t w[18] = {0};
-    nu_matrix m = {NU_TYPE_Q4_0, 32, 1, w, 18};
+    nu_matrix m = {NU_TYPE_Q4_0, 32, 1, w, 18, NULL};
     nu_matmul(NULL, &m, NULL, 0, &y, NULL);
     assert_true(y == 42.0f);
-    /* A type the kernels cannot multiply leaves y as it was. */
-    uint8_t k_block[84] = {0};
+    /* A type the kernels cannot multiply (Q8_K: activations only) leaves y
+     * as it was. */
+    uint8_t k_block[292] = {0};
     float x[256] = {0};
-    nu_matrix q2k = {NU_TYPE_Q2_K, 256, 1, k_block, 84};
-    nu_matmul(NULL, &q2k, x, 1, &y, NULL);
+    nu_matrix q8k = {NU_TYPE_Q8_K, 256, 1, k_block, 292, NULL};
+    nu_matmul(NULL, &q8k, x, 1, &y, NULL);
     assert_true(y == 42.0f);
-    nu_matrix unknown = {1000, 256, 1, k_block, 84};
+    nu_matrix unknown = {1000, 256, 1, k_block, 84, NULL};
     nu_matmul(NULL, &unknown, x, 1, &y, NULL);
     assert_true(y == 42.0f);
     assert_int_equal(nu_matmul_scratch_bytes(NU_TYPE_F16, 2048, 64), 0);
@@ -813,6 +1024,9 @@ int main(void) {
         cmocka_unit_test(test_matmul_empty),
         cmocka_unit_test(test_matmul_levels),
         cmocka_unit_test(test_matmul_reproducible),
+        cmocka_unit_test(test_matmul_panels),
+        cmocka_unit_test(test_grouped_vector_helpers),
+        cmocka_unit_test(test_matmul_multi),
         cmocka_unit_test(test_vector_helpers),
         cmocka_unit_test(test_threadpool),
         cmocka_unit_test(test_threadpool_sleep_wake),

@@ -14,54 +14,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf.h"
-#include "kernels/kernels.h"
+#include "draft_support.h"
 #include "nucleus.h"
 #include "test_support.h"
 
 static nu_model *target, *agree, *disagree, *sharp;
 
-/* Multiplies every q8_0 block scale of output.weight in a written file by
- * factor: -1 turns the model's preferences upside down, 4 sharpens them. */
-static int scale_output(const char *path, float factor) {
-    gguf_file *f;
-    if (gguf_open(path, &f, NULL) != NU_OK) return -1;
-    const gguf_tensor *t = gguf_find_tensor(f, "output.weight");
-    if (!t || t->type != NU_TYPE_Q8_0) {
-        gguf_close(f);
-        return -1;
-    }
-    long off = (long)((const uint8_t *)t->data - f->base);
-    uint64_t blocks = t->n_bytes / 34;
-    gguf_close(f);
-    FILE *fp = fopen(path, "r+b");
-    if (!fp) return -1;
-    for (uint64_t b = 0; b < blocks; b++) {
-        unsigned char d[2];
-        fseek(fp, off + (long)(b * 34), SEEK_SET);
-        if (fread(d, 1, 2, fp) != 2) break;
-        uint16_t h = (uint16_t)(d[0] | d[1] << 8);
-        h = nu_f32_to_f16(nu_f16_to_f32(h) * factor);
-        d[0] = (unsigned char)(h & 0xff), d[1] = (unsigned char)(h >> 8);
-        fseek(fp, off + (long)(b * 34), SEEK_SET);
-        fwrite(d, 1, 2, fp);
-    }
-    return fclose(fp);
-}
-
 static int setup(void **state) {
     (void)state;
     const char *src = nu_test_shared("models/stories260K.gguf");
-    char q4[4096], neg[4096], sh[4096];
-    snprintf(q4, sizeof q4, "%s", nu_test_tmp("spec_q4_0.gguf"));
-    snprintf(neg, sizeof neg, "%s", nu_test_tmp("spec_negated.gguf"));
-    snprintf(sh, sizeof sh, "%s", nu_test_tmp("spec_sharpened.gguf"));
     if (nu_model_load(src, NULL, &target, NULL)) return -1;
-    if (nu_quantize_file(src, q4, "q4_0", NULL) || nu_model_load(q4, NULL, &agree, NULL)) return -1;
-    if (nu_quantize_file(src, neg, "q8_0", NULL) || scale_output(neg, -1.0f)) return -1;
-    if (nu_quantize_file(src, sh, "q8_0", NULL) || scale_output(sh, 4.0f)) return -1;
-    if (nu_model_load(sh, NULL, &sharp, NULL)) return -1;
-    return nu_model_load(neg, NULL, &disagree, NULL) ? -1 : 0;
+    agree = nu_test_make_draft(src, "spec_q4_0.gguf", "q4_0", 1.0f);
+    disagree = nu_test_make_draft(src, "spec_negated.gguf", "q8_0", -1.0f);
+    sharp = nu_test_make_draft(src, "spec_sharpened.gguf", "q8_0", 4.0f);
+    return agree && disagree && sharp ? 0 : -1;
 }
 
 static int teardown(void **state) {
@@ -157,34 +123,6 @@ static void sample_pairs(const nu_model *draft, bool speculative, nu_sampler_par
     nu_context_free(d);
 }
 
-/* Chi-square of counts against expected frequencies, bins with expected < 5
- * merged into one; returns the statistic and the degrees of freedom. */
-static double chi_square(const double *observed, const double *expected, int n, int *df) {
-    double chi = 0, o_rest = 0, e_rest = 0;
-    *df = -1;
-    for (int i = 0; i < n; i++) {
-        if (expected[i] < 5) {
-            o_rest += observed[i];
-            e_rest += expected[i];
-            continue;
-        }
-        chi += (observed[i] - expected[i]) * (observed[i] - expected[i]) / expected[i];
-        (*df)++;
-    }
-    if (e_rest >= 5) {
-        chi += (o_rest - e_rest) * (o_rest - e_rest) / e_rest;
-        (*df)++;
-    }
-    return chi;
-}
-
-/* Critical chi-square values at p = 0.001, by the Wilson-Hilferty
- * approximation (within 1% for df >= 3). */
-static double chi2_critical(int df) {
-    double z = 3.0902, a = 2.0 / (9.0 * df), c = 1 - a + z * sqrt(a);
-    return df * c * c * c;
-}
-
 static void sampled_distribution(const nu_model *draft, const char *name) {
     nu_sampler_params sp = nu_sampler_default_params();
     sp.temperature = 1.5f;
@@ -212,10 +150,10 @@ static void sampled_distribution(const nu_model *draft, const char *name) {
     for (size_t i = 0; i < c->size; i++) expct[c->data[i].id] = c->data[i].prob * RUNS;
     for (int r = 0; r < RUNS; r++) obs[f_spec[r]]++;
     int df;
-    double chi = chi_square(obs, expct, MAX_BINS, &df);
+    double chi = nu_test_chi_square(obs, expct, MAX_BINS, &df);
     print_message("%s draft, first token: chi2 %.2f, df %d, critical %.2f\n", name, chi, df,
-                  chi2_critical(df));
-    assert_true(df >= 3 && chi < chi2_critical(df));
+                  nu_test_chi2_critical(df));
+    assert_true(df >= 3 && chi < nu_test_chi2_critical(df));
     /* second token: two samples (speculative vs plain) of the same law;
      * the pooled frequencies give each side's expected counts */
     static double a[MAX_BINS], bb[MAX_BINS], ea[MAX_BINS];
@@ -223,12 +161,12 @@ static void sampled_distribution(const nu_model *draft, const char *name) {
     memset(bb, 0, sizeof bb);
     for (int r = 0; r < RUNS; r++) a[s_spec[r]]++, bb[s_plain[r]]++;
     for (int i = 0; i < MAX_BINS; i++) ea[i] = (a[i] + bb[i]) / 2;
-    double chi_a = chi_square(a, ea, MAX_BINS, &df);
+    double chi_a = nu_test_chi_square(a, ea, MAX_BINS, &df);
     int df_b;
-    double chi_b = chi_square(bb, ea, MAX_BINS, &df_b);
+    double chi_b = nu_test_chi_square(bb, ea, MAX_BINS, &df_b);
     print_message("%s draft, second token: two-sample chi2 %.2f, df %d, critical %.2f\n", name,
-                  chi_a + chi_b, df, chi2_critical(df));
-    assert_true(df >= 3 && chi_a + chi_b < chi2_critical(df));
+                  chi_a + chi_b, df, nu_test_chi2_critical(df));
+    assert_true(df >= 3 && chi_a + chi_b < nu_test_chi2_critical(df));
     nu_sampler_free(s);
     nu_context_free(t);
 }

@@ -96,3 +96,16 @@ void nu_vec_mad_f32(float *y, const float *x, float a, int64_t n) {
 void nu_vec_mad_f16(float *y, const uint16_t *x, float a, int64_t n) {
     nu_kernels_current()->mad_f16(y, x, a, n);
 }
+
+void nu_vec_dots(uint32_t type, const void *row, const float *const *q, int k, int64_t n,
+                 float *out) {
+    nu_kernels_current()->dots(type, row, q, k, n, out);
+}
+
+void nu_vec_mads(uint32_t type, float *const *y, const float *a, int k, const void *row, int64_t n) {
+    nu_kernels_current()->mads(type, y, a, k, row, n);
+}
+
+void nu_vec_round_f16(float *x, int64_t n) {
+    nu_kernels_current()->round_f16(x, n);
+}

@@ -16,7 +16,7 @@
 #include <immintrin.h>
 #include <stdalign.h>
 
-#include "kernels_internal.h"
+#include "kquant.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define GROUP 8             /* blocks per scale vector */
@@ -337,6 +337,51 @@ static void mad_f16(float *y, const uint16_t *x, float a, int64_t n) {
     for (; i < n; i++) y[i] += a * nu_f16_to_f32(x[i]);
 }
 
+/* Several vectors against one row: float_dots with the count a constant. */
+static void dots(uint32_t type, const void *row, const float *const *q, int k, int64_t n,
+                 float *out) {
+#define DOTS(TYPE)                                                                                 \
+    switch (k) {                                                                                   \
+    case 1: float_dots(TYPE, row, q, 1, n, out); break;                                           \
+    case 2: float_dots(TYPE, row, q, 2, n, out); break;                                           \
+    case 3: float_dots(TYPE, row, q, 3, n, out); break;                                           \
+    default: float_dots(TYPE, row, q, 4, n, out); break;                                          \
+    }
+    if (type == NU_TYPE_F16) {
+        DOTS(NU_TYPE_F16)
+    } else {
+        DOTS(NU_TYPE_F32)
+    }
+#undef DOTS
+}
+
+/* mad_f32/mad_f16 for k outputs, the row converted once per 8 elements. */
+static void mads(uint32_t type, float *const *y, const float *a, int k, const void *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 xv = type == NU_TYPE_F16
+                        ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)x + i)))
+                        : _mm256_loadu_ps((const float *)x + i);
+        for (int v = 0; v < k; v++)
+            _mm256_storeu_ps(y[v] + i,
+                             _mm256_fmadd_ps(_mm256_set1_ps(a[v]), xv, _mm256_loadu_ps(y[v] + i)));
+    }
+    for (; i < n; i++) {
+        float xf = type == NU_TYPE_F16 ? nu_f16_to_f32(((const uint16_t *)x)[i])
+                                       : ((const float *)x)[i];
+        for (int v = 0; v < k; v++) y[v][i] += a[v] * xf;
+    }
+}
+
+static void round_f16(float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT);
+        _mm256_storeu_ps(x + i, _mm256_cvtph_ps(h));
+    }
+    for (; i < n; i++) x[i] = nu_half_to_float(nu_f32_to_f16(x[i]));
+}
+
 const nu_kernel_set nu_kernels_avx2_set = {
     .name = "avx2",
     .tile =
@@ -349,11 +394,19 @@ const nu_kernel_set nu_kernels_avx2_set = {
             [NU_TYPE_Q5_0] = tile_q5_0,
             [NU_TYPE_Q5_1] = tile_q5_1,
             [NU_TYPE_Q8_0] = tile_q8_0,
+            [NU_TYPE_Q2_K] = nu_tile_q2_k_avx2,
+            [NU_TYPE_Q3_K] = nu_tile_q3_k_avx2,
+            [NU_TYPE_Q4_K] = nu_tile_q4_k_avx2,
+            [NU_TYPE_Q5_K] = nu_tile_q5_k_avx2,
+            [NU_TYPE_Q6_K] = nu_tile_q6_k_avx2,
         },
     .quantize_act = quantize_act,
-    .quantize_act_k = nu_quantize_act_k_scalar,
+    .quantize_act_k = nu_quantize_act_k_avx2,
     .dot_f32 = dot_f32,
     .dot_f16 = dot_f16,
     .mad_f32 = mad_f32,
     .mad_f16 = mad_f16,
+    .dots = dots,
+    .mads = mads,
+    .round_f16 = round_f16,
 };

@@ -27,7 +27,7 @@
 #include <immintrin.h>
 #include <stdalign.h>
 
-#include "kernels_internal.h"
+#include "kquant.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define GROUP 16            /* blocks per scale vector */
@@ -361,6 +361,44 @@ static void mad_f16(float *y, const uint16_t *x, float a, int64_t n) {
     mad(NU_TYPE_F16, y, x, a, n);
 }
 
+/* Several vectors against one row: float_dots with the count a constant. */
+static void dots(uint32_t type, const void *row, const float *const *q, int k, int64_t n,
+                 float *out) {
+#define DOTS(TYPE)                                                                                 \
+    switch (k) {                                                                                   \
+    case 1: float_dots(TYPE, row, q, 1, n, out); break;                                           \
+    case 2: float_dots(TYPE, row, q, 2, n, out); break;                                           \
+    case 3: float_dots(TYPE, row, q, 3, n, out); break;                                           \
+    default: float_dots(TYPE, row, q, 4, n, out); break;                                          \
+    }
+    if (type == NU_TYPE_F16) {
+        DOTS(NU_TYPE_F16)
+    } else {
+        DOTS(NU_TYPE_F32)
+    }
+#undef DOTS
+}
+
+/* mad() for k outputs, the row converted once per 16 elements. */
+static void mads(uint32_t type, float *const *y, const float *a, int k, const void *x, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 mask = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        __m512 xv = load_weights(type, x, i, mask);
+        for (int v = 0; v < k; v++) {
+            __m512 yv = _mm512_maskz_loadu_ps(mask, y[v] + i);
+            _mm512_mask_storeu_ps(y[v] + i, mask, _mm512_fmadd_ps(_mm512_set1_ps(a[v]), xv, yv));
+        }
+    }
+}
+
+static void round_f16(float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 mask = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        __m256i h = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(mask, x + i), _MM_FROUND_TO_NEAREST_INT);
+        _mm512_mask_storeu_ps(x + i, mask, _mm512_cvtph_ps(h));
+    }
+}
+
 const nu_kernel_set nu_kernels_avx512_set = {
     .name = "avx512",
     .tile =
@@ -373,11 +411,23 @@ const nu_kernel_set nu_kernels_avx512_set = {
             [NU_TYPE_Q5_0] = tile_q5_0,
             [NU_TYPE_Q5_1] = tile_q5_1,
             [NU_TYPE_Q8_0] = tile_q8_0,
+            [NU_TYPE_Q2_K] = nu_tile_q2_k_avx512,
+            [NU_TYPE_Q3_K] = nu_tile_q3_k_avx512,
+            [NU_TYPE_Q4_K] = nu_tile_q4_k_avx512,
+            [NU_TYPE_Q5_K] = nu_tile_q5_k_avx512,
+            [NU_TYPE_Q6_K] = nu_tile_q6_k_avx512,
         },
+    .panel = {[NU_TYPE_Q4_0] = nu_panel_q4_0_avx512,
+              [NU_TYPE_Q8_0] = nu_panel_q8_0_avx512,
+              [NU_TYPE_Q4_K] = nu_panel_q4_k_avx512,
+              [NU_TYPE_F16] = nu_panel_f16_avx512},
     .quantize_act = quantize_act,
-    .quantize_act_k = nu_quantize_act_k_scalar,
+    .quantize_act_k = nu_quantize_act_k_avx512,
     .dot_f32 = dot_f32,
     .dot_f16 = dot_f16,
     .mad_f32 = mad_f32,
     .mad_f16 = mad_f16,
+    .dots = dots,
+    .mads = mads,
+    .round_f16 = round_f16,
 };

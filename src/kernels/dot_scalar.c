@@ -6,7 +6,7 @@
  */
 #include <math.h>
 
-#include "kernels_internal.h"
+#include "kquant.h"
 
 /* ---- Activation quantisation ---------------------------------------------- */
 
@@ -237,6 +237,25 @@ static void mad_f16(float *y, const uint16_t *x, float a, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] += a * nu_half_to_float(x[i]);
 }
 
+static void dots(uint32_t type, const void *row, const float *const *q, int k, int64_t n,
+                 float *out) {
+    for (int v = 0; v < k; v++)
+        out[v] = type == NU_TYPE_F16 ? dot_f16(row, q[v], n) : dot_f32(row, q[v], n);
+}
+
+static void mads(uint32_t type, float *const *y, const float *a, int k, const void *x, int64_t n) {
+    for (int v = 0; v < k; v++) {
+        if (type == NU_TYPE_F16)
+            mad_f16(y[v], x, a[v], n);
+        else
+            mad_f32(y[v], x, a[v], n);
+    }
+}
+
+static void round_f16(float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] = nu_half_to_float(nu_f32_to_f16(x[i]));
+}
+
 const nu_kernel_set nu_kernels_scalar_set = {
     .name = "scalar",
     .tile =
@@ -249,6 +268,11 @@ const nu_kernel_set nu_kernels_scalar_set = {
             [NU_TYPE_Q5_0] = tile_q5_0,
             [NU_TYPE_Q5_1] = tile_q5_1,
             [NU_TYPE_Q8_0] = tile_q8_0,
+            [NU_TYPE_Q2_K] = nu_tile_q2_k_scalar,
+            [NU_TYPE_Q3_K] = nu_tile_q3_k_scalar,
+            [NU_TYPE_Q4_K] = nu_tile_q4_k_scalar,
+            [NU_TYPE_Q5_K] = nu_tile_q5_k_scalar,
+            [NU_TYPE_Q6_K] = nu_tile_q6_k_scalar,
         },
     .quantize_act = nu_quantize_act_scalar,
     .quantize_act_k = nu_quantize_act_k_scalar,
@@ -256,4 +280,7 @@ const nu_kernel_set nu_kernels_scalar_set = {
     .dot_f16 = dot_f16,
     .mad_f32 = mad_f32,
     .mad_f16 = mad_f16,
+    .dots = dots,
+    .mads = mads,
+    .round_f16 = round_f16,
 };

@@ -28,12 +28,14 @@ float nu_bf16_to_f32(uint16_t h);
 uint16_t nu_f32_to_bf16(float f);
 
 /* Reference dequantisation of n elements (a whole number of blocks) of a
- * computable type (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0). For any
- * other type dst is filled with zeros. */
+ * computable type (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K,
+ * Q4_K, Q5_K, Q6_K). For any other type dst is filled with zeros. */
 void nu_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n);
 
 /* Reference quantisation of n floats (a whole number of blocks) to the same
- * types, rounding as the format's usual encoder does:
+ * types. The K types (Q2_K..Q6_K) fit each group's scale and min by least
+ * squares (see quant_k.c); the others round as the format's usual encoder
+ * does:
  *   Q8_0  d = max|x| / 127,            q = round(x / d)
  *   Q4_0  d = (x of largest |x|) / -8,  q = min(15, trunc(x / d + 8.5))
  *   Q5_0  d = (x of largest |x|) / -16, q = min(31, trunc(x / d + 16.5))
@@ -50,7 +52,22 @@ typedef struct nu_matrix {
     int64_t n_out;
     const void *data;
     size_t row_bytes;
+    /* Optional copy of data in the panel layout (nu_matrix_pack), used by
+     * the levels that have panel kernels for the type; NULL if none. */
+    const void *packed;
 } nu_matrix;
+
+/* Panel layout: groups of 16 rows interleaved so one vector holds the same
+ * four columns of all 16 rows, which lets a kernel compute 16 outputs at a
+ * time and reuse every weight vector for up to 8 activation rows. Bytes the
+ * packed copy of W takes at the selected level, or 0 when that level has no
+ * panel kernel for W (its type, or n_out not a multiple of 16). */
+size_t nu_matrix_pack_bytes(const nu_matrix *W);
+
+/* Writes the panel copy of W (nu_matrix_pack_bytes of it) to dst, which must
+ * be 64-byte aligned. Rows [panel_begin, panel_end) of 16 each; callers may
+ * split the panels among threads. */
+void nu_matrix_pack(const nu_matrix *W, void *dst, int64_t panel_begin, int64_t panel_end);
 
 /* Scratch bytes nu_matmul needs for n_batch activation rows of n_in (0 for
  * F32/F16/BF16 weights, whose kernels read x directly). Any alignment of
@@ -63,13 +80,21 @@ size_t nu_matmul_scratch_bytes(uint32_t type, int64_t n_in, int32_t n_batch);
  * (pool may be NULL: single-threaded). Each y value is a function of its
  * weight row, its activation row and the SIMD level only: bit-identical for
  * any n_batch, thread count or row split. Nothing is allocated.
- * For quantised weights, each 32-element activation block is rounded to
- * int8 with scale max|x|/127 first, so y differs from nu_matmul_ref by at most
- * sum over blocks of (max|x_block| / 254) * sum|w_block| plus float rounding.
+ * For quantised weights, each 32-element activation block (256 for the K
+ * types) is rounded to int8 with scale max|x|/127 first, so y differs from
+ * nu_matmul_ref by at most sum over blocks of (max|x_block| / 254) *
+ * sum|w_block| plus float rounding.
  * W->n_in must be a whole number of blocks; weights of a type the kernels
  * cannot multiply (not `computable` in tensor_type.h) leave y untouched. */
 void nu_matmul(nu_threadpool *pool, const nu_matrix *W, const float *x, int32_t n_batch, float *y,
                void *scratch);
+
+/* y[i] = W[i] * x for i < n: products that share their input (a layer's Q,
+ * K and V; gate and up) converted once and run in one pass of the pool.
+ * Each result is bit-identical to nu_matmul's. The scratch must be large
+ * enough for any of the matrices. */
+void nu_matmul_multi(nu_threadpool *pool, const nu_matrix *const *W, float *const *y, int n,
+                     const float *x, int32_t n_batch, void *scratch);
 
 /* The same product computed with the plain C reference, single-threaded:
  * each row is dequantised with nu_dequantize_row and multiplied with the
@@ -115,5 +140,19 @@ float nu_vec_dot_f16(const uint16_t *a, const float *b, int64_t n);
 /* y[i] += a * x[i]. */
 void nu_vec_mad_f32(float *y, const float *x, float a, int64_t n);
 void nu_vec_mad_f16(float *y, const uint16_t *x, float a, int64_t n);
+
+/* The same for several vectors sharing one row (attention heads that share
+ * a key or value row): row is NU_TYPE_F32 or NU_TYPE_F16 (`type`), k is
+ * 1..4, and each result is bit-identical to the single-vector call, so a
+ * head's value does not depend on which heads were grouped with it.
+ *   nu_vec_dots: out[v] = nu_vec_dot_*(row, q[v], n)
+ *   nu_vec_mads: nu_vec_mad_*(y[v], row, a[v], n) for each v */
+void nu_vec_dots(uint32_t type, const void *row, const float *const *q, int k, int64_t n,
+                 float *out);
+void nu_vec_mads(uint32_t type, float *const *y, const float *a, int k, const void *row, int64_t n);
+
+/* Rounds each x[i] to the nearest half-precision value (as nu_f32_to_f16
+ * then nu_f16_to_f32 would). */
+void nu_vec_round_f16(float *x, int64_t n);
 
 #endif

@@ -145,18 +145,75 @@ typedef float (*nu_dot_f32_fn)(const float *a, const float *b, int64_t n);
 typedef float (*nu_dot_f16_fn)(const uint16_t *a, const float *b, int64_t n);
 typedef void (*nu_mad_f32_fn)(float *y, const float *x, float a, int64_t n);
 typedef void (*nu_mad_f16_fn)(float *y, const uint16_t *x, float a, int64_t n);
+typedef void (*nu_dots_fn)(uint32_t type, const void *row, const float *const *q, int k,
+                           int64_t n, float *out);
+typedef void (*nu_mads_fn)(uint32_t type, float *const *y, const float *a, int k, const void *x,
+                           int64_t n);
+typedef void (*nu_round_f16_fn)(float *x, int64_t n);
+
+/* ---- Panel layout (nu_matrix_pack) ----------------------------------------
+ * Rows are taken 16 at a time (a panel) and blocks two at a time (a pair).
+ * A pair of Q4_0 or Q8_0 blocks of one panel is stored as
+ *   64 bytes   the 16 f16 scales of the first block, then of the second
+ *   2 x Q      each block's quants: Q/64 vectors of 64 bytes, vector j holding
+ *              bytes 4j..4j+3 of the block's quants for rows 0..15 in turn
+ * with Q = 256 (Q4_0: the 16 nibble bytes, as stored) or 512 (Q8_0: the
+ * quants plus 128, as unsigned bytes, which integer dot-product instructions
+ * need). A Q4_0 vector's low nibbles are elements 4j..4j+3 and its high
+ * nibbles elements 16+4j..16+4j+3; a Q8_0 vector holds elements 4j..4j+3.
+ * An odd last block is paired with a zero block.
+ *
+ * A Q4_K super-block (256 elements) of one panel is stored as
+ *   32 + 32    the 16 rows' f16 d, then their f16 dmin
+ *   128 + 128  the six-bit group scales as bytes, [group][row], then the mins
+ *   4 x 512    per 64 elements c (groups 2c and 2c+1): 8 vectors, vector j
+ *              holding bytes 4j..4j+3 of the row's 32 quant bytes of c for
+ *              rows 0..15; low nibbles are group 2c, high nibbles group 2c+1.
+ */
+#define NU_PANEL_ROWS 16
+#define NU_PANEL_Q4_K_BYTES 2368 /* one Q4_K super-block of a panel */
+/* An F16 panel is column after column: the 16 rows' halves of column i at
+ * bytes 32i..32i+31 (n_in rounded up to even with a zero column). */
+#define NU_PANEL_ACT 8 /* activation rows one panel kernel call handles */
+
+static inline int nu_panel_type(uint32_t type) {
+    return type == NU_TYPE_Q4_0 || type == NU_TYPE_Q8_0 || type == NU_TYPE_Q4_K ||
+           type == NU_TYPE_F16;
+}
+static inline size_t nu_panel_quant_bytes(uint32_t type) {
+    return type == NU_TYPE_Q4_0 ? 256 : 512;
+}
+static inline size_t nu_panel_pair_bytes(uint32_t type) {
+    return 64 + 2 * nu_panel_quant_bytes(type);
+}
+static inline int64_t nu_panel_pairs(int64_t n_in) {
+    return (n_in / NU_QK + 1) / 2;
+}
+static inline size_t nu_panel_bytes(uint32_t type, int64_t n_in) {
+    if (type == NU_TYPE_Q4_K) return (size_t)(n_in / 256) * NU_PANEL_Q4_K_BYTES;
+    if (type == NU_TYPE_F16) return (size_t)(n_in + 1) / 2 * 64;
+    return (size_t)nu_panel_pairs(n_in) * nu_panel_pair_bytes(type);
+}
+
+/* Computes y[(b0 + v) * n_out + 16 * panel + i] for i < 16, v < k
+ * (1 <= k <= NU_PANEL_ACT) from W->packed. */
+typedef void (*nu_panel_fn)(const nu_matmul_job *job, int64_t panel, int32_t b0, int k);
 
 /* Everything one SIMD level provides. tile[type] is NULL for types the
  * kernels cannot multiply. */
 typedef struct nu_kernel_set {
     const char *name;
     nu_tile_fn tile[NU_TYPE_COUNT];
+    nu_panel_fn panel[NU_TYPE_COUNT]; /* NULL: no panel kernel, W->packed unused */
     nu_act_quant_fn quantize_act;   /* the 32-element block layout above */
     nu_act_quant_fn quantize_act_k; /* the Q8_K layout of kquant.h */
     nu_dot_f32_fn dot_f32;
     nu_dot_f16_fn dot_f16;
     nu_mad_f32_fn mad_f32;
     nu_mad_f16_fn mad_f16;
+    nu_dots_fn dots;           /* nu_vec_dots */
+    nu_mads_fn mads;           /* nu_vec_mads */
+    nu_round_f16_fn round_f16; /* nu_vec_round_f16 */
 } nu_kernel_set;
 
 extern const nu_kernel_set nu_kernels_scalar_set;
@@ -165,6 +222,17 @@ extern const nu_kernel_set nu_kernels_avx512_set;
 
 /* The set of the selected level (initialises on first use). */
 const nu_kernel_set *nu_kernels_current(void);
+
+/* The AVX-512 level's panel kernels (panel_avx512.c). */
+void nu_panel_q4_0_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, int k);
+void nu_panel_q8_0_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, int k);
+void nu_panel_q4_k_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, int k);
+void nu_panel_f16_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, int k);
+
+/* The panel product (activations already in job->act) as units of work:
+ * how many for nth threads, and computing unit `it`. */
+int64_t nu_panel_items(const nu_matmul_job *job, int nth);
+void nu_panel_item(const nu_matmul_job *job, int64_t it, int nth);
 
 /* The scalar activation quantisers; the SIMD ones must match them bit for
  * bit. */

@@ -3,8 +3,8 @@
  * Shared by the kernel files only, like kernels_internal.h.
  *
  * Element order inside a super-block (x = the dequantised value):
- *   Q2_K  8 sub-blocks... 16 groups of 16: scales[i] low nibble = scale,
- *         high nibble = min of group i; x = d * sc * q - dmin * m, q in 0..3.
+ *   Q2_K  16 groups of 16: scales[i] low nibble = scale, high nibble = min
+ *         of group i; x = d * sc * q - dmin * m, q in 0..3.
  *         Elements 128n + 32j + l (n < 2, j < 4, l < 32) are bits 2j..2j+1
  *         of qs[32n + l]; their group is 8n + 2j + l / 16.
  *   Q3_K  x = d * (sc - 32) * (low2 - (hbit ? 0 : 4)); low2 as Q2_K's q, the
@@ -111,6 +111,74 @@ static inline const float *nu_actk_d(const uint8_t *row, int64_t n_in) {
 }
 static inline const int16_t *nu_actk_bsums(const uint8_t *row, int64_t n_in) {
     return (const int16_t *)(const void *)(nu_actk_d(row, n_in) + nu_actk_d_count(n_in));
+}
+
+/* ---- Reference codecs (quant_k.c) -----------------------------------------
+ * One super-block in integer form: element e dequantises to
+ *   (d * sc[g]) * q[e] - dmin * m[g],  g = e / group,
+ * with signed q and sc for Q3_K/Q6_K (their offsets removed; dmin = m = 0)
+ * and unsigned ones with mins for Q2_K/Q4_K/Q5_K. Verified against the
+ * public ggml format description (the dequantisers of ggml-quants.c). */
+typedef struct nu_kq_block {
+    float d, dmin;   /* the f16 super-block scales as floats */
+    int group;       /* elements per group: 16 (Q2_K, Q3_K, Q6_K) or 32 */
+    int16_t sc[16];  /* integer scale per group */
+    int16_t m[16];   /* integer min per group */
+    int8_t q[NU_QK_K];
+} nu_kq_block;
+
+/* Unpacks one super-block of a K type (src need not be aligned). */
+void nu_kq_unpack(uint32_t type, const uint8_t *src, nu_kq_block *out);
+/* Packs the integer form (sc, m, q in range; d, dmin as f16 bits). */
+void nu_kq_pack(uint32_t type, const nu_kq_block *b, uint16_t d, uint16_t dmin, uint8_t *dst);
+/* nu_dequantize_row / nu_quantize_row for the K types (n a multiple of 256). */
+void nu_dequantize_row_k(uint32_t type, const void *src, float *dst, int64_t n);
+void nu_quantize_row_k(uint32_t type, const float *src, void *dst, int64_t n);
+
+/* The scalar tile kernels (dot_k_scalar.c). */
+void nu_tile_q2_k_scalar(const nu_matmul_job *job, int64_t row, int32_t b0, int k);
+void nu_tile_q3_k_scalar(const nu_matmul_job *job, int64_t row, int32_t b0, int k);
+void nu_tile_q4_k_scalar(const nu_matmul_job *job, int64_t row, int32_t b0, int k);
+void nu_tile_q5_k_scalar(const nu_matmul_job *job, int64_t row, int32_t b0, int k);
+void nu_tile_q6_k_scalar(const nu_matmul_job *job, int64_t row, int32_t b0, int k);
+
+/* ---- SIMD tiles and Q8_K quantisers (dot_k_avx2.c, dot_k_avx512.c) ------- */
+void nu_tile_q2_k_avx2(const nu_matmul_job *job, int64_t row, int32_t b0, int k);
+void nu_tile_q3_k_avx2(const nu_matmul_job *job, int64_t row, int32_t b0, int k);
+void nu_tile_q4_k_avx2(const nu_matmul_job *job, int64_t row, int32_t b0, int k);
+void nu_tile_q5_k_avx2(const nu_matmul_job *job, int64_t row, int32_t b0, int k);
+void nu_tile_q6_k_avx2(const nu_matmul_job *job, int64_t row, int32_t b0, int k);
+void nu_quantize_act_k_avx2(const float *x, int64_t n_in, uint8_t *dst);
+void nu_tile_q2_k_avx512(const nu_matmul_job *job, int64_t row, int32_t b0, int k);
+void nu_tile_q3_k_avx512(const nu_matmul_job *job, int64_t row, int32_t b0, int k);
+void nu_tile_q4_k_avx512(const nu_matmul_job *job, int64_t row, int32_t b0, int k);
+void nu_tile_q5_k_avx512(const nu_matmul_job *job, int64_t row, int32_t b0, int k);
+void nu_tile_q6_k_avx512(const nu_matmul_job *job, int64_t row, int32_t b0, int k);
+void nu_quantize_act_k_avx512(const float *x, int64_t n_in, uint8_t *dst);
+
+/* The six-bit scales of Q4_K/Q5_K as bytes, eight per word (byte j = group
+ * j), worked on 32-bit words of scales[12] at once: groups 0..3 are the low
+ * 6 bits of scales[0..3] (mins: of scales[4..7]); groups 4..7 take their low
+ * nibble from scales[8..11] (mins: its high nibble) and their top 2 bits from
+ * bits 6-7 of scales[0..3] (mins: of scales[4..7]). */
+static inline void nu_q4_k_scales_mins(const uint8_t *s, uint64_t *sc, uint64_t *m) {
+    const uint32_t a = nu_load_u32(s), b = nu_load_u32(s + 4), c = nu_load_u32(s + 8);
+    const uint32_t low6 = 0x3F3F3F3Fu, low4 = 0x0F0F0F0Fu, low2 = 0x03030303u;
+    *sc = (a & low6) | (uint64_t)((c & low4) | ((a >> 6) & low2) << 4) << 32;
+    *m = (b & low6) | (uint64_t)(((c >> 4) & low4) | ((b >> 6) & low2) << 4) << 32;
+}
+
+/* The 16 six-bit (unsigned, 0..63) scales of Q3_K as bytes: *lo groups 0..7,
+ * *hi groups 8..15. Low nibbles: scales[0..7] (lo), their high nibbles (hi);
+ * top 2 bits of group i: bits 2 * (i / 4) of scales[8 + i % 4]. */
+static inline void nu_q3_k_scales(const uint8_t *s, uint64_t *lo, uint64_t *hi) {
+    const uint64_t a = nu_load_u32(s) | (uint64_t)nu_load_u32(s + 4) << 32;
+    const uint32_t c = nu_load_u32(s + 8);
+    /* Bytes 0..3: scales[8..11]; bytes 4..7: the same shifted right by 2. */
+    const uint64_t top = c | (uint64_t)(c >> 2) << 32;
+    const uint64_t low4 = 0x0F0F0F0F0F0F0F0Full, low2 = 0x0303030303030303ull;
+    *lo = (a & low4) | (top & low2) << 4;
+    *hi = ((a >> 4) & low4) | ((top >> 4) & low2) << 4;
 }
 
 #endif

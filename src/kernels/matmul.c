@@ -67,39 +67,109 @@ static void matmul_rows(const nu_matmul_job *job, nu_tile_fn tile, int64_t r0, i
     }
 }
 
-/* Each thread claims units until none is left: a thread that starts late
- * (woken late, or sharing its core) finds the work already done. */
-static void matmul_task(void *arg, int ith, int nth) {
-    nu_matmul_job *job = arg;
-    nu_tile_fn tile = nu_kernels_current()->tile[job->W->type];
-    const int64_t n_out = job->W->n_out, unit = rows_per_unit(n_out, nth);
-    const int64_t n_units = (n_out + unit - 1) / unit;
-    (void)ith;
-    for (int64_t u = atomic_fetch_add(&job->next_unit, 1); u < n_units;
-         u = atomic_fetch_add(&job->next_unit, 1)) {
-        int64_t r0 = u * unit, r1 = r0 + unit < n_out ? r0 + unit : n_out;
-        matmul_rows(job, tile, r0, r1);
+/* Units of work of one product: row ranges for the row kernels; (activation
+ * chunk, panel range) items for the panel kernels (packed.c). */
+static int use_panels(const nu_matmul_job *job) {
+    return job->W->packed && nu_kernels_current()->panel[job->W->type];
+}
+
+static int64_t job_units(const nu_matmul_job *job, int nth) {
+    if (use_panels(job)) return nu_panel_items(job, nth);
+    const int64_t unit = rows_per_unit(job->W->n_out, nth);
+    return (job->W->n_out + unit - 1) / unit;
+}
+
+static void job_unit(const nu_matmul_job *job, int64_t u, int nth) {
+    if (use_panels(job)) {
+        nu_panel_item(job, u, nth);
+        return;
     }
+    const int64_t n_out = job->W->n_out, unit = rows_per_unit(n_out, nth);
+    int64_t r0 = u * unit, r1 = r0 + unit < n_out ? r0 + unit : n_out;
+    matmul_rows(job, nu_kernels_current()->tile[job->W->type], r0, r1);
+}
+
+/* Products that share their input, run as one set of units (one wake-up of
+ * the pool for all of them). */
+typedef struct multi_job {
+    nu_matmul_job *jobs;
+    int n;
+    _Atomic int64_t next;
+} multi_job;
+
+/* Each thread claims units until none is left: a thread that starts late
+ * (woken late, or sharing its core) finds the work already done. Which
+ * thread computes a unit never changes its values. */
+static void multi_task(void *arg, int ith, int nth) {
+    multi_job *m = arg;
+    int64_t first[4], total = 0;
+    (void)ith;
+    for (int i = 0; i < m->n; i++) {
+        first[i] = total;
+        total += job_units(&m->jobs[i], nth);
+    }
+    for (int64_t u = atomic_fetch_add(&m->next, 1); u < total; u = atomic_fetch_add(&m->next, 1)) {
+        int i = m->n - 1;
+        while (first[i] > u) i--;
+        job_unit(&m->jobs[i], u - first[i], nth);
+    }
+}
+
+/* The activation layout a weight type multiplies with: 0 float, 1 the
+ * 32-element blocks, 2 Q8_K. */
+static int act_format(uint32_t type) {
+    return nu_type_is_kquant(type) ? 2 : nu_type_is_quantized(type) ? 1 : 0;
+}
+
+/* Sets up job for W and, for quantised types, fills the activations into
+ * scratch unless `act` already holds them (from a product sharing x). */
+static void prepare_job(nu_threadpool *pool, nu_matmul_job *job, const nu_matrix *W,
+                        const float *x, int32_t n_batch, float *y, void *scratch,
+                        const nu_matmul_job *act) {
+    *job = (nu_matmul_job){.W = W, .x = x, .n_batch = n_batch, .y = y};
+    atomic_init(&job->next_unit, 0);
+    const int format = act_format(W->type);
+    if (format == 0) return;
+    uintptr_t p = ((uintptr_t)scratch + 63) & ~(uintptr_t)63;
+    job->act = (uint8_t *)p;
+    job->act_stride = format == 2 ? nu_actk_row_bytes(W->n_in) : nu_act_row_bytes(W->n_in);
+    job->act_n_pad = format == 2 ? W->n_in : nu_act_n_pad(W->n_in);
+    if (act) return;
+    if (n_batch > PARALLEL_QUANT_ROWS)
+        nu_threadpool_run(pool, quantize_task, job);
+    else
+        quantize_task(job, 0, 1);
+}
+
+static int can_multiply(const nu_matrix *W) {
+    return W->n_out > 0 && W->type < NU_TYPE_COUNT && nu_kernels_current()->tile[W->type];
 }
 
 void nu_matmul(nu_threadpool *pool, const nu_matrix *W, const float *x, int32_t n_batch, float *y,
                void *scratch) {
-    const nu_kernel_set *ks = nu_kernels_current();
-    if (n_batch <= 0 || W->n_out <= 0 || W->type >= NU_TYPE_COUNT || !ks->tile[W->type]) return;
-    nu_matmul_job job = {.W = W, .x = x, .n_batch = n_batch, .y = y};
-    atomic_init(&job.next_unit, 0);
-    const int kquant = nu_type_is_kquant(W->type);
-    if (kquant || nu_type_is_quantized(W->type)) {
-        uintptr_t p = ((uintptr_t)scratch + 63) & ~(uintptr_t)63;
-        job.act = (uint8_t *)p;
-        job.act_stride = kquant ? nu_actk_row_bytes(W->n_in) : nu_act_row_bytes(W->n_in);
-        job.act_n_pad = kquant ? W->n_in : nu_act_n_pad(W->n_in);
-        if (n_batch > PARALLEL_QUANT_ROWS)
-            nu_threadpool_run(pool, quantize_task, &job);
-        else
-            quantize_task(&job, 0, 1);
+    nu_matmul_multi(pool, &W, &y, 1, x, n_batch, scratch);
+}
+
+void nu_matmul_multi(nu_threadpool *pool, const nu_matrix *const *W, float *const *y, int n,
+                     const float *x, int32_t n_batch, void *scratch) {
+    if (n_batch <= 0 || n <= 0) return;
+    /* one shared input conversion needs the same length and layout */
+    int shared = n <= 4;
+    for (int i = 1; i < n && shared; i++)
+        shared = W[i]->n_in == W[0]->n_in && act_format(W[i]->type) == act_format(W[0]->type);
+    if (!shared) {
+        for (int i = 0; i < n; i++) nu_matmul_multi(pool, &W[i], &y[i], 1, x, n_batch, scratch);
+        return;
     }
-    nu_threadpool_run(pool, matmul_task, &job);
+    nu_matmul_job jobs[4];
+    multi_job m = {jobs, 0, 0};
+    atomic_init(&m.next, 0);
+    for (int i = 0; i < n; i++) {
+        if (!can_multiply(W[i])) continue;
+        prepare_job(pool, &jobs[m.n], W[i], x, n_batch, y[i], scratch, m.n ? &jobs[0] : NULL);
+        m.n++;
+    }
+    if (m.n) nu_threadpool_run(pool, multi_task, &m);
 }
 
 /* Dot of one weight row with one activation row: the row is dequantised a

@@ -6,7 +6,7 @@
  */
 #include <math.h>
 
-#include "kernels_internal.h"
+#include "kquant.h"
 
 /* ---- Dequantisation -------------------------------------------------------- */
 
@@ -94,6 +94,10 @@ void nu_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n) {
     default:
         if (nu_type_is_quantized(type)) {
             dequantize_blocks(type, s, dst, n / NU_QK);
+            return;
+        }
+        if (nu_type_is_kquant(type)) {
+            nu_dequantize_row_k(type, s, dst, n);
             return;
         }
         for (int64_t i = 0; i < n; i++) dst[i] = 0.0f;
@@ -229,6 +233,10 @@ void nu_quantize_row(uint32_t type, const float *src, void *dst, int64_t n) {
         }
         return;
     default:
+        if (nu_type_is_kquant(type)) {
+            nu_quantize_row_k(type, src, dst, n);
+            return;
+        }
         if (!nu_type_is_quantized(type)) return;
         uint32_t bytes = nu_type_get(type)->block_bytes;
         for (int64_t i = 0; i < n / NU_QK; i++)

@@ -58,7 +58,7 @@ describe("errors", () => {
             [chat({ logprobs: 2 }), "logprobs"], [chat({ top_logprobs: 2 }), "top_logprobs"],
             [chat({ response_format: "json" }), "response_format"], [chat({ stream_options: { include_usage: true } }), "stream_options"],
             [chat({ stream: true, stream_options: { include_usage: "yes" } }), "include_usage"],
-            [chat({ temprature: 1 }), "temprature"], [chat({ echo: true }), "echo"], [chat({ tools: [{ type: "function" }] }), "tools"],
+            [chat({ temprature: 1 }), "temprature"], [chat({ echo: true }), "echo"], [chat({ tools: [{ type: "function" }] }), "tools[0].function"],
         ];
         for (const [body, param] of cases) {
             const url = body.messages ? "/v1/chat/completions" : "/v1/completions";

@@ -1,0 +1,151 @@
+/* packed.c - the panel layout of kernels_internal.h: repacking a matrix at
+ * load time, and the product that runs a level's panel kernel over it.
+ *
+ * Why panels: a row-at-a-time kernel multiplies one weight row with a few
+ * activation rows and must reduce every block's 8 partial lanes and scale
+ * them separately. With 16 rows interleaved, one integer dot-product
+ * instruction advances 16 outputs by 4 columns each, a block's sum lands in
+ * one lane per row without any shuffle, and a single multiply-add applies
+ * 16 rows' scales. Every weight vector is then reused for up to 8 activation
+ * rows while it is in registers.
+ */
+#include <stdatomic.h>
+
+#include "kquant.h"
+
+/* Activation bytes one pass over a thread's panels keeps hot (L2-sized). */
+#define ACT_CHUNK_BYTES (512 * 1024)
+
+/* Units of panels per thread, so a late or preempted thread's share is
+ * taken over by the others. */
+#define UNITS_PER_THREAD 8
+
+size_t nu_matrix_pack_bytes(const nu_matrix *W) {
+    const int64_t block = W->type == NU_TYPE_Q4_K ? NU_QK_K : W->type == NU_TYPE_F16 ? 1 : NU_QK;
+    if (!nu_panel_type(W->type) || W->n_out % NU_PANEL_ROWS || W->n_in % block || W->n_in <= 0)
+        return 0;
+    if (!nu_kernels_current()->panel[W->type]) return 0;
+    return (size_t)(W->n_out / NU_PANEL_ROWS) * nu_panel_bytes(W->type, W->n_in);
+}
+
+/* One block (index kb) of the 16 rows starting at `rows` into a pair slot:
+ * its scales at scales[0..15] and its quants at q, four bytes of a row at a
+ * time. Missing blocks (kb past the row's end) get zero scales and quants
+ * that stand for zero. */
+static void pack_block(const nu_matrix *W, const uint8_t *rows, int64_t kb, uint16_t *scales,
+                       uint8_t *q) {
+    const int q8 = W->type == NU_TYPE_Q8_0;
+    const size_t bytes = q8 ? NU_Q8_0_BYTES : NU_Q4_0_BYTES, nq = bytes - 2;
+    /* Q8_0 quants become unsigned: q + 128 flips each byte's top bit */
+    const uint32_t flip = q8 ? 0x80808080u : 0, zero = q8 ? 0x80808080u : 0x88888888u;
+    const int present = kb < W->n_in / NU_QK;
+    for (int r = 0; r < NU_PANEL_ROWS; r++) {
+        const uint8_t *blk = rows + (size_t)r * W->row_bytes + (size_t)kb * bytes;
+        scales[r] = present ? nu_load_u16(blk) : 0;
+        for (size_t j = 0; j < nq; j += 4) {
+            uint32_t v = present ? nu_load_u32(blk + 2 + j) ^ flip : zero;
+            memcpy(q + j / 4 * 64 + (size_t)r * 4, &v, 4);
+        }
+    }
+}
+
+/* Super-block sb of the 16 Q4_K rows starting at `rows`, in the layout of
+ * kernels_internal.h. */
+static void pack_q4_k(const nu_matrix *W, const uint8_t *rows, int64_t sb, uint8_t *out) {
+    for (int r = 0; r < NU_PANEL_ROWS; r++) {
+        const nu_block_q4_k *b =
+            (const nu_block_q4_k *)(const void *)(rows + (size_t)r * W->row_bytes) + sb;
+        uint64_t sc, m;
+        nu_q4_k_scales_mins(b->scales, &sc, &m);
+        memcpy(out + 2 * r, &b->d, 2);
+        memcpy(out + 32 + 2 * r, &b->dmin, 2);
+        for (int g = 0; g < 8; g++) {
+            out[64 + 16 * g + r] = (uint8_t)(sc >> (8 * g));
+            out[192 + 16 * g + r] = (uint8_t)(m >> (8 * g));
+        }
+        for (int c = 0; c < 4; c++)
+            for (int j = 0; j < 8; j++)
+                memcpy(out + 320 + 512 * c + 64 * j + 4 * r, b->qs + 32 * c + 4 * j, 4);
+    }
+}
+
+/* The 16 F16 rows starting at `rows`, column by column. */
+static void pack_f16(const nu_matrix *W, const uint8_t *rows, uint8_t *out) {
+    const int64_t cols = (W->n_in + 1) / 2 * 2;
+    for (int r = 0; r < NU_PANEL_ROWS; r++) {
+        const uint16_t *row = (const uint16_t *)(const void *)(rows + (size_t)r * W->row_bytes);
+        for (int64_t i = 0; i < cols; i++) {
+            uint16_t h = i < W->n_in ? row[i] : 0;
+            memcpy(out + 32 * i + 2 * r, &h, 2);
+        }
+    }
+}
+
+void nu_matrix_pack(const nu_matrix *W, void *dst, int64_t panel_begin, int64_t panel_end) {
+    if (W->type == NU_TYPE_F16) {
+        const size_t panel_bytes = nu_panel_bytes(W->type, W->n_in);
+        for (int64_t p = panel_begin; p < panel_end; p++)
+            pack_f16(W, (const uint8_t *)W->data + (size_t)p * NU_PANEL_ROWS * W->row_bytes,
+                     (uint8_t *)dst + (size_t)p * panel_bytes);
+        return;
+    }
+    if (W->type == NU_TYPE_Q4_K) {
+        const size_t panel_bytes = nu_panel_bytes(W->type, W->n_in);
+        for (int64_t p = panel_begin; p < panel_end; p++)
+            for (int64_t sb = 0; sb < W->n_in / NU_QK_K; sb++)
+                pack_q4_k(W, (const uint8_t *)W->data + (size_t)p * NU_PANEL_ROWS * W->row_bytes,
+                          sb, (uint8_t *)dst + (size_t)p * panel_bytes +
+                                  (size_t)sb * NU_PANEL_Q4_K_BYTES);
+        return;
+    }
+    const size_t pair = nu_panel_pair_bytes(W->type), qb = nu_panel_quant_bytes(W->type);
+    const size_t panel_bytes = nu_panel_bytes(W->type, W->n_in);
+    const int64_t pairs = nu_panel_pairs(W->n_in);
+    for (int64_t p = panel_begin; p < panel_end; p++) {
+        const uint8_t *rows = (const uint8_t *)W->data + (size_t)p * NU_PANEL_ROWS * W->row_bytes;
+        uint8_t *out = (uint8_t *)dst + (size_t)p * panel_bytes;
+        for (int64_t i = 0; i < pairs; i++) {
+            uint8_t *slot = out + (size_t)i * pair;
+            uint16_t scales[2 * NU_PANEL_ROWS];
+            pack_block(W, rows, 2 * i, scales, slot + 64);
+            pack_block(W, rows, 2 * i + 1, scales + NU_PANEL_ROWS, slot + 64 + qb);
+            memcpy(slot, scales, sizeof scales);
+        }
+    }
+}
+
+/* Panels per unit of work. */
+static int64_t panels_per_unit(int64_t n_panels, int nth) {
+    int64_t u = n_panels / ((int64_t)nth * UNITS_PER_THREAD);
+    return u > 0 ? u : 1;
+}
+
+/* Activation rows per chunk: a multiple of NU_PANEL_ACT whose quantised
+ * rows fit ACT_CHUNK_BYTES (at least one group). */
+static int32_t act_rows_per_chunk(const nu_matmul_job *job) {
+    const size_t stride = job->act_stride ? job->act_stride : (size_t)job->W->n_in * sizeof(float);
+    int64_t rows = (int64_t)(ACT_CHUNK_BYTES / stride) / NU_PANEL_ACT * NU_PANEL_ACT;
+    if (rows < NU_PANEL_ACT) rows = NU_PANEL_ACT;
+    return rows < job->n_batch ? (int32_t)rows : job->n_batch;
+}
+
+/* Work items are (activation chunk, unit of panels) pairs, chunk-major, so
+ * both threads work on the same activation rows while they are in cache. */
+int64_t nu_panel_items(const nu_matmul_job *job, int nth) {
+    const int64_t n_panels = job->W->n_out / NU_PANEL_ROWS, unit = panels_per_unit(n_panels, nth);
+    const int32_t chunk = act_rows_per_chunk(job);
+    return (job->n_batch + chunk - 1) / chunk * ((n_panels + unit - 1) / unit);
+}
+
+void nu_panel_item(const nu_matmul_job *job, int64_t it, int nth) {
+    nu_panel_fn fn = nu_kernels_current()->panel[job->W->type];
+    const int64_t n_panels = job->W->n_out / NU_PANEL_ROWS, unit = panels_per_unit(n_panels, nth);
+    const int64_t units = (n_panels + unit - 1) / unit;
+    const int32_t chunk = act_rows_per_chunk(job);
+    const int32_t a0 = (int32_t)(it / units) * chunk;
+    const int32_t a1 = job->n_batch - a0 < chunk ? job->n_batch : a0 + chunk;
+    const int64_t p0 = it % units * unit, p1 = p0 + unit < n_panels ? p0 + unit : n_panels;
+    for (int64_t p = p0; p < p1; p++)
+        for (int32_t b = a0; b < a1; b += NU_PANEL_ACT)
+            fn(job, p, b, a1 - b < NU_PANEL_ACT ? a1 - b : NU_PANEL_ACT);
+}

@@ -1,0 +1,235 @@
+/* panel_avx512.c - panel kernels (see packed.c) for AVX-512 + VNNI.
+ *
+ * For one block of one panel, vector j (j < 8) holds columns 4j..4j+3 of the
+ * 16 rows as unsigned bytes. vpdpbusd with the four activation bytes of
+ * those columns broadcast to every lane adds each row's four products into
+ * that row's lane, so after 8 instructions lane r holds the whole block's
+ * integer dot product for row r. The block then costs, per activation row,
+ * one conversion and two multiply-adds for all 16 rows:
+ *   sum += float(dot) * (d_w * d_a)           (16 row scales times d_a)
+ *   sum -= (off * d_w) * (d_a * sum(q_a))     (the stored offset: 8 or 128)
+ * The weight vectors are unpacked once per block and reused for up to 8
+ * activation rows. Integer sums are exact, so however the 8 instructions
+ * are grouped the lanes are the same; the float operations per activation
+ * row are the same sequence for any k, so results do not depend on the
+ * batch or the grouping.
+ */
+#include <immintrin.h>
+
+#include "kquant.h"
+
+#define INLINE static inline __attribute__((always_inline))
+#define PREFETCH_BYTES 2048 /* how far ahead in the panel to prefetch */
+
+/* The 8 weight vectors of one block (Q4_0: nibbles; Q8_0: bytes + 128). */
+INLINE void load_block(uint32_t type, const uint8_t *q, __m512i w[8]) {
+    if (type == NU_TYPE_Q4_0) {
+        const __m512i low = _mm512_set1_epi8(0x0F);
+        for (int j = 0; j < 4; j++) {
+            __m512i v = _mm512_load_si512((const void *)(q + 64 * j));
+            w[j] = _mm512_and_si512(v, low);
+            w[j + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+        }
+    } else {
+        for (int j = 0; j < 8; j++) w[j] = _mm512_load_si512((const void *)(q + 64 * j));
+    }
+}
+
+/* The block's integer dot products for one activation row (its 32 quants
+ * at x): two chains of four so consecutive instructions are independent. */
+INLINE __m512i block_dot(const __m512i w[8], const int8_t *x) {
+    __m512i a = _mm512_setzero_si512(), b = _mm512_setzero_si512();
+    for (int j = 0; j < 8; j += 2) {
+        a = _mm512_dpbusd_epi32(a, w[j], _mm512_set1_epi32((int)nu_load_u32(x + 4 * j)));
+        b = _mm512_dpbusd_epi32(b, w[j + 1], _mm512_set1_epi32((int)nu_load_u32(x + 4 * j + 4)));
+    }
+    return _mm512_add_epi32(a, b);
+}
+
+INLINE void panel_kernel(uint32_t type, const nu_matmul_job *job, int64_t panel, int32_t b0,
+                         int k) {
+    const float off = type == NU_TYPE_Q4_0 ? 8.0f : 128.0f;
+    const size_t pair = nu_panel_pair_bytes(type), qb = nu_panel_quant_bytes(type);
+    const int64_t pairs = nu_panel_pairs(job->W->n_in), n_pad = job->act_n_pad;
+    const uint8_t *base =
+        (const uint8_t *)job->W->packed + (size_t)panel * nu_panel_bytes(type, job->W->n_in);
+    const int8_t *xq[NU_PANEL_ACT];
+    const float *xd[NU_PANEL_ACT], *xs[NU_PANEL_ACT];
+    __m512 sum[NU_PANEL_ACT];
+    for (int v = 0; v < k; v++) {
+        const uint8_t *row = nu_job_act(job, b0 + v);
+        xq[v] = nu_act_q(row);
+        xd[v] = nu_act_d(row, n_pad);
+        xs[v] = nu_act_s(row, n_pad);
+        sum[v] = _mm512_setzero_ps();
+    }
+    for (int64_t p = 0; p < pairs; p++) {
+        const uint8_t *slot = base + (size_t)p * pair;
+        for (size_t i = 0; i < pair; i += 64)
+            _mm_prefetch((const char *)(slot + PREFETCH_BYTES + i), _MM_HINT_T0);
+        for (int h = 0; h < 2; h++) {
+            const int64_t kb = 2 * p + h;
+            const __m512 dw =
+                _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(slot + 32 * h)));
+            const __m512 dw_off = _mm512_mul_ps(dw, _mm512_set1_ps(off));
+            __m512i w[8];
+            load_block(type, slot + 64 + (size_t)h * qb, w);
+            for (int v = 0; v < k; v++) {
+                const __m512i dot = block_dot(w, xq[v] + kb * NU_QK);
+                const __m512 dwa = _mm512_mul_ps(dw, _mm512_set1_ps(xd[v][kb]));
+                sum[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), dwa, sum[v]);
+                sum[v] = _mm512_fnmadd_ps(dw_off, _mm512_set1_ps(xs[v][kb]), sum[v]);
+            }
+        }
+    }
+    const int64_t n_out = job->W->n_out;
+    for (int v = 0; v < k; v++)
+        _mm512_storeu_ps(job->y + (size_t)(b0 + v) * (size_t)n_out + (size_t)panel * NU_PANEL_ROWS,
+                         sum[v]);
+}
+
+/* Q4_K against Q8_K activations (k <= 4: with the per-row sums below, more
+ * would not fit the 32 vector registers). Per group s of 32 and activation
+ * row, the integer block dot becomes float and is weighted by the 16 rows'
+ * six-bit scales; the mins are weighted integer sums of the activations'
+ * 16-element sums (vpdpwssd: each row's min twice, against two sums). At the
+ * super-block's end:
+ *   sum += groups * (d_w * d_a) - float(mins) * (dmin_w * d_a). */
+INLINE void panel_q4_k(const nu_matmul_job *job, int64_t panel, int32_t b0, int k) {
+    const int64_t n_in = job->W->n_in, nsb = n_in / NU_QK_K;
+    const uint8_t *base = (const uint8_t *)job->W->packed +
+                          (size_t)panel * nu_panel_bytes(NU_TYPE_Q4_K, n_in);
+    const __m512i low = _mm512_set1_epi8(0x0F);
+    const int8_t *xq[4];
+    const float *xd[4];
+    const int16_t *xb[4];
+    __m512 sum[4];
+    for (int v = 0; v < k; v++) {
+        const uint8_t *row = nu_job_act(job, b0 + v);
+        xq[v] = nu_actk_q(row);
+        xd[v] = nu_actk_d(row, n_in);
+        xb[v] = nu_actk_bsums(row, n_in);
+        sum[v] = _mm512_setzero_ps();
+    }
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *blk = base + (size_t)sb * NU_PANEL_Q4_K_BYTES;
+        for (int i = 0; i < NU_PANEL_Q4_K_BYTES; i += 64)
+            _mm_prefetch((const char *)(blk + PREFETCH_BYTES + i), _MM_HINT_T0);
+        __m512 groups[4];
+        __m512i mins[4];
+        for (int v = 0; v < k; v++) {
+            groups[v] = _mm512_setzero_ps();
+            mins[v] = _mm512_setzero_si512();
+        }
+        for (int g = 0; g < 8; g++) {
+            const uint8_t *qv = blk + 320 + 512 * (g / 2);
+            __m512i w[8];
+            for (int j = 0; j < 8; j++) {
+                __m512i x = _mm512_load_si512((const void *)(qv + 64 * j));
+                w[j] = _mm512_and_si512(g % 2 ? _mm512_srli_epi16(x, 4) : x, low);
+            }
+            const __m512 scale = _mm512_cvtepi32_ps(
+                _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(const void *)(blk + 64 + 16 * g))));
+            const __m512i m32 =
+                _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(const void *)(blk + 192 + 16 * g)));
+            const __m512i m_twice = _mm512_or_si512(m32, _mm512_slli_epi32(m32, 16));
+            for (int v = 0; v < k; v++) {
+                const __m512i dot = block_dot(w, xq[v] + sb * NU_QK_K + 32 * g);
+                groups[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, groups[v]);
+                mins[v] = _mm512_dpwssd_epi32(
+                    mins[v], m_twice,
+                    _mm512_set1_epi32((int)nu_load_u32(xb[v] + sb * 16 + 2 * g)));
+            }
+        }
+        const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)blk));
+        const __m512 dmw =
+            _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(blk + 32)));
+        for (int v = 0; v < k; v++) {
+            const __m512 da = _mm512_set1_ps(xd[v][sb]);
+            sum[v] = _mm512_fmadd_ps(groups[v], _mm512_mul_ps(dw, da), sum[v]);
+            sum[v] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins[v]), _mm512_mul_ps(dmw, da), sum[v]);
+        }
+    }
+    const int64_t n_out = job->W->n_out;
+    for (int v = 0; v < k; v++)
+        _mm512_storeu_ps(job->y + (size_t)(b0 + v) * (size_t)n_out + (size_t)panel * NU_PANEL_ROWS,
+                         sum[v]);
+}
+
+void nu_panel_q4_k_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, int k) {
+    for (int done = 0; done < k; done += 4) {
+        switch (k - done) {
+        case 1: panel_q4_k(job, panel, b0 + done, 1); break;
+        case 2: panel_q4_k(job, panel, b0 + done, 2); break;
+        case 3: panel_q4_k(job, panel, b0 + done, 3); break;
+        default: panel_q4_k(job, panel, b0 + done, 4); break;
+        }
+    }
+}
+
+/* F16 weights against float activations: each 64-byte load is two columns
+ * of the 16 rows, widened, and multiplied with each activation row's two
+ * values broadcast. Even and odd columns go to separate accumulators (so
+ * consecutive multiply-adds are independent), added at the end. */
+INLINE void panel_f16(const nu_matmul_job *job, int64_t panel, int32_t b0, int k) {
+    const int64_t n_in = job->W->n_in, pairs = (n_in + 1) / 2;
+    const uint8_t *base =
+        (const uint8_t *)job->W->packed + (size_t)panel * nu_panel_bytes(NU_TYPE_F16, n_in);
+    const float *x[NU_PANEL_ACT];
+    __m512 even[NU_PANEL_ACT], odd[NU_PANEL_ACT];
+    for (int v = 0; v < k; v++) {
+        x[v] = job->x + (size_t)(b0 + v) * (size_t)n_in;
+        even[v] = odd[v] = _mm512_setzero_ps();
+    }
+    int64_t p = 0;
+    for (; p < n_in / 2; p++) {
+        const __m512i both = _mm512_load_si512((const void *)(base + 64 * p));
+        if (p % 8 == 0) _mm_prefetch((const char *)(base + 64 * p + PREFETCH_BYTES), _MM_HINT_T0);
+        const __m512 w0 = _mm512_cvtph_ps(_mm512_castsi512_si256(both));
+        const __m512 w1 = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(both, 1));
+        for (int v = 0; v < k; v++) {
+            even[v] = _mm512_fmadd_ps(w0, _mm512_set1_ps(x[v][2 * p]), even[v]);
+            odd[v] = _mm512_fmadd_ps(w1, _mm512_set1_ps(x[v][2 * p + 1]), odd[v]);
+        }
+    }
+    if (p < pairs) { /* odd n_in: the last column, paired with a zero one */
+        const __m512 w0 = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(base + 64 * p)));
+        for (int v = 0; v < k; v++)
+            even[v] = _mm512_fmadd_ps(w0, _mm512_set1_ps(x[v][2 * p]), even[v]);
+    }
+    const int64_t n_out = job->W->n_out;
+    for (int v = 0; v < k; v++)
+        _mm512_storeu_ps(job->y + (size_t)(b0 + v) * (size_t)n_out + (size_t)panel * NU_PANEL_ROWS,
+                         _mm512_add_ps(even[v], odd[v]));
+}
+
+/* One function per type, the activation count a compile-time constant. */
+#define DEFINE_PANEL(fn, TYPE)                                                                     \
+    void fn(const nu_matmul_job *job, int64_t panel, int32_t b0, int k) {                          \
+        switch (k) {                                                                               \
+        case 1: panel_kernel(TYPE, job, panel, b0, 1); break;                                      \
+        case 2: panel_kernel(TYPE, job, panel, b0, 2); break;                                      \
+        case 3: panel_kernel(TYPE, job, panel, b0, 3); break;                                      \
+        case 4: panel_kernel(TYPE, job, panel, b0, 4); break;                                      \
+        case 5: panel_kernel(TYPE, job, panel, b0, 5); break;                                      \
+        case 6: panel_kernel(TYPE, job, panel, b0, 6); break;                                      \
+        case 7: panel_kernel(TYPE, job, panel, b0, 7); break;                                      \
+        default: panel_kernel(TYPE, job, panel, b0, 8); break;                                     \
+        }                                                                                          \
+    }
+
+DEFINE_PANEL(nu_panel_q4_0_avx512, NU_TYPE_Q4_0)
+DEFINE_PANEL(nu_panel_q8_0_avx512, NU_TYPE_Q8_0)
+
+void nu_panel_f16_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, int k) {
+    switch (k) {
+    case 1: panel_f16(job, panel, b0, 1); break;
+    case 2: panel_f16(job, panel, b0, 2); break;
+    case 3: panel_f16(job, panel, b0, 3); break;
+    case 4: panel_f16(job, panel, b0, 4); break;
+    case 5: panel_f16(job, panel, b0, 5); break;
+    case 6: panel_f16(job, panel, b0, 6); break;
+    case 7: panel_f16(job, panel, b0, 7); break;
+    default: panel_f16(job, panel, b0, 8); break;
+    }
+}
