@@ -40,7 +40,8 @@ int main(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("nucleus %s (%s kernels)\n", NU_VERSION_STRING, nu_simd_level());
+        printf("nucleus %s (%s kernels; AMX: %s)\n", NU_VERSION_STRING, nu_simd_level(),
+               nu_amx_status());
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)

@@ -1031,6 +1031,12 @@ nu_status nu_resolve_model(const char *ref, bool allow_download, nu_progress_cal
 /* The SIMD level the kernels use on this CPU: "avx512", "avx2" or "scalar".
  * NUCLEUS_SIMD=scalar|avx2|avx512 in the environment lowers it. */
 const char *nu_simd_level(void);
+/* Whether the CPU's AMX tile units can be used by this process: "absent ...",
+ * "reported by CPUID but the OS does not enable ...", "enabled but ...
+ * refused permission" or "available ...". Asking requests the Linux
+ * permission the first time. No kernel uses AMX yet: every level runs
+ * without it. */
+const char *nu_amx_status(void);
 /* Wall-clock milliseconds from a monotonic clock. */
 double nu_time_ms(void);
 

@@ -877,6 +877,28 @@ static void test_matmul_multi(void **state) {
     free(x);
 }
 
+/* The AMX answer agrees with what the kernel tells /proc/cpuinfo: without
+ * the amx_tile flag the units are absent or not enabled; with it (and the
+ * kernel listing it only when the OS supports it) they are at least
+ * enabled. Asking twice gives the same answer. */
+static void test_amx_status(void **state) {
+    (void)state;
+    const char *s = nu_amx_status();
+    assert_non_null(s);
+    assert_string_equal(s, nu_amx_status());
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) skip();
+    char line[4096];
+    int flag = 0;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "flags", 5) == 0 && strstr(line, " amx_tile")) flag = 1;
+    fclose(f);
+    if (flag)
+        assert_true(strncmp(s, "available", 9) == 0 || strncmp(s, "enabled", 7) == 0);
+    else
+        assert_true(strncmp(s, "absent", 6) == 0 || strncmp(s, "reported", 8) == 0);
+}
+
 /* Degenerate calls do nothing and touch nothing. */
 static void test_matmul_empty(void **state) {
     (void)state;
@@ -1027,6 +1049,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_panels),
         cmocka_unit_test(test_grouped_vector_helpers),
         cmocka_unit_test(test_matmul_multi),
+        cmocka_unit_test(test_amx_status),
         cmocka_unit_test(test_vector_helpers),
         cmocka_unit_test(test_threadpool),
         cmocka_unit_test(test_threadpool_sleep_wake),

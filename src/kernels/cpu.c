@@ -8,6 +8,11 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "kernels_internal.h"
 #include "nucleus.h"
@@ -108,4 +113,44 @@ void nu_vec_mads(uint32_t type, float *const *y, const float *a, int k, const vo
 
 void nu_vec_round_f16(float *x, int64_t n) {
     nu_kernels_current()->round_f16(x, n);
+}
+
+/* AMX tile units. Three things must hold before a tile instruction may run:
+ * CPUID reports AMX-TILE and AMX-INT8 (leaf 7, EDX bits 24 and 25), the OS
+ * saves the tile state (XCR0 bits 17 and 18, read with xgetbv once CPUID
+ * says OSXSAVE), and Linux has granted this process the tile data state
+ * (arch_prctl ARCH_REQ_XCOMP_PERM for feature 18); without the grant the
+ * first tile instruction kills the process. The answer is computed once. */
+static _Atomic int amx_state = -1;
+
+static int detect_amx(void) {
+#if defined(__x86_64__)
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 25)))
+        return 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return 1;
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & (3u << 17)) != (3u << 17)) return 1;
+    const long arch_req_xcomp_perm = 0x1023, xfeature_xtiledata = 18;
+    if (syscall(SYS_arch_prctl, arch_req_xcomp_perm, xfeature_xtiledata) != 0) return 2;
+    return 3;
+#else
+    return 0;
+#endif
+}
+
+const char *nu_amx_status(void) {
+    static const char *const names[] = {
+        "absent (not reported by CPUID)",
+        "reported by CPUID but the OS does not enable the tile state",
+        "enabled but this process was refused permission",
+        "available (nucleus has no AMX kernel yet)",
+    };
+    int s = atomic_load(&amx_state);
+    if (s < 0) {
+        s = detect_amx();
+        atomic_store(&amx_state, s);
+    }
+    return names[s];
 }
