@@ -105,16 +105,29 @@ static int64_t cached_tokens(const srv_job *job) {
     return n;
 }
 
-/* usage, with OpenAI's prompt_tokens_details.cached_tokens. */
+/* usage, with OpenAI's prompt_tokens_details.cached_tokens and, when the
+ * request was decoded speculatively, completion_tokens_details'
+ * accepted_prediction_tokens / rejected_prediction_tokens (draft tokens the
+ * model kept / refused). */
 static cJSON *usage_json(const srv_job *job) {
-    int64_t prompt, completion;
+    int64_t prompt, completion, drafted = 0, accepted = 0;
     srv_job_usage(job, &prompt, &completion);
+    for (int32_t i = 0; job->results && i < job->n_results; i++) {
+        drafted += job->results[i].n_drafted;
+        accepted += job->results[i].n_accepted;
+    }
     cJSON *u = cJSON_CreateObject(), *details = cJSON_CreateObject();
     cJSON_AddNumberToObject(u, "prompt_tokens", (double)prompt);
     cJSON_AddNumberToObject(u, "completion_tokens", (double)completion);
     cJSON_AddNumberToObject(u, "total_tokens", (double)(prompt + completion));
     cJSON_AddNumberToObject(details, "cached_tokens", (double)cached_tokens(job));
     cJSON_AddItemToObject(u, "prompt_tokens_details", details);
+    if (drafted > 0) {
+        cJSON *c = cJSON_CreateObject();
+        cJSON_AddNumberToObject(c, "accepted_prediction_tokens", (double)accepted);
+        cJSON_AddNumberToObject(c, "rejected_prediction_tokens", (double)(drafted - accepted));
+        cJSON_AddItemToObject(u, "completion_tokens_details", c);
+    }
     return u;
 }
 

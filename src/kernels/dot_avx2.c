@@ -338,22 +338,7 @@ static void mad_f16(float *y, const uint16_t *x, float a, int64_t n) {
 }
 
 /* Several vectors against one row: float_dots with the count a constant. */
-static void dots(uint32_t type, const void *row, const float *const *q, int k, int64_t n,
-                 float *out) {
-#define DOTS(TYPE)                                                                                 \
-    switch (k) {                                                                                   \
-    case 1: float_dots(TYPE, row, q, 1, n, out); break;                                           \
-    case 2: float_dots(TYPE, row, q, 2, n, out); break;                                           \
-    case 3: float_dots(TYPE, row, q, 3, n, out); break;                                           \
-    default: float_dots(TYPE, row, q, 4, n, out); break;                                          \
-    }
-    if (type == NU_TYPE_F16) {
-        DOTS(NU_TYPE_F16)
-    } else {
-        DOTS(NU_TYPE_F32)
-    }
-#undef DOTS
-}
+NU_DEFINE_DOTS(dots, float_dots)
 
 /* mad_f32/mad_f16 for k outputs, the row converted once per 8 elements. */
 static void mads(uint32_t type, float *const *y, const float *a, int k, const void *x, int64_t n) {

@@ -229,6 +229,25 @@ void nu_panel_q8_0_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, i
 void nu_panel_q4_k_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, int k);
 void nu_panel_f16_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, int k);
 
+/* Defines `static void name(type, row, q, k, n, out)` (a nu_dots_fn) from a
+ * level's inline float_dots(type, row, q, k, n, out), with the type and the
+ * vector count 1..4 as compile-time constants. */
+#define NU_DEFINE_DOTS(name, float_dots)                                                           \
+    static void name(uint32_t type, const void *row, const float *const *q, int k, int64_t n,      \
+                     float *out) {                                                                 \
+        const int f16 = type == NU_TYPE_F16;                                                       \
+        switch (k + 4 * f16) {                                                                     \
+        case 1: float_dots(NU_TYPE_F32, row, q, 1, n, out); break;                                 \
+        case 2: float_dots(NU_TYPE_F32, row, q, 2, n, out); break;                                 \
+        case 3: float_dots(NU_TYPE_F32, row, q, 3, n, out); break;                                 \
+        case 4: float_dots(NU_TYPE_F32, row, q, 4, n, out); break;                                 \
+        case 5: float_dots(NU_TYPE_F16, row, q, 1, n, out); break;                                 \
+        case 6: float_dots(NU_TYPE_F16, row, q, 2, n, out); break;                                 \
+        case 7: float_dots(NU_TYPE_F16, row, q, 3, n, out); break;                                 \
+        default: float_dots(NU_TYPE_F16, row, q, 4, n, out); break;                                \
+        }                                                                                          \
+    }
+
 /* The panel product (activations already in job->act) as units of work:
  * how many for nth threads, and computing unit `it`. */
 int64_t nu_panel_items(const nu_matmul_job *job, int nth);

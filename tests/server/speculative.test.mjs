@@ -112,6 +112,12 @@ describe("speculative decoding", () => {
         const { body: b } = body(4, { draft_max: 3 });
         const r = await openai.completions.create(b);
         assert.equal(r.choices[0].text, expected[4]);
+        // usage reports the draft tokens kept and refused; an opted-out request has none
+        const d = r.usage.completion_tokens_details;
+        assert.ok(d && d.accepted_prediction_tokens + d.rejected_prediction_tokens > 0, JSON.stringify(r.usage));
+        assert.ok(d.accepted_prediction_tokens <= r.usage.completion_tokens);
+        const off = await openai.completions.create(body(4, { speculative: false }).body);
+        assert.equal(off.usage.completion_tokens_details, undefined, JSON.stringify(off.usage));
     });
 
     test("bad speculation fields are 400s naming the field", async () => {
