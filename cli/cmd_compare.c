@@ -416,6 +416,12 @@ int cmd_compare(int argc, char **argv) {
     cli_run_opts_init(&o.run);
     int rc = parse(&o, argc, argv);
     if (rc) return rc < 0 ? 0 : rc;
+    if (o.run.sampling.watermark.key || o.run.watermark_tuned) {
+        /* compare draws single tokens with no context, which the green list needs */
+        cli_error("compare does not take --watermark: the green list depends on the previous "
+                  "tokens, and compare samples one position without history");
+        return 2;
+    }
     distribution d = {0};
     nu_model *m = NULL;
     nu_context *ctx = NULL;

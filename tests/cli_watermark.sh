@@ -84,6 +84,7 @@ check "an empty key is refused" 'refused "non-empty key" gen -n 5 --watermark ""
 check "detect without a key is refused" 'refused "needs the key" detect -p hi'
 check "detect with an empty key is refused" 'refused "needs the key" detect --watermark "" -p hi'
 check "settings without a key are refused" 'refused "need --watermark KEY" gen -n 5 --watermark-delta 3'
+check "compare with --watermark is refused" 'refused "compare does not take --watermark" "$nucleus" compare -m "$model" -p hi --watermark k'
 check "--beam with --watermark is refused" 'refused "cannot be combined with --beam" gen -n 5 --beam 2 --watermark k'
 check "bad --tokens are refused" '! detect --watermark k --tokens 1,x,3 >/dev/null'
 check "ids outside the vocabulary are refused" '! detect --watermark k --tokens 1,512 >/dev/null && grep -q vocabulary "$tmp/err"'
