@@ -6,10 +6,17 @@
 // programs for --rounds rounds (so both see the same machine conditions), and
 // prints medians of all repetitions, the ratios nucleus / llama.cpp, and the
 // generation speed as a fraction of the memory-bandwidth ceiling
-// (bandwidth / bytes of weights read per token) when --membw is given.
+// (bandwidth / bytes of weights read per token). The bandwidth is either given
+// (--membw GB/s) or measured right before every run of either program with
+// ../shared/tools/membw.c built as --membw-bin (recommended: on a shared
+// machine the bandwidth itself moves by tens of percent from minute to
+// minute, so each run is set against the ceiling measured next to it).
+// Bytes per token = file size minus the token-embedding table (only one of
+// its rows is read per token unless it is also the output matrix).
 //
 // usage: node bench/peer_bench.mjs --llama-bench PATH [--nucleus PATH] [-t THREADS]
-//          [-p N] [-n N] [-r REPS] [--rounds N] [--membw GB/s] [--json] MODEL.gguf...
+//          [-p N] [-n N] [-r REPS] [--rounds N] [--membw GB/s | --membw-bin PATH]
+//          [--json] MODEL.gguf...
 // llama-bench needs its shared libraries: LD_LIBRARY_PATH is set to its directory.
 import { execFileSync } from 'node:child_process';
 import { statSync } from 'node:fs';
@@ -27,7 +34,7 @@ function usage(msg) {
 
 function parseArgs(argv) {
   const o = { nucleus: resolve(here, '../build/nucleus'), llama: null, threads: 2, prompt: 512,
-              gen: 128, reps: 3, rounds: 2, membw: 0, json: false, models: [] };
+              gen: 128, reps: 3, rounds: 2, membw: 0, membwBin: null, json: false, models: [] };
   const num = (v, name) => {
     const x = Number(v);
     if (!Number.isFinite(x) || x < 0) usage(`${name} needs a non-negative number, got '${v}'`);
@@ -43,6 +50,7 @@ function parseArgs(argv) {
     else if (a === '-r' || a === '--reps') o.reps = num(next(), a);
     else if (a === '--rounds') o.rounds = num(next(), a);
     else if (a === '--membw') o.membw = num(next(), a);
+    else if (a === '--membw-bin') o.membwBin = next();
     else if (a === '--json') o.json = true;
     else if (a.startsWith('-')) usage(`unknown option ${a}`);
     else o.models.push(a);
@@ -93,6 +101,37 @@ function runLlama(o, model) {
   return res;
 }
 
+// Read bandwidth in GB/s from membw.c's output ("read_bw_best=41.4 GB/s").
+function measureBandwidth(o) {
+  if (!o.membwBin) return o.membw;
+  const out = execFileSync(o.membwBin, ['2048'], { encoding: 'utf8',
+    env: { ...process.env, OMP_NUM_THREADS: String(o.threads) } });
+  const m = out.match(/read_bw_best=([0-9.]+)/);
+  if (!m) throw new Error(`cannot read the bandwidth from: ${out}`);
+  return Number(m[1]);
+}
+
+// Bytes a generated token reads: every weight except the embedding table's
+// other rows (a tied table is the output matrix too, read whole).
+function bytesPerToken(model, fileBytes) {
+  const info = execFileSync(resolve(here, '../build/nucleus'), ['info', '-m', model],
+                            { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'],
+                              maxBuffer: 1 << 26 });
+  const emb = info.match(/^\s*token_embd\.weight\s+\S+\s+\[[^\]]*\]\s+([0-9]+)/m);
+  const tied = !/^\s*output\.weight\s/m.test(info);
+  return emb && !tied ? fileBytes - Number(emb[1]) : fileBytes;
+}
+
+// Runs one program's tests, each sample paired with the bandwidth measured
+// just before: returns { test: [{ tps, bw }] }.
+function withBandwidth(o, run) {
+  const bw = measureBandwidth(o);
+  const res = run();
+  const out = {};
+  for (const [k, v] of Object.entries(res)) out[k] = v.map((tps) => ({ tps, bw }));
+  return out;
+}
+
 function merge(into, from) {
   for (const [k, v] of Object.entries(from)) into[k] = (into[k] || []).concat(v);
 }
@@ -102,22 +141,28 @@ function main() {
   const rows = [];
   for (const model of o.models) {
     const bytes = statSync(model).size;
+    let perToken = bytes;
+    try { perToken = bytesPerToken(model, bytes); } catch { /* older nucleus: whole file */ }
     const nu = {}, ll = {};
+    const runNu = () => withBandwidth(o, () => runNucleus(o, model));
+    const runLl = () => withBandwidth(o, () => runLlama(o, model));
     for (let round = 0; round < o.rounds; round++) {
       // alternate which program goes first, so neither always runs warmer
-      if (round % 2 === 0) { merge(nu, runNucleus(o, model)); merge(ll, runLlama(o, model)); }
-      else { merge(ll, runLlama(o, model)); merge(nu, runNucleus(o, model)); }
+      if (round % 2 === 0) { merge(nu, runNu()); merge(ll, runLl()); }
+      else { merge(ll, runLl()); merge(nu, runNu()); }
     }
     for (const test of [`pp${o.prompt}`, `tg${o.gen}`]) {
       if (!nu[test] || !ll[test]) continue;
-      const n = median(nu[test]), l = median(ll[test]);
-      const row = { model: basename(model), bytes, test, nucleus_tps: n, llama_tps: l,
-                    ratio: n / l, samples: [nu[test].length, ll[test].length] };
-      if (test.startsWith('tg') && o.membw > 0) {
-        const ceiling = (o.membw * 1e9) / bytes;
-        row.ceiling_tps = ceiling;
-        row.nucleus_of_ceiling = n / ceiling;
-        row.llama_of_ceiling = l / ceiling;
+      const n = median(nu[test].map((s) => s.tps)), l = median(ll[test].map((s) => s.tps));
+      const row = { model: basename(model), bytes, bytes_per_token: perToken, test,
+                    nucleus_tps: n, llama_tps: l, ratio: n / l,
+                    samples: [nu[test].length, ll[test].length] };
+      if (test.startsWith('tg') && (o.membw > 0 || o.membwBin)) {
+        // each sample against the ceiling measured next to it
+        const frac = (v) => median(v.map((s) => (s.tps * perToken) / (s.bw * 1e9)));
+        row.bandwidth_gbps = median(nu[test].concat(ll[test]).map((s) => s.bw));
+        row.nucleus_of_ceiling = frac(nu[test]);
+        row.llama_of_ceiling = frac(ll[test]);
       }
       rows.push(row);
     }
@@ -127,13 +172,15 @@ function main() {
     return;
   }
   const pct = (x) => (x === undefined ? '' : `${(100 * x).toFixed(1)}%`);
-  console.log(`threads ${o.threads}, ${o.reps} reps x ${o.rounds} rounds, medians (tokens/s)` +
-              (o.membw ? `, ceiling = ${o.membw} GB/s / file bytes` : ''));
-  console.log('| model | MiB | test | nucleus | llama.cpp | ratio | nucleus / ceiling | llama.cpp / ceiling |');
-  console.log('|---|---:|---|---:|---:|---:|---:|---:|');
+  console.log(`threads ${o.threads}, ${o.reps} reps x ${o.rounds} rounds, medians (tokens/s); ` +
+              'ceiling = bandwidth / weight bytes read per token' +
+              (o.membwBin ? ', bandwidth measured before every run' : ''));
+  console.log('| model | MiB | test | nucleus | llama.cpp | ratio | GB/s | nucleus / ceiling | llama.cpp / ceiling |');
+  console.log('|---|---:|---|---:|---:|---:|---:|---:|---:|');
   for (const r of rows)
     console.log(`| ${r.model} | ${(r.bytes / 1048576).toFixed(0)} | ${r.test} | ` +
                 `${r.nucleus_tps.toFixed(2)} | ${r.llama_tps.toFixed(2)} | ${r.ratio.toFixed(2)}x | ` +
+                `${r.bandwidth_gbps ? r.bandwidth_gbps.toFixed(1) : ''} | ` +
                 `${pct(r.nucleus_of_ceiling)} | ${pct(r.llama_of_ceiling)} |`);
 }
 
