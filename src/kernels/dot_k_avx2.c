@@ -33,8 +33,12 @@ INLINE float hsum_ps(__m256 v) {
     return _mm_cvtss_f32(q);
 }
 
-INLINE float half_at(const uint8_t *p) {
-    return _cvtsh_ss(nu_load_u16(p));
+/* The f16 at p in lane 0 (other lanes 0), and the two f16 at p in lanes 0, 1. */
+INLINE __m128 half_at(const uint8_t *p) {
+    return _mm_cvtph_ps(_mm_cvtsi32_si128(nu_load_u16(p)));
+}
+INLINE __m128 halves_at(const uint8_t *p) {
+    return _mm_cvtph_ps(_mm_cvtsi32_si128((int)nu_load_u32(p)));
 }
 
 INLINE __m256i load256(const uint8_t *p) {
@@ -57,7 +61,7 @@ typedef struct superblock {
     __m256i scales_lo; /* int16 scales of groups 0..7, in both 128-bit halves */
     __m256i scales_hi; /* groups 8..15 (groups of 16 only) */
     __m256i bscale;    /* int16 factor of each of the 16 bsums */
-    float d, dmin;
+    __m128 dd;         /* d in lane 0, dmin (or 0) in lane 1 */
 } superblock;
 
 INLINE int group_len(uint32_t type) {
@@ -94,8 +98,7 @@ INLINE void unpack_scales(uint32_t type, const uint8_t *b, superblock *s) {
         const __m128i nib = _mm_set1_epi8(0x0F);
         split_scales(_mm256_cvtepu8_epi16(_mm_and_si128(raw, nib)), s);
         s->bscale = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), nib));
-        s->d = half_at(b + offsetof(nu_block_q2_k, d));
-        s->dmin = half_at(b + offsetof(nu_block_q2_k, dmin));
+        s->dd = halves_at(b + offsetof(nu_block_q2_k, d)); /* dmin follows d */
         break;
     }
     case NU_TYPE_Q3_K: {
@@ -106,8 +109,7 @@ INLINE void unpack_scales(uint32_t type, const uint8_t *b, superblock *s) {
         const __m256i s16 = _mm256_cvtepi8_epi16(sc);
         split_scales(s16, s);
         s->bscale = _mm256_slli_epi16(s16, 2); /* 4 * (sc - 32) */
-        s->d = half_at(b + offsetof(nu_block_q3_k, d));
-        s->dmin = 0.0f;
+        s->dd = half_at(b + offsetof(nu_block_q3_k, d));
         break;
     }
     case NU_TYPE_Q4_K:
@@ -119,8 +121,7 @@ INLINE void unpack_scales(uint32_t type, const uint8_t *b, superblock *s) {
         s->scales_hi = s->scales_lo;
         const __m128i mins = _mm_cvtsi64_si128((long long)m);
         s->bscale = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mins, mins)); /* each min twice */
-        s->d = half_at(b + offsetof(nu_block_q4_k, d));
-        s->dmin = half_at(b + offsetof(nu_block_q4_k, dmin));
+        s->dd = halves_at(b);                                            /* d, dmin */
         break;
     }
     default: { /* Q6_K */
@@ -129,8 +130,7 @@ INLINE void unpack_scales(uint32_t type, const uint8_t *b, superblock *s) {
             _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)blk->scales));
         split_scales(s16, s);
         s->bscale = _mm256_slli_epi16(s16, 5); /* 32 * sc */
-        s->d = half_at(b + offsetof(nu_block_q6_k, d));
-        s->dmin = 0.0f;
+        s->dd = half_at(b + offsetof(nu_block_q6_k, d));
         break;
     }
     }
@@ -227,15 +227,17 @@ INLINE void k_tile(uint32_t type, const nu_matmul_job *job, int64_t row, int32_t
             const __m256i bsums = _mm256_load_si256(
                 (const __m256i *)(const void *)(nu_actk_bsums(act[v], n_in) + 16 * sb));
             const __m256i bterm = _mm256_madd_epi16(bsums, s.bscale);
-            const float da = nu_actk_d(act[v], n_in)[sb];
+            /* d * d_a and dmin * d_a in one multiply. */
+            const __m128 scales = _mm_mul_ps(s.dd, _mm_broadcast_ss(nu_actk_d(act[v], n_in) + sb));
+            const __m256 d = _mm256_broadcastss_ps(scales);
             if (has_kmin(type)) {
-                sum[v] =
-                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[v]), _mm256_set1_ps(s.d * da), sum[v]);
-                sum[v] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(bterm), _mm256_set1_ps(s.dmin * da),
-                                          sum[v]);
+                const __m256 dmin =
+                    _mm256_permutevar8x32_ps(_mm256_castps128_ps256(scales), _mm256_set1_epi32(1));
+                sum[v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[v]), d, sum[v]);
+                sum[v] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(bterm), dmin, sum[v]);
             } else {
-                sum[v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(isum[v], bterm)),
-                                         _mm256_set1_ps(s.d * da), sum[v]);
+                sum[v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(isum[v], bterm)), d,
+                                         sum[v]);
             }
         }
     }

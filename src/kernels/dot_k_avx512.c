@@ -48,8 +48,12 @@ INLINE float hsum256_ps(__m256 v) {
     return _mm_cvtss_f32(q);
 }
 
-INLINE float half_at(const uint8_t *p) {
-    return _cvtsh_ss(nu_load_u16(p));
+/* The f16 at p in lane 0 (other lanes 0), and the two f16 at p in lanes 0, 1. */
+INLINE __m128 half_at(const uint8_t *p) {
+    return _mm_cvtph_ps(_mm_cvtsi32_si128(nu_load_u16(p)));
+}
+INLINE __m128 halves_at(const uint8_t *p) {
+    return _mm_cvtph_ps(_mm_cvtsi32_si128((int)nu_load_u32(p)));
 }
 
 /* 32 bytes at p in both halves of a vector (a load, no shuffle unit). */
@@ -63,10 +67,17 @@ INLINE __m512i shift_halves(__m512i v, int lo, int hi) {
     return _mm512_srlv_epi64(v, _mm512_setr_epi64(lo, lo, lo, lo, hi, hi, hi, hi));
 }
 
-/* A byte mask selecting bit lo in the lower 32 bytes and bit hi in the upper. */
-INLINE __m512i bit_halves(int lo, int hi) {
-    return _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << lo)), _mm256_set1_epi8((char)(1 << hi)),
-                              1);
+/* q | 2^to where bit lo (lower 32 bytes) or hi (upper 32) of the bytes of
+ * bits is set: one shift brings both bits to bit `to` (constants, both on
+ * the same side of it), one ternary-logic op masks and merges
+ * (imm 0xF8 = A | (B & C)). */
+INLINE __m512i add_bit_halves(__m512i q, __m512i bits, int lo, int hi, int to) {
+    const __m512i moved =
+        lo <= to && hi <= to
+            ? _mm512_sllv_epi64(bits, _mm512_setr_epi64(to - lo, to - lo, to - lo, to - lo, to - hi,
+                                                        to - hi, to - hi, to - hi))
+            : shift_halves(bits, lo - to, hi - to);
+    return _mm512_ternarylogic_epi32(q, moved, _mm512_set1_epi8((char)(1 << to)), 0xF8);
 }
 
 /* ---- Unpacking a super-block ------------------------------------------------ */
@@ -75,7 +86,7 @@ typedef struct superblock {
     __m512i q[4];     /* unsigned quants, elements 64c .. 64c + 63 */
     __m512i scale[4]; /* int16 scale of each pair of elements of q[c] */
     __m256i bscale;   /* int16 factor of each of the 16 bsums */
-    float d, dmin;
+    __m128 dd;        /* d in lane 0, dmin (or 0) in lane 1 */
 } superblock;
 
 /* Spreads 16 int16 group values over the pair lanes of the four vectors:
@@ -113,8 +124,7 @@ INLINE void unpack_q2_k(const uint8_t *b, superblock *s) {
     const __m128i nib = _mm_set1_epi8(0x0F);
     spread_scales(_mm256_cvtepu8_epi16(_mm_and_si128(raw, nib)), 16, s->scale);
     s->bscale = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), nib));
-    s->d = half_at(b + offsetof(nu_block_q2_k, d));
-    s->dmin = half_at(b + offsetof(nu_block_q2_k, dmin));
+    s->dd = halves_at(b + offsetof(nu_block_q2_k, d)); /* dmin follows d */
 }
 
 /* Q3_K: Q2_K's low bits plus 4 where the hmask bit (bit 4n + j of
@@ -127,9 +137,9 @@ INLINE void unpack_q3_k(const uint8_t *b, superblock *s) {
         const __m512i bits = load_twice(blk->qs + 32 * n);
         for (int t = 0; t < 2; t++) {
             const int j = 2 * t;
-            __m512i q = _mm512_and_si512(shift_halves(bits, 2 * j, 2 * j + 2), _mm512_set1_epi8(3));
-            __mmask64 set = _mm512_test_epi8_mask(high, bit_halves(4 * n + j, 4 * n + j + 1));
-            s->q[2 * n + t] = _mm512_mask_add_epi8(q, set, q, _mm512_set1_epi8(4));
+            const __m512i q =
+                _mm512_and_si512(shift_halves(bits, 2 * j, 2 * j + 2), _mm512_set1_epi8(3));
+            s->q[2 * n + t] = add_bit_halves(q, high, 4 * n + j, 4 * n + j + 1, 2);
         }
     }
     uint64_t lo, hi;
@@ -139,8 +149,7 @@ INLINE void unpack_q3_k(const uint8_t *b, superblock *s) {
     const __m256i sc16 = _mm256_cvtepi8_epi16(sc);
     spread_scales(sc16, 16, s->scale);
     s->bscale = _mm256_slli_epi16(sc16, 2); /* 4 * (sc - 32) */
-    s->d = half_at(b + offsetof(nu_block_q3_k, d));
-    s->dmin = 0.0f;
+    s->dd = half_at(b + offsetof(nu_block_q3_k, d));
 }
 
 /* The 4-bit quants of 64 elements (32 bytes at qs): low nibbles are the
@@ -163,8 +172,7 @@ INLINE void unpack_q4_k(const uint8_t *b, superblock *s) {
     const nu_block_q4_k *blk = (const nu_block_q4_k *)(const void *)b;
     for (int c = 0; c < 4; c++) s->q[c] = nibbles64(blk->qs + 32 * c);
     scales_mins_k4(blk->scales, s);
-    s->d = half_at(b + offsetof(nu_block_q4_k, d));
-    s->dmin = half_at(b + offsetof(nu_block_q4_k, dmin));
+    s->dd = halves_at(b); /* d, dmin */
 }
 
 /* Q5_K: Q4_K plus 16 where bit 2c (first 32 elements of vector c) or 2c + 1
@@ -173,13 +181,10 @@ INLINE void unpack_q5_k(const uint8_t *b, superblock *s) {
     const nu_block_q5_k *blk = (const nu_block_q5_k *)(const void *)b;
     const __m512i high = load_twice(blk->qh);
     for (int c = 0; c < 4; c++) {
-        const __m512i q = nibbles64(blk->qs + 32 * c);
-        const __mmask64 set = _mm512_test_epi8_mask(high, bit_halves(2 * c, 2 * c + 1));
-        s->q[c] = _mm512_mask_add_epi8(q, set, q, _mm512_set1_epi8(16));
+        s->q[c] = add_bit_halves(nibbles64(blk->qs + 32 * c), high, 2 * c, 2 * c + 1, 4);
     }
     scales_mins_k4(blk->scales, s);
-    s->d = half_at(b + offsetof(nu_block_q5_k, d));
-    s->dmin = half_at(b + offsetof(nu_block_q5_k, dmin));
+    s->dd = halves_at(b); /* d, dmin */
 }
 
 /* Q6_K: vector 2n holds elements 128n + 0..63 (low nibbles of ql[64n ..
@@ -205,8 +210,7 @@ INLINE void unpack_q6_k(const uint8_t *b, superblock *s) {
         _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)blk->scales));
     spread_scales(sc16, 16, s->scale);
     s->bscale = _mm256_slli_epi16(sc16, 5); /* 32 * sc */
-    s->d = half_at(b + offsetof(nu_block_q6_k, d));
-    s->dmin = 0.0f;
+    s->dd = half_at(b + offsetof(nu_block_q6_k, d));
 }
 
 INLINE int kblock_bytes(uint32_t type) {
@@ -258,13 +262,17 @@ INLINE void superblock_rows(uint32_t type, const superblock *s, const uint8_t *c
         const __m256i bsums = _mm256_load_si256(
             (const __m256i *)(const void *)(nu_actk_bsums(act[v], n_in) + 16 * sb));
         const __m256i bterm = _mm256_madd_epi16(bsums, s->bscale);
-        const float da = nu_actk_d(act[v], n_in)[sb];
+        /* d * d_a and dmin * d_a in one multiply. */
+        const __m128 scales = _mm_mul_ps(s->dd, _mm_broadcast_ss(nu_actk_d(act[v], n_in) + sb));
         if (has_kmin(type))
-            a->mins[v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(bterm), _mm256_set1_ps(s->dmin * da),
-                                         a->mins[v]);
+            a->mins[v] = _mm256_fmadd_ps(
+                _mm256_cvtepi32_ps(bterm),
+                _mm256_permutexvar_ps(_mm256_set1_epi32(1), _mm256_castps128_ps256(scales)),
+                a->mins[v]);
         else
             isum = _mm512_sub_epi32(isum, _mm512_zextsi256_si512(bterm));
-        a->sum[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(s->d * da), a->sum[v]);
+        a->sum[v] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_broadcastss_ps(scales), a->sum[v]);
     }
 }
 

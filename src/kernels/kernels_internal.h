@@ -205,6 +205,8 @@ typedef struct nu_kernel_set {
     const char *name;
     nu_tile_fn tile[NU_TYPE_COUNT];
     nu_panel_fn panel[NU_TYPE_COUNT]; /* NULL: no panel kernel, W->packed unused */
+    nu_panel_fn panel2[NU_TYPE_COUNT]; /* optional: panels p and p+1 in one call, each
+                                          output exactly as panel[] computes it */
     nu_act_quant_fn quantize_act;   /* the 32-element block layout above */
     nu_act_quant_fn quantize_act_k; /* the Q8_K layout of kquant.h */
     nu_dot_f32_fn dot_f32;
@@ -228,6 +230,7 @@ void nu_panel_q4_0_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, i
 void nu_panel_q8_0_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, int k);
 void nu_panel_q4_k_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, int k);
 void nu_panel_f16_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, int k);
+void nu_panel2_f16_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, int k);
 
 /* Defines `static void name(type, row, q, k, n, out)` (a nu_dots_fn) from a
  * level's inline float_dots(type, row, q, k, n, out), with the type and the

@@ -138,14 +138,15 @@ int64_t nu_panel_items(const nu_matmul_job *job, int nth) {
 }
 
 void nu_panel_item(const nu_matmul_job *job, int64_t it, int nth) {
-    nu_panel_fn fn = nu_kernels_current()->panel[job->W->type];
+    const nu_kernel_set *ks = nu_kernels_current();
+    nu_panel_fn fn = ks->panel[job->W->type], fn2 = ks->panel2[job->W->type];
     const int64_t n_panels = job->W->n_out / NU_PANEL_ROWS, unit = panels_per_unit(n_panels, nth);
     const int64_t units = (n_panels + unit - 1) / unit;
     const int32_t chunk = act_rows_per_chunk(job);
     const int32_t a0 = (int32_t)(it / units) * chunk;
     const int32_t a1 = job->n_batch - a0 < chunk ? job->n_batch : a0 + chunk;
     const int64_t p0 = it % units * unit, p1 = p0 + unit < n_panels ? p0 + unit : n_panels;
-    for (int64_t p = p0; p < p1; p++)
+    for (int64_t p = p0; p < p1; p += fn2 && p + 1 < p1 ? 2 : 1)
         for (int32_t b = a0; b < a1; b += NU_PANEL_ACT)
-            fn(job, p, b, a1 - b < NU_PANEL_ACT ? a1 - b : NU_PANEL_ACT);
+            (fn2 && p + 1 < p1 ? fn2 : fn)(job, p, b, a1 - b < NU_PANEL_ACT ? a1 - b : NU_PANEL_ACT);
 }

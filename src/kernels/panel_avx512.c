@@ -167,40 +167,40 @@ void nu_panel_q4_k_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, i
     }
 }
 
-/* F16 weights against float activations: each 64-byte load is two columns
- * of the 16 rows, widened, and multiplied with each activation row's two
- * values broadcast. Even and odd columns go to separate accumulators (so
- * consecutive multiply-adds are independent), added at the end. */
-INLINE void panel_f16(const nu_matmul_job *job, int64_t panel, int32_t b0, int k) {
-    const int64_t n_in = job->W->n_in, pairs = (n_in + 1) / 2;
-    const uint8_t *base =
-        (const uint8_t *)job->W->packed + (size_t)panel * nu_panel_bytes(NU_TYPE_F16, n_in);
+/* F16 weights against float activations, np (1 or 2) consecutive panels at
+ * once: per column, each panel's 16 halves are widened once and multiplied
+ * with every activation row's value broadcast, one multiply-add per (panel,
+ * activation row) into its own accumulator; two panels share the broadcasts
+ * and give 16 independent accumulators for k = 8. Each output is the same
+ * column-ordered chain of multiply-adds whatever np and k are. */
+INLINE void panel_f16(const nu_matmul_job *job, int64_t panel, int np, int32_t b0, int k) {
+    const int64_t n_in = job->W->n_in;
+    const size_t panel_bytes = nu_panel_bytes(NU_TYPE_F16, n_in);
+    const uint8_t *base = (const uint8_t *)job->W->packed + (size_t)panel * panel_bytes;
     const float *x[NU_PANEL_ACT];
-    __m512 even[NU_PANEL_ACT], odd[NU_PANEL_ACT];
+    __m512 acc[2][NU_PANEL_ACT];
     for (int v = 0; v < k; v++) {
         x[v] = job->x + (size_t)(b0 + v) * (size_t)n_in;
-        even[v] = odd[v] = _mm512_setzero_ps();
+        for (int q = 0; q < np; q++) acc[q][v] = _mm512_setzero_ps();
     }
-    int64_t p = 0;
-    for (; p < n_in / 2; p++) {
-        const __m512i both = _mm512_load_si512((const void *)(base + 64 * p));
-        if (p % 8 == 0) _mm_prefetch((const char *)(base + 64 * p + PREFETCH_BYTES), _MM_HINT_T0);
-        const __m512 w0 = _mm512_cvtph_ps(_mm512_castsi512_si256(both));
-        const __m512 w1 = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(both, 1));
-        for (int v = 0; v < k; v++) {
-            even[v] = _mm512_fmadd_ps(w0, _mm512_set1_ps(x[v][2 * p]), even[v]);
-            odd[v] = _mm512_fmadd_ps(w1, _mm512_set1_ps(x[v][2 * p + 1]), odd[v]);
+    for (int64_t i = 0; i < n_in; i++) {
+        __m512 w[2];
+        for (int q = 0; q < np; q++) {
+            const uint8_t *col = base + (size_t)q * panel_bytes + 32 * (size_t)i;
+            if (i % 16 == 0) _mm_prefetch((const char *)(col + PREFETCH_BYTES), _MM_HINT_T0);
+            w[q] = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)col));
         }
-    }
-    if (p < pairs) { /* odd n_in: the last column, paired with a zero one */
-        const __m512 w0 = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(base + 64 * p)));
-        for (int v = 0; v < k; v++)
-            even[v] = _mm512_fmadd_ps(w0, _mm512_set1_ps(x[v][2 * p]), even[v]);
+        for (int v = 0; v < k; v++) {
+            const __m512 xv = _mm512_set1_ps(x[v][i]);
+            for (int q = 0; q < np; q++) acc[q][v] = _mm512_fmadd_ps(w[q], xv, acc[q][v]);
+        }
     }
     const int64_t n_out = job->W->n_out;
     for (int v = 0; v < k; v++)
-        _mm512_storeu_ps(job->y + (size_t)(b0 + v) * (size_t)n_out + (size_t)panel * NU_PANEL_ROWS,
-                         _mm512_add_ps(even[v], odd[v]));
+        for (int q = 0; q < np; q++)
+            _mm512_storeu_ps(job->y + (size_t)(b0 + v) * (size_t)n_out +
+                                 (size_t)(panel + q) * NU_PANEL_ROWS,
+                             acc[q][v]);
 }
 
 /* One function per type, the activation count a compile-time constant. */
@@ -223,13 +223,26 @@ DEFINE_PANEL(nu_panel_q8_0_avx512, NU_TYPE_Q8_0)
 
 void nu_panel_f16_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, int k) {
     switch (k) {
-    case 1: panel_f16(job, panel, b0, 1); break;
-    case 2: panel_f16(job, panel, b0, 2); break;
-    case 3: panel_f16(job, panel, b0, 3); break;
-    case 4: panel_f16(job, panel, b0, 4); break;
-    case 5: panel_f16(job, panel, b0, 5); break;
-    case 6: panel_f16(job, panel, b0, 6); break;
-    case 7: panel_f16(job, panel, b0, 7); break;
-    default: panel_f16(job, panel, b0, 8); break;
+    case 1: panel_f16(job, panel, 1, b0, 1); break;
+    case 2: panel_f16(job, panel, 1, b0, 2); break;
+    case 3: panel_f16(job, panel, 1, b0, 3); break;
+    case 4: panel_f16(job, panel, 1, b0, 4); break;
+    case 5: panel_f16(job, panel, 1, b0, 5); break;
+    case 6: panel_f16(job, panel, 1, b0, 6); break;
+    case 7: panel_f16(job, panel, 1, b0, 7); break;
+    default: panel_f16(job, panel, 1, b0, 8); break;
+    }
+}
+
+void nu_panel2_f16_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, int k) {
+    switch (k) {
+    case 1: panel_f16(job, panel, 2, b0, 1); break;
+    case 2: panel_f16(job, panel, 2, b0, 2); break;
+    case 3: panel_f16(job, panel, 2, b0, 3); break;
+    case 4: panel_f16(job, panel, 2, b0, 4); break;
+    case 5: panel_f16(job, panel, 2, b0, 5); break;
+    case 6: panel_f16(job, panel, 2, b0, 6); break;
+    case 7: panel_f16(job, panel, 2, b0, 7); break;
+    default: panel_f16(job, panel, 2, b0, 8); break;
     }
 }
