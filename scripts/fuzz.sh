@@ -2,9 +2,9 @@
 # Builds the libFuzzer targets with clang (NU_FUZZ=ON) and runs each for a
 # bounded time: the GGUF reader, then the tokenizers (on the vocabularies in
 # ../shared/vocab), then the chat-template engine, then the grammars (GBNF, JSON Schema, regex and the
-# matcher). Exits non-zero if a fuzzer finds a crash, a leak or
-# undefined behaviour; the input that triggered it is left in the build
-# directory's fuzz-artifacts/.
+# matcher), then the server's request parser and tool-call answer parser.
+# Exits non-zero if a fuzzer finds a crash, a leak or undefined behaviour; the
+# input that triggered it is left in the build directory's fuzz-artifacts/.
 #
 # usage: scripts/fuzz.sh [SECONDS]        (default 120: the whole run, shared
 #                                          evenly by the fuzzers, 10 s at least each)
@@ -24,7 +24,8 @@ jobs="${NU_FUZZ_JOBS:-1}"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DNU_FUZZ=ON -DNU_TESTS=OFF >/dev/null
 # Only the fuzzers: each compiles its own copy of the sources it needs.
-cmake --build "$build" --target fuzz_gguf fuzz_tokenizer fuzz_jinja fuzz_grammar fuzz_request
+cmake --build "$build" --target fuzz_gguf fuzz_tokenizer fuzz_jinja fuzz_grammar fuzz_request \
+  fuzz_tools
 
 # New inputs go to working corpora in the build directory; the committed
 # seeds are only read.
@@ -35,7 +36,7 @@ mkdir -p "$build/fuzz-corpus/gguf" "$build/fuzz-corpus/tokenizer" "$artifacts"
 parallel=()
 if [ "$jobs" -gt 1 ]; then parallel=(-jobs="$jobs" -workers="$jobs"); fi
 # SECONDS is the whole budget: keep n_fuzzers equal to the fuzzers run below.
-n_fuzzers=5
+n_fuzzers=6
 seconds=$((seconds / n_fuzzers < 10 ? 10 : seconds / n_fuzzers))
 common=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -artifact_prefix="$artifacts"
         -print_final_stats=1)
@@ -119,3 +120,36 @@ req_seconds=$(( seconds < 30 ? seconds : 30 ))
 echo "fuzzing the server's request parser for ${req_seconds}s ..."
 "$build/fuzz/fuzz_request" "${common[@]/-max_total_time=*/-max_total_time=$req_seconds}" -max_len=4096 \
   -dict="$build/request.dict" "${parallel[@]}" "$build/fuzz-corpus/request" "$seeds"
+
+# Tool-call answers (server/tools.c), for at most 30 s: byte 0 picks the call
+# format (low two bits: generic, Hermes, Mistral, Llama 3), +4 a grammar-shaped
+# answer, +8 parallel_tool_calls off; byte 1 seeds where the stream is cut.
+seeds="$build/fuzz-corpus/tools-seeds"
+mkdir -p "$seeds" "$build/fuzz-corpus/tools"
+printf '\x01\x07I will check.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n'`
+      `'</tool_call>\n<tool_call>\n{"name":"search","arguments":{"q":"x"}}\n</tool_call>' >"$seeds/hermes"
+printf '\x05\x03<tool_call>{"name":"f","arguments":{"a":[1,2,{"b":null}]}}</tool_call> done' \
+  >"$seeds/hermes-grammar"
+printf '\x02\x11[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Oslo"}}, '`
+      `'{"name": "f", "arguments": {}}]' >"$seeds/mistral"
+printf '\x03\x05<|python_tag|>{"name": "search", "parameters": {"query": "caf\xc3\xa9"}}' >"$seeds/llama3"
+printf '\x0b\x09{"name": "get_weather", "parameters": {"city": "Rome"}}' >"$seeds/llama3-bare"
+printf '\x00\x02{"tool_calls": [{"name": "get_weather", "arguments": "{\\"city\\": \\"Lima\\"}"}, '`
+      `'{"name": "f", "arguments": {}}]}' >"$seeds/generic"
+printf '\x04\x01{"tool_calls":[{"name":"f","arguments":{"x":1}}]}' >"$seeds/generic-grammar"
+# Malformed: cut short, an unknown tool, broken JSON, a broken grammar-shaped
+# call, and text that only looks like calls.
+printf '\x01\x00<tool_call>{"name": "get_weather", "arguments": {"city": ' >"$seeds/bad-unclosed"
+printf '\x02\x04[TOOL_CALLS][{"name":"nope","arguments":{}}]' >"$seeds/bad-unknown"
+printf '\x00\x06{"tool_calls": [{"name": "f", "arguments": {]}' >"$seeds/bad-json"
+printf '\x05\x02<tool_call>{"name":"f","arguments":{"a":1]}</tool_call>' >"$seeds/bad-grammar"
+printf '\x01\x0aJust text: [1, 2] and {braces} and <tool_ca' >"$seeds/bad-text"
+: >"$build/tools.dict"
+for w in '<tool_call>' '</tool_call>' '[TOOL_CALLS]' '<|python_tag|>' name arguments parameters \
+  tool_calls get_weather search '\\"' '\\u00e9' null true; do
+  printf '"%s"\n' "$w" >>"$build/tools.dict"
+done
+tools_seconds=$(( seconds < 30 ? seconds : 30 ))
+echo "fuzzing the server's tool-call parser for ${tools_seconds}s ..."
+"$build/fuzz/fuzz_tools" "${common[@]/-max_total_time=*/-max_total_time=$tools_seconds}" -max_len=4096 \
+  -dict="$build/tools.dict" "${parallel[@]}" "$build/fuzz-corpus/tools" "$seeds"

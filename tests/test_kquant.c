@@ -40,20 +40,9 @@
 #include "kernels/kernels.h"
 #include "kernels/kquant.h"
 #include "nucleus.h"
+#include "test_rng.h"
 
 /* ---- Helpers --------------------------------------------------------------- */
-
-typedef struct rng {
-    uint64_t s;
-} rng;
-
-/* splitmix64. */
-static uint64_t rng_next(rng *r) {
-    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 
 /* Uniform in (0, 1). */
 static double rng_unit(rng *r) {

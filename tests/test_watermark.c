@@ -18,12 +18,7 @@ static nu_model *model;
 
 static int setup(void **state) {
     (void)state;
-    nu_error err;
-    if (nu_model_load(nu_test_shared("models/stories260K.gguf"), NULL, &model, &err) != NU_OK) {
-        print_error("load: %s\n", err.message);
-        return -1;
-    }
-    return 0;
+    return nu_test_load_model("models/stories260K.gguf", &model);
 }
 
 static int teardown(void **state) {

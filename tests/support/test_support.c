@@ -40,3 +40,12 @@ int nu_test_exists(const char *path) {
     struct stat st;
     return stat(path, &st) == 0;
 }
+
+int nu_test_load_model(const char *rel, nu_model **model) {
+    nu_error err;
+    if (nu_model_load(nu_test_shared(rel), NULL, model, &err) != NU_OK) {
+        print_error("load %s: %s\n", rel, err.message);
+        return -1;
+    }
+    return 0;
+}

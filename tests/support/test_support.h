@@ -1,5 +1,5 @@
 /* test_support.h - helpers shared by the tests: paths to shared assets,
- * reading whole files, a scratch directory. */
+ * reading whole files, a scratch directory, loading a shared model. */
 #ifndef NU_TEST_SUPPORT_H
 #define NU_TEST_SUPPORT_H
 
@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "nucleus.h"
+
 /* "<shared>/<rel>" in a static buffer (one per call site is enough: copy it). */
 const char *nu_test_shared(const char *rel);
 /* "<build>/tests/tmp/<name>" in a static buffer. */
@@ -17,5 +19,8 @@ const char *nu_test_tmp(const char *name);
 char *nu_test_read_file(const char *path, size_t *len);
 /* True when the file exists. */
 int nu_test_exists(const char *path);
+/* Loads the model "<shared>/<rel>" into *model: 0, or -1 after printing why
+ * (what a cmocka group setup returns). */
+int nu_test_load_model(const char *rel, nu_model **model);
 
 #endif
