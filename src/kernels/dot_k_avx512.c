@@ -67,10 +67,10 @@ INLINE __m512i shift_halves(__m512i v, int lo, int hi) {
     return _mm512_srlv_epi64(v, _mm512_setr_epi64(lo, lo, lo, lo, hi, hi, hi, hi));
 }
 
-/* q | 2^to where bit lo (lower 32 bytes) or hi (upper 32) of the bytes of
- * bits is set: one shift brings both bits to bit `to` (constants, both on
- * the same side of it), one ternary-logic op masks and merges
- * (imm 0xF8 = A | (B & C)). */
+/* q + 2^to (q < 2^to) where bit lo (lower 32 bytes) or hi (upper 32) of the
+ * bytes of bits is set: one shift brings both bits to bit `to` (constants,
+ * both on the same side of it; a 64-bit shift is fine, the wanted bit stays
+ * in its byte), one ternary-logic op masks and merges (0xF8 = A | (B & C)). */
 INLINE __m512i add_bit_halves(__m512i q, __m512i bits, int lo, int hi, int to) {
     const __m512i moved =
         lo <= to && hi <= to

@@ -19,7 +19,7 @@
 #include "kquant.h"
 
 #define INLINE static inline __attribute__((always_inline))
-#define PREFETCH_BYTES 2048 /* how far ahead in the panel to prefetch */
+#define PREFETCH_BYTES 4096 /* how far ahead in the panel to prefetch */
 
 /* The 8 weight vectors of one block (Q4_0: nibbles; Q8_0: bytes + 128). */
 INLINE void load_block(uint32_t type, const uint8_t *q, __m512i w[8]) {
