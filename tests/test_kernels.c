@@ -779,7 +779,9 @@ static void test_matmul_panels(void **state) {
     static const shape shapes[] = {{32, 16}, {96, 48}, {544, 32}, {2048, 16}, {5632, 16}};
     static const shape k_shapes[] = {{256, 16}, {768, 32}, {2048, 16}, {5632, 16}};
     static const shape f_shapes[] = {{1, 16}, {7, 32}, {64, 16}, {2048, 16}, {5632, 16},
-                                     {64, 512}, {99, 272}};
+                                     {64, 512}, {99, 272},
+                                     /* rows of 557 KB: several activation chunks */
+                                     {139264, 32}};
     static const uint32_t types[] = {NU_TYPE_F32,  NU_TYPE_F16,  NU_TYPE_BF16, NU_TYPE_Q4_0,
                                      NU_TYPE_Q4_1, NU_TYPE_Q5_0, NU_TYPE_Q5_1, NU_TYPE_Q8_0,
                                      NU_TYPE_Q2_K, NU_TYPE_Q3_K, NU_TYPE_Q4_K, NU_TYPE_Q5_K,
