@@ -165,17 +165,16 @@ static void attend_heads(nu_context *c, const nu_batch_entry *e, int32_t b, int3
 }
 
 /* Work units: (entry, group of up to NU_ATTN_HEADS query heads sharing a
- * key/value head). */
+ * key/value head), dealt to the threads in turn: in a prompt, later entries
+ * see more keys, so contiguous shares would leave the first thread idle. */
 static void attention_worker(void *arg, int ith, int nth) {
     attn_task *t = arg;
     nu_context *c = t->ctx;
     const int32_t n_head = c->model->hp.n_head, rep = n_head / c->model->hp.n_head_kv;
     const int32_t per_kv = (rep + NU_ATTN_HEADS - 1) / NU_ATTN_HEADS;
     const int32_t units_per_entry = c->model->hp.n_head_kv * per_kv;
-    int64_t begin, end;
-    nu_split_range((int64_t)t->n * units_per_entry, ith, nth, &begin, &end);
     float *scores = c->s.scores + (size_t)ith * NU_ATTN_HEADS * c->params.n_ctx;
-    for (int64_t i = begin; i < end; i++) {
+    for (int64_t i = ith; i < (int64_t)t->n * units_per_entry; i += nth) {
         int32_t b = (int32_t)(i / units_per_entry), u = (int32_t)(i % units_per_entry);
         int32_t g = u / per_kv, part = u % per_kv;
         int32_t h0 = g * rep + part * NU_ATTN_HEADS;
