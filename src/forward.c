@@ -152,12 +152,8 @@ static void attend_heads(nu_context *c, const nu_batch_entry *e, int32_t b, int3
             if (sc > max[i]) max[i] = sc;
         }
     }
-    for (int32_t i = 0; i < nh; i++) {
-        float *s = scores + (size_t)i * n_ctx, sum = 0;
-        for (int32_t j = 0; j < n; j++) sum += (s[j] = expf(s[j] - max[i]));
-        for (int32_t j = 0; j < n; j++) s[j] /= sum;
-        if (type == NU_TYPE_F16) nu_vec_round_f16(s, n);
-    }
+    for (int32_t i = 0; i < nh; i++)
+        nu_vec_softmax(scores + (size_t)i * n_ctx, n, max[i], type == NU_TYPE_F16);
     for (int32_t j = 0; j < n; j++) {
         for (int32_t i = 0; i < nh; i++) weights[i] = scores[(size_t)i * n_ctx + j];
         nu_vec_mads(type, out, weights, nh, kv_head_row(kv, true, layer, cells[j], g, hd), hd);

@@ -709,6 +709,48 @@ static void test_grouped_vector_helpers(void **state) {
     nu_kernels_force_level(nu_kernels_cpu_level());
 }
 
+/* nu_vec_softmax at every level: each weight within 1e-6 (relative, plus
+ * 1e-30, plus what rounding x - max to float may move e^(x - max): up to
+ * |x - max| * 2^-24 relative) of the double-precision softmax, weights far below the maximum
+ * (e^-100 and less) give 0 or that tiny value, the f16 flag equals rounding
+ * afterwards, and the weights sum to 1 within 1e-5. */
+static void test_softmax(void **state) {
+    (void)state;
+    rng r = {23};
+    const int64_t sizes[] = {1, 2, 7, 16, 17, 33, 300, 1000};
+    static float x[1000], y[1000], z[1000];
+    for (int l = 0; l <= (int)nu_kernels_cpu_level(); l++) {
+        assert_true(nu_kernels_force_level((nu_simd)l));
+        for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+            const int64_t n = sizes[si];
+            float max = -INFINITY;
+            for (int64_t i = 0; i < n; i++) {
+                x[i] = rng_sym(&r) * (i % 7 == 3 ? 150.0f : 12.0f);
+                max = x[i] > max ? x[i] : max;
+            }
+            double sum = 0.0;
+            for (int64_t i = 0; i < n; i++) sum += exp((double)x[i] - max);
+            memcpy(y, x, sizeof(float) * (size_t)n);
+            memcpy(z, x, sizeof(float) * (size_t)n);
+            nu_vec_softmax(y, n, max, 0);
+            nu_vec_softmax(z, n, max, 1);
+            double total = 0.0;
+            for (int64_t i = 0; i < n; i++) {
+                double want = exp((double)x[i] - max) / sum;
+                double rel = 1e-6 + fabs((double)x[i] - max) * 0x1p-23;
+                if (!(fabs(y[i] - want) <= rel * want + 1e-30))
+                    fail_msg("%s softmax n %lld [%lld]: %.9g, want %.9g", level_name((nu_simd)l),
+                             (long long)n, (long long)i, y[i], want);
+                total += y[i];
+                assert_int_equal(float_to_bits(z[i]),
+                                 float_to_bits(nu_f16_to_f32(nu_f32_to_f16(y[i]))));
+            }
+            assert_true(fabs(total - 1.0) <= 1e-5);
+        }
+    }
+    nu_kernels_force_level(nu_kernels_cpu_level());
+}
+
 /* Panel layout (matrices repacked 16 rows at a time, for the levels that
  * have panel kernels): every value within the reference's bound and within
  * float rounding of the row kernels of the same level; bit-identical for
@@ -1035,6 +1077,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_reproducible),
         cmocka_unit_test(test_matmul_panels),
         cmocka_unit_test(test_grouped_vector_helpers),
+        cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_matmul_multi),
         cmocka_unit_test(test_amx_status),
         cmocka_unit_test(test_vector_helpers),

@@ -115,6 +115,10 @@ void nu_vec_round_f16(float *x, int64_t n) {
     nu_kernels_current()->round_f16(x, n);
 }
 
+void nu_vec_softmax(float *x, int64_t n, float max, int round_f16) {
+    nu_kernels_current()->softmax(x, n, max, round_f16);
+}
+
 /* AMX tile units. Three things must hold before a tile instruction may run:
  * CPUID reports AMX-TILE and AMX-INT8 (leaf 7, EDX bits 24 and 25), the OS
  * saves the tile state (XCR0 bits 17 and 18, read with xgetbv once CPUID

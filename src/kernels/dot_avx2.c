@@ -367,6 +367,53 @@ static void round_f16(float *x, int64_t n) {
     for (; i < n; i++) x[i] = nu_half_to_float(nu_f32_to_f16(x[i]));
 }
 
+/* e^x for x <= 0 as in dot_avx512.c's exp_neg, 2^n put together from its
+ * exponent bits; inputs below -87 (whose e^x is below the smallest normal
+ * float) give 0. */
+INLINE __m256 exp_neg(__m256 x) {
+    const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_LT_OQ);
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145752f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860677e-6f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 720);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n),
+                                                            _mm256_set1_epi32(127)), 23);
+    return _mm256_andnot_ps(tiny, _mm256_mul_ps(p, _mm256_castsi256_ps(bits)));
+}
+
+static void softmax(float *x, int64_t n, float max, int round16) {
+    const __m256 m = _mm256_set1_ps(max);
+    __m256 acc = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 e = exp_neg(_mm256_sub_ps(_mm256_loadu_ps(x + i), m));
+        _mm256_storeu_ps(x + i, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    if (i < n) { /* the tail through a zero-padded buffer */
+        float buf[8] = {0};
+        memcpy(buf, x + i, sizeof(float) * (size_t)(n - i));
+        __m256 e = exp_neg(_mm256_sub_ps(_mm256_loadu_ps(buf), m));
+        _mm256_storeu_ps(buf, e);
+        for (int64_t j = 0; j < n - i; j++) x[i + j] = buf[j];
+        for (int64_t j = n - i; j < 8; j++) buf[j] = 0.0f;
+        acc = _mm256_add_ps(acc, _mm256_loadu_ps(buf));
+    }
+    const __m256 sum = _mm256_set1_ps(hsum_ps(acc));
+    for (i = 0; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(x + i, _mm256_div_ps(_mm256_loadu_ps(x + i), sum));
+    for (; i < n; i++) x[i] /= _mm256_cvtss_f32(sum);
+    if (round16) round_f16(x, n);
+}
+
 const nu_kernel_set nu_kernels_avx2_set = {
     .name = "avx2",
     .tile =
@@ -394,4 +441,5 @@ const nu_kernel_set nu_kernels_avx2_set = {
     .dots = dots,
     .mads = mads,
     .round_f16 = round_f16,
+    .softmax = softmax,
 };

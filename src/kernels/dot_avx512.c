@@ -384,6 +384,44 @@ static void round_f16(float *x, int64_t n) {
     }
 }
 
+/* e^x for x <= 0: x = n ln2 + r with n = round(x log2 e) and |r| <= ln2 / 2
+ * (ln2 split in two so n ln2 is exact to float precision), e^r by its
+ * degree-6 Taylor polynomial (relative error below 2e-7 on that range),
+ * then scaled by 2^n with vscalefps, which underflows smoothly to 0. */
+INLINE __m512 exp_neg(__m512 x) {
+    x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f)); /* e^-104 is 0 in float */
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145752f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860677e-6f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 720);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+static void softmax(float *x, int64_t n, float max, int round16) {
+    const __m512 m = _mm512_set1_ps(max);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 mask = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        __m512 e = exp_neg(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, x + i), m));
+        e = _mm512_maskz_mov_ps(mask, e);
+        _mm512_mask_storeu_ps(x + i, mask, e);
+        acc = _mm512_add_ps(acc, e);
+    }
+    const __m512 sum = _mm512_set1_ps(hsum_ps(acc));
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 mask = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(x + i, mask, _mm512_div_ps(_mm512_maskz_loadu_ps(mask, x + i), sum));
+    }
+    if (round16) round_f16(x, n);
+}
+
 const nu_kernel_set nu_kernels_avx512_set = {
     .name = "avx512",
     .tile =
@@ -416,4 +454,5 @@ const nu_kernel_set nu_kernels_avx512_set = {
     .dots = dots,
     .mads = mads,
     .round_f16 = round_f16,
+    .softmax = softmax,
 };

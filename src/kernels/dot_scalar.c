@@ -256,6 +256,13 @@ static void round_f16(float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] = nu_half_to_float(nu_f32_to_f16(x[i]));
 }
 
+static void softmax(float *x, int64_t n, float max, int round16) {
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; i++) sum += (x[i] = expf(x[i] - max));
+    for (int64_t i = 0; i < n; i++) x[i] /= sum;
+    if (round16) round_f16(x, n);
+}
+
 const nu_kernel_set nu_kernels_scalar_set = {
     .name = "scalar",
     .tile =
@@ -283,4 +290,5 @@ const nu_kernel_set nu_kernels_scalar_set = {
     .dots = dots,
     .mads = mads,
     .round_f16 = round_f16,
+    .softmax = softmax,
 };

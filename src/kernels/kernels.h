@@ -155,4 +155,10 @@ void nu_vec_mads(uint32_t type, float *const *y, const float *a, int k, const vo
  * then nu_f16_to_f32 would). */
 void nu_vec_round_f16(float *x, int64_t n);
 
+/* Attention weights in place: x[i] = e^(x[i] - max) / sum_j e^(x[j] - max),
+ * with max >= every x[i]; then rounded to half precision if round_f16.
+ * The SIMD levels compute e^ with a polynomial (within 2 ulp of expf) and
+ * sum in vector lanes; the result depends only on x, n and the level. */
+void nu_vec_softmax(float *x, int64_t n, float max, int round_f16);
+
 #endif

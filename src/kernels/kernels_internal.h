@@ -150,6 +150,7 @@ typedef void (*nu_dots_fn)(uint32_t type, const void *row, const float *const *q
 typedef void (*nu_mads_fn)(uint32_t type, float *const *y, const float *a, int k, const void *x,
                            int64_t n);
 typedef void (*nu_round_f16_fn)(float *x, int64_t n);
+typedef void (*nu_softmax_fn)(float *x, int64_t n, float max, int round_f16);
 
 /* ---- Panel layout (nu_matrix_pack) ----------------------------------------
  * Rows are taken 16 at a time (a panel) and blocks two at a time (a pair).
@@ -216,6 +217,7 @@ typedef struct nu_kernel_set {
     nu_dots_fn dots;           /* nu_vec_dots */
     nu_mads_fn mads;           /* nu_vec_mads */
     nu_round_f16_fn round_f16; /* nu_vec_round_f16 */
+    nu_softmax_fn softmax;     /* nu_vec_softmax */
 } nu_kernel_set;
 
 extern const nu_kernel_set nu_kernels_scalar_set;
