@@ -149,6 +149,9 @@ void nu_panel_item(const nu_matmul_job *job, int64_t it, int nth) {
     const int32_t a0 = (int32_t)(it / units) * chunk;
     const int32_t a1 = job->n_batch - a0 < chunk ? job->n_batch : a0 + chunk;
     const int64_t p0 = it % units * unit, p1 = p0 + unit < n_panels ? p0 + unit : n_panels;
+    /* pairs only pay when several activation rows share the broadcasts; a
+     * single row (generation) streams one panel at a time */
+    if (a1 - a0 < 2) fn2 = NULL;
     for (int64_t p = p0; p < p1; p += fn2 && p + 1 < p1 ? 2 : 1)
         for (int32_t b = a0; b < a1; b += NU_PANEL_ACT)
             (fn2 && p + 1 < p1 ? fn2 : fn)(job, p, b, a1 - b < NU_PANEL_ACT ? a1 - b : NU_PANEL_ACT);
