@@ -17,6 +17,7 @@
 #include <stdalign.h>
 
 #include "kquant.h"
+#include "simd_x86.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define GROUP 8             /* blocks per scale vector */
@@ -24,14 +25,6 @@
 #define PREFETCH_BYTES 4096 /* how far ahead in the weights to prefetch */
 
 /* ---- Helpers --------------------------------------------------------------- */
-
-/* The sum of 8 floats in a fixed order. */
-INLINE float hsum_ps(__m256 v) {
-    __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
-    q = _mm_add_ss(q, _mm_movehdup_ps(q));
-    return _mm_cvtss_f32(q);
-}
 
 
 /* A block's 4-bit quants as 32 bytes in element order: the 16 bytes twice,
@@ -158,7 +151,7 @@ INLINE void quant_tile(uint32_t type, const nu_matmul_job *job, int64_t row, int
             t = _mm256_fmadd_ps(a.corr[v], _mm256_set1_ps(-(float)quant_offset(type)), t);
         else if (has_min(type))
             t = _mm256_add_ps(t, a.corr[v]);
-        job->y[(size_t)(b0 + v) * (size_t)job->W->n_out + row] = hsum_ps(t);
+        job->y[(size_t)(b0 + v) * (size_t)job->W->n_out + row] = nu_hsum256_ps(t);
     }
 }
 
@@ -277,7 +270,7 @@ INLINE void float_dots(uint32_t type, const uint8_t *w, const float *const *x, i
         }
     }
     for (int v = 0; v < k; v++)
-        out[v] = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[v][0], acc[v][1]),
+        out[v] = nu_hsum256_ps(_mm256_add_ps(_mm256_add_ps(acc[v][0], acc[v][1]),
                                        _mm256_add_ps(acc[v][2], acc[v][3])));
 }
 
@@ -407,7 +400,7 @@ static void softmax(float *x, int64_t n, float max, int round16) {
         for (int64_t j = n - i; j < 8; j++) buf[j] = 0.0f;
         acc = _mm256_add_ps(acc, _mm256_loadu_ps(buf));
     }
-    const __m256 sum = _mm256_set1_ps(hsum_ps(acc));
+    const __m256 sum = _mm256_set1_ps(nu_hsum256_ps(acc));
     for (i = 0; i + 8 <= n; i += 8)
         _mm256_storeu_ps(x + i, _mm256_div_ps(_mm256_loadu_ps(x + i), sum));
     for (; i < n; i++) x[i] /= _mm256_cvtss_f32(sum);

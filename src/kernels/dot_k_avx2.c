@@ -19,27 +19,12 @@
 #include <immintrin.h>
 
 #include "kquant.h"
+#include "simd_x86.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define PREFETCH_BYTES 4096 /* how far ahead in the weights to prefetch */
 
 /* ---- Helpers --------------------------------------------------------------- */
-
-/* The sum of 8 floats in a fixed order. */
-INLINE float hsum_ps(__m256 v) {
-    __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
-    q = _mm_add_ss(q, _mm_movehdup_ps(q));
-    return _mm_cvtss_f32(q);
-}
-
-/* The f16 at p in lane 0 (other lanes 0), and the two f16 at p in lanes 0, 1. */
-INLINE __m128 half_at(const uint8_t *p) {
-    return _mm_cvtph_ps(_mm_cvtsi32_si128(nu_load_u16(p)));
-}
-INLINE __m128 halves_at(const uint8_t *p) {
-    return _mm_cvtph_ps(_mm_cvtsi32_si128((int)nu_load_u32(p)));
-}
 
 INLINE __m256i load256(const uint8_t *p) {
     return _mm256_loadu_si256((const __m256i *)(const void *)p);
@@ -98,7 +83,7 @@ INLINE void unpack_scales(uint32_t type, const uint8_t *b, superblock *s) {
         const __m128i nib = _mm_set1_epi8(0x0F);
         split_scales(_mm256_cvtepu8_epi16(_mm_and_si128(raw, nib)), s);
         s->bscale = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), nib));
-        s->dd = halves_at(b + offsetof(nu_block_q2_k, d)); /* dmin follows d */
+        s->dd = nu_halves_at(b + offsetof(nu_block_q2_k, d)); /* dmin follows d */
         break;
     }
     case NU_TYPE_Q3_K: {
@@ -109,7 +94,7 @@ INLINE void unpack_scales(uint32_t type, const uint8_t *b, superblock *s) {
         const __m256i s16 = _mm256_cvtepi8_epi16(sc);
         split_scales(s16, s);
         s->bscale = _mm256_slli_epi16(s16, 2); /* 4 * (sc - 32) */
-        s->dd = half_at(b + offsetof(nu_block_q3_k, d));
+        s->dd = nu_half_at(b + offsetof(nu_block_q3_k, d));
         break;
     }
     case NU_TYPE_Q4_K:
@@ -121,7 +106,7 @@ INLINE void unpack_scales(uint32_t type, const uint8_t *b, superblock *s) {
         s->scales_hi = s->scales_lo;
         const __m128i mins = _mm_cvtsi64_si128((long long)m);
         s->bscale = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mins, mins)); /* each min twice */
-        s->dd = halves_at(b);                                            /* d, dmin */
+        s->dd = nu_halves_at(b);                                            /* d, dmin */
         break;
     }
     default: { /* Q6_K */
@@ -130,7 +115,7 @@ INLINE void unpack_scales(uint32_t type, const uint8_t *b, superblock *s) {
             _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)blk->scales));
         split_scales(s16, s);
         s->bscale = _mm256_slli_epi16(s16, 5); /* 32 * sc */
-        s->dd = half_at(b + offsetof(nu_block_q6_k, d));
+        s->dd = nu_half_at(b + offsetof(nu_block_q6_k, d));
         break;
     }
     }
@@ -242,7 +227,7 @@ INLINE void k_tile(uint32_t type, const nu_matmul_job *job, int64_t row, int32_t
         }
     }
     for (int v = 0; v < k; v++)
-        job->y[(size_t)(b0 + v) * (size_t)job->W->n_out + row] = hsum_ps(sum[v]);
+        job->y[(size_t)(b0 + v) * (size_t)job->W->n_out + row] = nu_hsum256_ps(sum[v]);
 }
 
 /* One function per type, each with the tile width as a compile-time constant. */

@@ -25,6 +25,7 @@
 #include <immintrin.h>
 
 #include "kquant.h"
+#include "simd_x86.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define PREFETCH_BYTES 4096 /* how far ahead in the weights to prefetch */
@@ -38,22 +39,6 @@ INLINE float hsum_ps(__m512 v) {
     q = _mm_add_ps(q, _mm_movehl_ps(q, q));
     q = _mm_add_ss(q, _mm_movehdup_ps(q));
     return _mm_cvtss_f32(q);
-}
-
-/* The sum of 8 floats in a fixed order. */
-INLINE float hsum256_ps(__m256 v) {
-    __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
-    q = _mm_add_ss(q, _mm_movehdup_ps(q));
-    return _mm_cvtss_f32(q);
-}
-
-/* The f16 at p in lane 0 (other lanes 0), and the two f16 at p in lanes 0, 1. */
-INLINE __m128 half_at(const uint8_t *p) {
-    return _mm_cvtph_ps(_mm_cvtsi32_si128(nu_load_u16(p)));
-}
-INLINE __m128 halves_at(const uint8_t *p) {
-    return _mm_cvtph_ps(_mm_cvtsi32_si128((int)nu_load_u32(p)));
 }
 
 /* 32 bytes at p in both halves of a vector (a load, no shuffle unit). */
@@ -124,7 +109,7 @@ INLINE void unpack_q2_k(const uint8_t *b, superblock *s) {
     const __m128i nib = _mm_set1_epi8(0x0F);
     spread_scales(_mm256_cvtepu8_epi16(_mm_and_si128(raw, nib)), 16, s->scale);
     s->bscale = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), nib));
-    s->dd = halves_at(b + offsetof(nu_block_q2_k, d)); /* dmin follows d */
+    s->dd = nu_halves_at(b + offsetof(nu_block_q2_k, d)); /* dmin follows d */
 }
 
 /* Q3_K: Q2_K's low bits plus 4 where the hmask bit (bit 4n + j of
@@ -149,7 +134,7 @@ INLINE void unpack_q3_k(const uint8_t *b, superblock *s) {
     const __m256i sc16 = _mm256_cvtepi8_epi16(sc);
     spread_scales(sc16, 16, s->scale);
     s->bscale = _mm256_slli_epi16(sc16, 2); /* 4 * (sc - 32) */
-    s->dd = half_at(b + offsetof(nu_block_q3_k, d));
+    s->dd = nu_half_at(b + offsetof(nu_block_q3_k, d));
 }
 
 /* The 4-bit quants of 64 elements (32 bytes at qs): low nibbles are the
@@ -172,7 +157,7 @@ INLINE void unpack_q4_k(const uint8_t *b, superblock *s) {
     const nu_block_q4_k *blk = (const nu_block_q4_k *)(const void *)b;
     for (int c = 0; c < 4; c++) s->q[c] = nibbles64(blk->qs + 32 * c);
     scales_mins_k4(blk->scales, s);
-    s->dd = halves_at(b); /* d, dmin */
+    s->dd = nu_halves_at(b); /* d, dmin */
 }
 
 /* Q5_K: Q4_K plus 16 where bit 2c (first 32 elements of vector c) or 2c + 1
@@ -184,7 +169,7 @@ INLINE void unpack_q5_k(const uint8_t *b, superblock *s) {
         s->q[c] = add_bit_halves(nibbles64(blk->qs + 32 * c), high, 2 * c, 2 * c + 1, 4);
     }
     scales_mins_k4(blk->scales, s);
-    s->dd = halves_at(b); /* d, dmin */
+    s->dd = nu_halves_at(b); /* d, dmin */
 }
 
 /* Q6_K: vector 2n holds elements 128n + 0..63 (low nibbles of ql[64n ..
@@ -210,7 +195,7 @@ INLINE void unpack_q6_k(const uint8_t *b, superblock *s) {
         _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)blk->scales));
     spread_scales(sc16, 16, s->scale);
     s->bscale = _mm256_slli_epi16(sc16, 5); /* 32 * sc */
-    s->dd = half_at(b + offsetof(nu_block_q6_k, d));
+    s->dd = nu_half_at(b + offsetof(nu_block_q6_k, d));
 }
 
 INLINE int kblock_bytes(uint32_t type) {
@@ -300,7 +285,7 @@ INLINE void k_tile(uint32_t type, const nu_matmul_job *job, int64_t row, int32_t
     }
     for (int v = 0; v < k; v++) {
         float y = hsum_ps(a.sum[v]);
-        if (has_kmin(type)) y -= hsum256_ps(a.mins[v]);
+        if (has_kmin(type)) y -= nu_hsum256_ps(a.mins[v]);
         job->y[(size_t)(b0 + v) * (size_t)job->W->n_out + row] = y;
     }
 }

@@ -10,15 +10,7 @@
 
 /* ---- Activation quantisation ---------------------------------------------- */
 
-/* Rounds |v| <= 2^22 to the nearest integer, ties to even: adding 1.5 * 2^23
- * leaves no fraction bits, so the addition itself rounds (in the default
- * rounding mode), exactly as the SIMD cvtps2dq does. */
-static float round_even(float v) {
-    const float magic = 12582912.0f;
-    return (v + magic) - magic;
-}
-
-/* One 32-element block: d = max|x| / 127, q = round_even(x / d) clamped to
+/* One 32-element block: d = max|x| / 127, q = nu_round_even(x / d) clamped to
  * +-127 (the clamp also maps NaN to -127, as SIMD max/min do), s = d * sum q.
  * Blocks whose max is below NU_ACT_TINY (or all NaN) become zeros. */
 static void quantize_act_block(const float *x, int8_t *q, float *d, float *s) {
@@ -39,7 +31,7 @@ static void quantize_act_block(const float *x, int8_t *q, float *d, float *s) {
         float v = x[j] * inv;
         v = v > -127.0f ? v : -127.0f; /* NaN fails the test and becomes -127 */
         v = v < 127.0f ? v : 127.0f;
-        int qi = (int)round_even(v);
+        int qi = (int)nu_round_even(v);
         q[j] = (int8_t)qi;
         sum += qi;
     }

@@ -292,6 +292,14 @@ static inline float nu_half_to_float(uint16_t h) {
     return f;
 }
 
+/* Rounds |v| <= 2^22 to the nearest integer, ties to even: adding 1.5 * 2^23
+ * leaves no fraction bits, so the addition itself rounds (in the default
+ * rounding mode), exactly as the SIMD cvtps2dq does. */
+static inline float nu_round_even(float v) {
+    const float magic = 12582912.0f;
+    return (v + magic) - magic;
+}
+
 /* Reads an unaligned little-endian 32-bit word (x86 is little-endian). */
 static inline uint32_t nu_load_u32(const void *p) {
     uint32_t v;

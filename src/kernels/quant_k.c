@@ -22,12 +22,6 @@
 
 #include "kquant.h"
 
-/* Rounds |v| <= 2^22 to the nearest integer, ties to even (see dot_scalar.c). */
-static float round_even_k(float v) {
-    const float magic = 12582912.0f;
-    return (v + magic) - magic;
-}
-
 /* ---- Unpacking ---------------------------------------------------------------- */
 
 /* Q2_K: 2-bit quant of element e and its group (see kquant.h). */
@@ -160,7 +154,7 @@ void nu_dequantize_row_k(uint32_t type, const void *src, float *dst, int64_t n) 
 static int nearest_in(float v, int lo, int hi) {
     v = v > (float)lo ? v : (float)lo;
     v = v < (float)hi ? v : (float)hi;
-    return (int)round_even_k(v);
+    return (int)nu_round_even(v);
 }
 
 /* Squared error of x ~ s * q - m when every x takes its nearest level
@@ -454,7 +448,7 @@ void nu_quantize_act_k_scalar(const float *x, int64_t n_in, uint8_t *dst) {
                 float v = xb[j] * inv;
                 v = v > -127.0f ? v : -127.0f; /* NaN fails the test and becomes -127 */
                 v = v < 127.0f ? v : 127.0f;
-                int qi = (int)round_even_k(v);
+                int qi = (int)nu_round_even(v);
                 qb[j] = (int8_t)qi;
                 sum += qi;
             }
