@@ -155,21 +155,12 @@ INLINE void quant_tile(uint32_t type, const nu_matmul_job *job, int64_t row, int
     }
 }
 
-#define DEFINE_QUANT_TILE(fn, TYPE)                                                                \
-    static void fn(const nu_matmul_job *job, int64_t row, int32_t b0, int k) {                     \
-        switch (k) {                                                                               \
-        case 1: quant_tile(TYPE, job, row, b0, 1); break;                                          \
-        case 2: quant_tile(TYPE, job, row, b0, 2); break;                                          \
-        case 3: quant_tile(TYPE, job, row, b0, 3); break;                                          \
-        default: quant_tile(TYPE, job, row, b0, 4); break;                                         \
-        }                                                                                          \
-    }
 
-DEFINE_QUANT_TILE(tile_q4_0, NU_TYPE_Q4_0)
-DEFINE_QUANT_TILE(tile_q4_1, NU_TYPE_Q4_1)
-DEFINE_QUANT_TILE(tile_q5_0, NU_TYPE_Q5_0)
-DEFINE_QUANT_TILE(tile_q5_1, NU_TYPE_Q5_1)
-DEFINE_QUANT_TILE(tile_q8_0, NU_TYPE_Q8_0)
+NU_DEFINE_TILE(static, tile_q4_0, quant_tile, NU_TYPE_Q4_0)
+NU_DEFINE_TILE(static, tile_q4_1, quant_tile, NU_TYPE_Q4_1)
+NU_DEFINE_TILE(static, tile_q5_0, quant_tile, NU_TYPE_Q5_0)
+NU_DEFINE_TILE(static, tile_q5_1, quant_tile, NU_TYPE_Q5_1)
+NU_DEFINE_TILE(static, tile_q8_0, quant_tile, NU_TYPE_Q8_0)
 
 /* ---- Activation quantisation ----------------------------------------------- */
 
@@ -283,19 +274,10 @@ INLINE void float_tile(uint32_t type, const nu_matmul_job *job, int64_t row, int
     for (int v = 0; v < k; v++) job->y[(size_t)(b0 + v) * (size_t)job->W->n_out + row] = out[v];
 }
 
-#define DEFINE_FLOAT_TILE(fn, TYPE)                                                                \
-    static void fn(const nu_matmul_job *job, int64_t row, int32_t b0, int k) {                     \
-        switch (k) {                                                                               \
-        case 1: float_tile(TYPE, job, row, b0, 1); break;                                          \
-        case 2: float_tile(TYPE, job, row, b0, 2); break;                                          \
-        case 3: float_tile(TYPE, job, row, b0, 3); break;                                          \
-        default: float_tile(TYPE, job, row, b0, 4); break;                                         \
-        }                                                                                          \
-    }
 
-DEFINE_FLOAT_TILE(tile_f32, NU_TYPE_F32)
-DEFINE_FLOAT_TILE(tile_f16, NU_TYPE_F16)
-DEFINE_FLOAT_TILE(tile_bf16, NU_TYPE_BF16)
+NU_DEFINE_TILE(static, tile_f32, float_tile, NU_TYPE_F32)
+NU_DEFINE_TILE(static, tile_f16, float_tile, NU_TYPE_F16)
+NU_DEFINE_TILE(static, tile_bf16, float_tile, NU_TYPE_BF16)
 
 /* ---- Vector helpers ----------------------------------------------------------- */
 

@@ -28,6 +28,7 @@
 #include <stdalign.h>
 
 #include "kquant.h"
+#include "simd_x86.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #define GROUP 16            /* blocks per scale vector */
@@ -35,15 +36,6 @@
 #define PREFETCH_BYTES 4096 /* how far ahead in the weights to prefetch */
 
 /* ---- Helpers --------------------------------------------------------------- */
-
-/* The sum of 16 floats in a fixed order (halves, then quarters, ...). */
-INLINE float hsum_ps(__m512 v) {
-    __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-    __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
-    q = _mm_add_ss(q, _mm_movehdup_ps(q));
-    return _mm_cvtss_f32(q);
-}
 
 
 /* The 4-bit quants of two blocks as 64 bytes in element order. Each block's
@@ -208,26 +200,16 @@ INLINE void quant_tile(uint32_t type, const nu_matmul_job *job, int64_t row, int
             t = _mm512_fmadd_ps(a.corr[v], _mm512_set1_ps(-(float)quant_offset(type)), t);
         else if (has_min(type))
             t = _mm512_add_ps(t, a.corr[v]);
-        job->y[(size_t)(b0 + v) * (size_t)job->W->n_out + row] = hsum_ps(t);
+        job->y[(size_t)(b0 + v) * (size_t)job->W->n_out + row] = nu_hsum512_ps(t);
     }
 }
 
-/* One function per type, each with the tile width as a compile-time constant. */
-#define DEFINE_QUANT_TILE(fn, TYPE)                                                                \
-    static void fn(const nu_matmul_job *job, int64_t row, int32_t b0, int k) {                     \
-        switch (k) {                                                                               \
-        case 1: quant_tile(TYPE, job, row, b0, 1); break;                                          \
-        case 2: quant_tile(TYPE, job, row, b0, 2); break;                                          \
-        case 3: quant_tile(TYPE, job, row, b0, 3); break;                                          \
-        default: quant_tile(TYPE, job, row, b0, 4); break;                                         \
-        }                                                                                          \
-    }
 
-DEFINE_QUANT_TILE(tile_q4_0, NU_TYPE_Q4_0)
-DEFINE_QUANT_TILE(tile_q4_1, NU_TYPE_Q4_1)
-DEFINE_QUANT_TILE(tile_q5_0, NU_TYPE_Q5_0)
-DEFINE_QUANT_TILE(tile_q5_1, NU_TYPE_Q5_1)
-DEFINE_QUANT_TILE(tile_q8_0, NU_TYPE_Q8_0)
+NU_DEFINE_TILE(static, tile_q4_0, quant_tile, NU_TYPE_Q4_0)
+NU_DEFINE_TILE(static, tile_q4_1, quant_tile, NU_TYPE_Q4_1)
+NU_DEFINE_TILE(static, tile_q5_0, quant_tile, NU_TYPE_Q5_0)
+NU_DEFINE_TILE(static, tile_q5_1, quant_tile, NU_TYPE_Q5_1)
+NU_DEFINE_TILE(static, tile_q8_0, quant_tile, NU_TYPE_Q8_0)
 
 /* ---- Activation quantisation ----------------------------------------------- */
 
@@ -300,7 +282,7 @@ INLINE void float_dots(uint32_t type, const uint8_t *w, const float *const *x, i
                 _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(mask, x[v] + i + 16 * u), acc[v][u]);
     }
     for (int v = 0; v < k; v++)
-        out[v] = hsum_ps(_mm512_add_ps(_mm512_add_ps(acc[v][0], acc[v][1]),
+        out[v] = nu_hsum512_ps(_mm512_add_ps(_mm512_add_ps(acc[v][0], acc[v][1]),
                                        _mm512_add_ps(acc[v][2], acc[v][3])));
 }
 
@@ -314,19 +296,10 @@ INLINE void float_tile(uint32_t type, const nu_matmul_job *job, int64_t row, int
     for (int v = 0; v < k; v++) job->y[(size_t)(b0 + v) * (size_t)job->W->n_out + row] = out[v];
 }
 
-#define DEFINE_FLOAT_TILE(fn, TYPE)                                                                \
-    static void fn(const nu_matmul_job *job, int64_t row, int32_t b0, int k) {                     \
-        switch (k) {                                                                               \
-        case 1: float_tile(TYPE, job, row, b0, 1); break;                                          \
-        case 2: float_tile(TYPE, job, row, b0, 2); break;                                          \
-        case 3: float_tile(TYPE, job, row, b0, 3); break;                                          \
-        default: float_tile(TYPE, job, row, b0, 4); break;                                         \
-        }                                                                                          \
-    }
 
-DEFINE_FLOAT_TILE(tile_f32, NU_TYPE_F32)
-DEFINE_FLOAT_TILE(tile_f16, NU_TYPE_F16)
-DEFINE_FLOAT_TILE(tile_bf16, NU_TYPE_BF16)
+NU_DEFINE_TILE(static, tile_f32, float_tile, NU_TYPE_F32)
+NU_DEFINE_TILE(static, tile_f16, float_tile, NU_TYPE_F16)
+NU_DEFINE_TILE(static, tile_bf16, float_tile, NU_TYPE_BF16)
 
 /* ---- Vector helpers (the k = 1 float kernels) ------------------------------ */
 
@@ -414,7 +387,7 @@ static void softmax(float *x, int64_t n, float max, int round16) {
         _mm512_mask_storeu_ps(x + i, mask, e);
         acc = _mm512_add_ps(acc, e);
     }
-    const __m512 sum = _mm512_set1_ps(hsum_ps(acc));
+    const __m512 sum = _mm512_set1_ps(nu_hsum512_ps(acc));
     for (int64_t i = 0; i < n; i += 16) {
         __mmask16 mask = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
         _mm512_mask_storeu_ps(x + i, mask, _mm512_div_ps(_mm512_maskz_loadu_ps(mask, x + i), sum));

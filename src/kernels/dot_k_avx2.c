@@ -230,22 +230,12 @@ INLINE void k_tile(uint32_t type, const nu_matmul_job *job, int64_t row, int32_t
         job->y[(size_t)(b0 + v) * (size_t)job->W->n_out + row] = nu_hsum256_ps(sum[v]);
 }
 
-/* One function per type, each with the tile width as a compile-time constant. */
-#define DEFINE_K_TILE(fn, TYPE)                                                                    \
-    void fn(const nu_matmul_job *job, int64_t row, int32_t b0, int k) {                            \
-        switch (k) {                                                                               \
-        case 1: k_tile(TYPE, job, row, b0, 1); break;                                              \
-        case 2: k_tile(TYPE, job, row, b0, 2); break;                                              \
-        case 3: k_tile(TYPE, job, row, b0, 3); break;                                              \
-        default: k_tile(TYPE, job, row, b0, 4); break;                                             \
-        }                                                                                          \
-    }
 
-DEFINE_K_TILE(nu_tile_q2_k_avx2, NU_TYPE_Q2_K)
-DEFINE_K_TILE(nu_tile_q3_k_avx2, NU_TYPE_Q3_K)
-DEFINE_K_TILE(nu_tile_q4_k_avx2, NU_TYPE_Q4_K)
-DEFINE_K_TILE(nu_tile_q5_k_avx2, NU_TYPE_Q5_K)
-DEFINE_K_TILE(nu_tile_q6_k_avx2, NU_TYPE_Q6_K)
+NU_DEFINE_TILE(, nu_tile_q2_k_avx2, k_tile, NU_TYPE_Q2_K)
+NU_DEFINE_TILE(, nu_tile_q3_k_avx2, k_tile, NU_TYPE_Q3_K)
+NU_DEFINE_TILE(, nu_tile_q4_k_avx2, k_tile, NU_TYPE_Q4_K)
+NU_DEFINE_TILE(, nu_tile_q5_k_avx2, k_tile, NU_TYPE_Q5_K)
+NU_DEFINE_TILE(, nu_tile_q6_k_avx2, k_tile, NU_TYPE_Q6_K)
 
 /* ---- Q8_K activation quantisation --------------------------------------------- */
 

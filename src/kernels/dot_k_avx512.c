@@ -32,15 +32,6 @@
 
 /* ---- Helpers --------------------------------------------------------------- */
 
-/* The sum of 16 floats in a fixed order (halves, then quarters, ...). */
-INLINE float hsum_ps(__m512 v) {
-    __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-    __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
-    q = _mm_add_ss(q, _mm_movehdup_ps(q));
-    return _mm_cvtss_f32(q);
-}
-
 /* 32 bytes at p in both halves of a vector (a load, no shuffle unit). */
 INLINE __m512i load_twice(const uint8_t *p) {
     return _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)p));
@@ -284,28 +275,18 @@ INLINE void k_tile(uint32_t type, const nu_matmul_job *job, int64_t row, int32_t
         superblock_rows(type, &s, act, n_in, sb, k, &a);
     }
     for (int v = 0; v < k; v++) {
-        float y = hsum_ps(a.sum[v]);
+        float y = nu_hsum512_ps(a.sum[v]);
         if (has_kmin(type)) y -= nu_hsum256_ps(a.mins[v]);
         job->y[(size_t)(b0 + v) * (size_t)job->W->n_out + row] = y;
     }
 }
 
-/* One function per type, each with the tile width as a compile-time constant. */
-#define DEFINE_K_TILE(fn, TYPE)                                                                    \
-    void fn(const nu_matmul_job *job, int64_t row, int32_t b0, int k) {                            \
-        switch (k) {                                                                               \
-        case 1: k_tile(TYPE, job, row, b0, 1); break;                                              \
-        case 2: k_tile(TYPE, job, row, b0, 2); break;                                              \
-        case 3: k_tile(TYPE, job, row, b0, 3); break;                                              \
-        default: k_tile(TYPE, job, row, b0, 4); break;                                             \
-        }                                                                                          \
-    }
 
-DEFINE_K_TILE(nu_tile_q2_k_avx512, NU_TYPE_Q2_K)
-DEFINE_K_TILE(nu_tile_q3_k_avx512, NU_TYPE_Q3_K)
-DEFINE_K_TILE(nu_tile_q4_k_avx512, NU_TYPE_Q4_K)
-DEFINE_K_TILE(nu_tile_q5_k_avx512, NU_TYPE_Q5_K)
-DEFINE_K_TILE(nu_tile_q6_k_avx512, NU_TYPE_Q6_K)
+NU_DEFINE_TILE(, nu_tile_q2_k_avx512, k_tile, NU_TYPE_Q2_K)
+NU_DEFINE_TILE(, nu_tile_q3_k_avx512, k_tile, NU_TYPE_Q3_K)
+NU_DEFINE_TILE(, nu_tile_q4_k_avx512, k_tile, NU_TYPE_Q4_K)
+NU_DEFINE_TILE(, nu_tile_q5_k_avx512, k_tile, NU_TYPE_Q5_K)
+NU_DEFINE_TILE(, nu_tile_q6_k_avx512, k_tile, NU_TYPE_Q6_K)
 
 /* ---- Q8_K activation quantisation --------------------------------------------- */
 

@@ -234,6 +234,19 @@ void nu_panel_q4_k_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, i
 void nu_panel_f16_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, int k);
 void nu_panel2_f16_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, int k);
 
+/* Defines a nu_tile_fn `fn` (with linkage `qual`: static or nothing) that
+ * calls the inline kernel impl(TYPE, job, row, b0, k) with the type and the
+ * tile width 1..NU_TILE_MAX as compile-time constants. */
+#define NU_DEFINE_TILE(qual, fn, impl, TYPE)                                                       \
+    qual void fn(const nu_matmul_job *job, int64_t row, int32_t b0, int k) {                       \
+        switch (k) {                                                                               \
+        case 1: impl(TYPE, job, row, b0, 1); break;                                                \
+        case 2: impl(TYPE, job, row, b0, 2); break;                                                \
+        case 3: impl(TYPE, job, row, b0, 3); break;                                                \
+        default: impl(TYPE, job, row, b0, 4); break;                                               \
+        }                                                                                          \
+    }
+
 /* Defines `static void name(type, row, q, k, n, out)` (a nu_dots_fn) from a
  * level's inline float_dots(type, row, q, k, n, out), with the type and the
  * vector count 1..4 as compile-time constants. */

@@ -24,4 +24,12 @@ static inline __attribute__((always_inline)) __m128 nu_halves_at(const uint8_t *
     return _mm_cvtph_ps(_mm_cvtsi32_si128((int)nu_load_u32(p)));
 }
 
+#ifdef __AVX512F__
+/* The sum of 16 floats in a fixed order (halves, then quarters, ...). */
+static inline __attribute__((always_inline)) float nu_hsum512_ps(__m512 v) {
+    __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    return nu_hsum256_ps(h);
+}
+#endif
+
 #endif
