@@ -7,6 +7,9 @@
  *   cold: many copies of the matrix (over 256 MB, more than any cache) are
  *         used in turn, so weights stream from DRAM as in real generation;
  *   hot:  the same matrix each time (in L3 when it fits).
+ * Types the level has a panel kernel for are measured twice: in the file's
+ * row layout ("rows") and repacked into panels ("panel", what a loaded model
+ * uses; in huge pages as the loader asks for).
  * Batched products (n_batch = 64 unless --batch lists others, prompt
  * processing) are reported in GOP/s (2 * n_in * n_out * n_batch / time), hot.
  *
@@ -23,9 +26,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <immintrin.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "kernels/kernels.h"
+#include "kernels/threadpool.h"
 #include "nucleus.h"
 
 #define COLD_BYTES (256u << 20)
@@ -106,18 +112,106 @@ static uint8_t *make_weights(uint32_t type, size_t matrix_bytes, int n_copies) {
     return w;
 }
 
-/* Median seconds of one nu_matmul over reps calls, cycling through copies. */
-static double time_matmul(nu_threadpool *pool, uint32_t type, const uint8_t *w, size_t bytes,
-                          int n_copies, const float *x, int32_t n_batch, float *y, void *scratch,
-                          int reps) {
-    double *t = malloc(sizeof(double) * (size_t)reps);
+/* The copies of w in the panel layout of the selected level, in huge pages
+ * where the system allows (as the model loader does); NULL when the level has
+ * no panel kernel for the type. *pack_bytes gets one copy's size. */
+static uint8_t *make_packed(uint32_t type, const uint8_t *w, size_t bytes, int n_copies,
+                            size_t *pack_bytes) {
     nu_matrix m = {type, N_IN, N_OUT, w, bytes / N_OUT, NULL};
+    *pack_bytes = nu_matrix_pack_bytes(&m);
+    if (!*pack_bytes) return NULL;
+    size_t total = *pack_bytes * (size_t)n_copies;
+    void *p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    madvise(p, total, MADV_HUGEPAGE);
+    nu_matrix_pack(&m, p, 0, N_OUT / 16);
+    for (int c = 1; c < n_copies; c++)
+        memcpy((uint8_t *)p + (size_t)c * *pack_bytes, p, *pack_bytes);
+    return p;
+}
+
+/* A plain read of bytes [0, n) split among the pool's threads, eight
+ * independent sums each: what the memory system delivers to loads with
+ * nothing else to do, the ceiling a weight-streaming kernel is set against. */
+typedef struct read_pass {
+    const uint64_t *p;
+    size_t n; /* 64-byte lines */
+    uint64_t sum[2];
+} read_pass;
+
+/* Four 32-byte sums per line pair, so the loads, not the adds, set the pace. */
+__attribute__((target("avx2"))) static uint64_t read_lines_avx2(const uint64_t *p, int64_t b,
+                                                                int64_t e) {
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t l = b;
+    for (; l + 1 < e; l += 2) {
+        const __m256i *v = (const __m256i *)(const void *)(p + 8 * l);
+        a0 = _mm256_add_epi64(a0, _mm256_load_si256(v));
+        a1 = _mm256_add_epi64(a1, _mm256_load_si256(v + 1));
+        a2 = _mm256_add_epi64(a2, _mm256_load_si256(v + 2));
+        a3 = _mm256_add_epi64(a3, _mm256_load_si256(v + 3));
+    }
+    uint64_t out[4];
+    _mm256_storeu_si256((__m256i *)(void *)out,
+                        _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3)));
+    uint64_t s = out[0] + out[1] + out[2] + out[3];
+    for (; l < e; l++) s += p[8 * l];
+    return s;
+}
+
+static void read_task(void *arg, int ith, int nth) {
+    read_pass *rp = arg;
+    int64_t b, e;
+    nu_split_range((int64_t)rp->n, ith, nth, &b, &e);
+    uint64_t s = 0;
+    if (__builtin_cpu_supports("avx2"))
+        s = read_lines_avx2(rp->p, b, e);
+    else
+        for (int64_t l = b; l < e; l++)
+            for (int j = 0; j < 8; j++) s += rp->p[8 * l + (size_t)j];
+    if (ith < 2) rp->sum[ith] = s;
+}
+
+/* Per-pair ratio of kernel to plain-read speed of the last cold timing, and
+ * the read speed (GB/s), both medians: the pairs are interleaved, so slow
+ * drifts of the machine's bandwidth cancel out of the ratio. */
+static double last_ratio, last_ceiling;
+
+/* Median seconds of one nu_matmul over reps calls, cycling through copies
+ * (of the panel layout when packed is not NULL, pack_bytes apart). With
+ * several copies, each call is preceded by a timed plain read of the copy
+ * farthest from it (see last_ratio). */
+static double time_matmul(nu_threadpool *pool, uint32_t type, const uint8_t *w, size_t bytes,
+                          const uint8_t *packed, size_t pack_bytes, int n_copies, const float *x,
+                          int32_t n_batch, float *y, void *scratch, int reps) {
+    double *t = malloc(sizeof(double) * (size_t)reps * 3);
+    double *ratio = t + reps, *ceil_bw = t + 2 * reps;
+    nu_matrix m = {type, N_IN, N_OUT, w, bytes / N_OUT, packed};
+    const uint8_t *base = packed ? packed : w;
+    const size_t stride = packed ? pack_bytes : bytes;
     nu_matmul(pool, &m, x, n_batch, y, scratch); /* warm-up */
     for (int r = 0; r < reps; r++) {
+        if (n_copies > 2) {
+            read_pass rp = {(const uint64_t *)(const void *)(base + (size_t)((r + n_copies / 2) %
+                                                                             n_copies) *
+                                                                    stride),
+                            stride / 64,
+                            {0, 0}};
+            double t0 = now_s();
+            nu_threadpool_run(pool, read_task, &rp);
+            ceil_bw[r] = (double)(rp.n * 64) / (now_s() - t0) / 1e9;
+            if (rp.sum[0] + rp.sum[1] == 42) printf(" ");
+        }
         m.data = w + (size_t)(r % n_copies) * bytes;
+        if (packed) m.packed = packed + (size_t)(r % n_copies) * pack_bytes;
         double t0 = now_s();
         nu_matmul(pool, &m, x, n_batch, y, scratch);
         t[r] = now_s() - t0;
+        if (n_copies > 2) ratio[r] = (double)stride / t[r] / 1e9 / ceil_bw[r];
+    }
+    if (n_copies > 2) {
+        last_ratio = median(ratio, reps);
+        last_ceiling = median(ceil_bw, reps);
     }
     double med = median(t, reps);
     free(t);
@@ -156,27 +250,37 @@ static void bench_type(uint32_t type, const options *o, const float *x, float *y
     for (int level = 0; level <= (int)nu_kernels_cpu_level(); level++) {
         nu_kernels_force_level((nu_simd)level);
         if (o->level && strcmp(o->level, nu_kernels_level()) != 0) continue;
-        for (int threads = 1; threads <= 2; threads++) {
-            if (o->threads && threads != o->threads) continue;
-            int calm = o->idle ? wait_idle(o->idle) : 1;
-            nu_threadpool *pool = nu_threadpool_new(threads);
-            int reps = o->quick ? 9 : (copies * 3 > 31 ? copies * 3 : 31);
-            double cold = time_matmul(pool, type, w, bytes, copies, x, 1, y, scratch, reps);
-            double hot = time_matmul(pool, type, w, bytes, 1, x, 1, y, scratch, reps);
-            printf("%-5s %-7s %d thr  cold %6.1f GB/s  hot %6.1f GB/s  %7.1f us", name,
-                   nu_kernels_level(), threads, (double)bytes / cold / 1e9,
-                   (double)bytes / hot / 1e9, cold * 1e6);
-            for (int b = 0; b < n_batches; b++) {
-                int breps = level == 0 ? 3 : o->quick ? 3 : 9;
-                double batch =
-                    time_matmul(pool, type, w, bytes, 1, x, batches[b], y, scratch, breps);
-                printf("  batch%d %7.1f GOP/s", batches[b],
-                       2.0 * N_IN * N_OUT * batches[b] / batch / 1e9);
+        size_t pack_bytes = 0;
+        uint8_t *packed = make_packed(type, w, bytes, copies, &pack_bytes);
+        for (int layout = 0; layout < (packed ? 2 : 1); layout++) {
+            const uint8_t *pk = layout ? packed : NULL;
+            for (int threads = 1; threads <= 2; threads++) {
+                if (o->threads && threads != o->threads) continue;
+                int calm = o->idle ? wait_idle(o->idle) : 1;
+                nu_threadpool *pool = nu_threadpool_new(threads);
+                int reps = o->quick ? 9 : (copies * 3 > 31 ? copies * 3 : 31);
+                double cold = time_matmul(pool, type, w, bytes, pk, pack_bytes, copies, x, 1, y,
+                                          scratch, reps);
+                double hot =
+                    time_matmul(pool, type, w, bytes, pk, pack_bytes, 1, x, 1, y, scratch, reps);
+                printf("%-5s %-7s %-5s %d thr  cold %6.1f GB/s (%3.0f%% of reads at %5.1f)  hot "
+                       "%6.1f GB/s  %7.1f us",
+                       name, nu_kernels_level(), layout ? "panel" : "rows", threads,
+                       (double)bytes / cold / 1e9, 100 * last_ratio, last_ceiling,
+                       (double)bytes / hot / 1e9, cold * 1e6);
+                for (int b = 0; b < n_batches; b++) {
+                    int breps = level == 0 ? 3 : o->quick ? 3 : 9;
+                    double batch = time_matmul(pool, type, w, bytes, pk, pack_bytes, 1, x,
+                                               batches[b], y, scratch, breps);
+                    printf("  batch%d %7.1f GOP/s", batches[b],
+                           2.0 * N_IN * N_OUT * batches[b] / batch / 1e9);
+                }
+                printf("%s\n", calm ? "" : " *");
+                fflush(stdout);
+                nu_threadpool_free(pool);
             }
-            printf("%s\n", calm ? "" : " *");
-            fflush(stdout);
-            nu_threadpool_free(pool);
         }
+        if (packed) munmap(packed, pack_bytes * (size_t)copies);
     }
     free(w);
 }

@@ -822,6 +822,8 @@ static void test_matmul_panels(void **state) {
     static const shape k_shapes[] = {{256, 16}, {768, 32}, {2048, 16}, {5632, 16}};
     static const shape f_shapes[] = {{1, 16}, {7, 32}, {64, 16}, {2048, 16}, {5632, 16},
                                      {64, 512}, {99, 272},
+                                     /* F16 groups of 4 panels: last group of 3 */
+                                     {33, 112}, {130, 1040},
                                      /* rows of 557 KB: several activation chunks */
                                      {139264, 32}};
     static const uint32_t types[] = {NU_TYPE_F32,  NU_TYPE_F16,  NU_TYPE_BF16, NU_TYPE_Q4_0,

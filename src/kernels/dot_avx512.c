@@ -418,6 +418,7 @@ const nu_kernel_set nu_kernels_avx512_set = {
               [NU_TYPE_Q4_K] = nu_panel_q4_k_avx512,
               [NU_TYPE_F16] = nu_panel_f16_avx512},
     .panel2 = {[NU_TYPE_F16] = nu_panel2_f16_avx512},
+    .panel4 = {[NU_TYPE_F16] = nu_panel4_f16_avx512},
     .quantize_act = quantize_act,
     .quantize_act_k = nu_quantize_act_k_avx512,
     .dot_f32 = dot_f32,

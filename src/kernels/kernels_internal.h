@@ -173,8 +173,21 @@ typedef void (*nu_softmax_fn)(float *x, int64_t n, float max, int round_f16);
  */
 #define NU_PANEL_ROWS 16
 #define NU_PANEL_Q4_K_BYTES 2368 /* one Q4_K super-block of a panel */
-/* An F16 panel is column after column: the 16 rows' halves of column i at
- * bytes 32i..32i+31 (n_in rounded up to even with a zero column). */
+/* F16 panels are column after column, and four consecutive panels (a group;
+ * the last group of a matrix may hold fewer) are interleaved column by
+ * column, so one activation row can run four panels' chains over a single
+ * sequential stream: column i of panel p of a group of g panels starting at
+ * panel p0 holds the 16 rows' halves at bytes 32 * (g * i + p - p0) from
+ * the group's start (n_in rounded up to even with a zero column). */
+#define NU_PANEL_F16_GROUP 4
+static inline const uint8_t *nu_panel_f16_col0(const void *packed, int64_t n_in, int64_t n_panels,
+                                               int64_t panel, int64_t *col_stride) {
+    const int64_t p0 = panel / NU_PANEL_F16_GROUP * NU_PANEL_F16_GROUP;
+    const int64_t g = n_panels - p0 < NU_PANEL_F16_GROUP ? n_panels - p0 : NU_PANEL_F16_GROUP;
+    *col_stride = 32 * g;
+    return (const uint8_t *)packed + (size_t)p0 * (size_t)((n_in + 1) / 2 * 64) +
+           32 * (size_t)(panel - p0);
+}
 #define NU_PANEL_ACT 8 /* activation rows one panel kernel call handles */
 
 static inline int nu_panel_type(uint32_t type) {
@@ -208,6 +221,9 @@ typedef struct nu_kernel_set {
     nu_panel_fn panel[NU_TYPE_COUNT]; /* NULL: no panel kernel, W->packed unused */
     nu_panel_fn panel2[NU_TYPE_COUNT]; /* optional: panels p and p+1 in one call, each
                                           output exactly as panel[] computes it */
+    nu_panel_fn panel4[NU_TYPE_COUNT]; /* optional, one activation row (k = 1) only:
+                                          panels p..p+3, four independent chains where one
+                                          panel's chain is latency-bound; outputs as panel[] */
     nu_act_quant_fn quantize_act;   /* the 32-element block layout above */
     nu_act_quant_fn quantize_act_k; /* the Q8_K layout of kquant.h */
     nu_dot_f32_fn dot_f32;
@@ -233,6 +249,7 @@ void nu_panel_q8_0_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, i
 void nu_panel_q4_k_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, int k);
 void nu_panel_f16_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, int k);
 void nu_panel2_f16_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, int k);
+void nu_panel4_f16_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, int k);
 
 /* Defines a nu_tile_fn `fn` (with linkage `qual`: static or nothing) that
  * calls the inline kernel impl(TYPE, job, row, b0, k) with the type and the

@@ -72,24 +72,26 @@ static void pack_q4_k(const nu_matrix *W, const uint8_t *rows, int64_t sb, uint8
     }
 }
 
-/* The 16 F16 rows starting at `rows`, column by column. */
-static void pack_f16(const nu_matrix *W, const uint8_t *rows, uint8_t *out) {
+/* Panel p of the F16 matrix W, column by column, into its group (dst is the
+ * start of the whole packed matrix). */
+static void pack_f16(const nu_matrix *W, int64_t p, uint8_t *dst) {
     const int64_t cols = (W->n_in + 1) / 2 * 2;
+    int64_t stride;
+    uint8_t *out =
+        (uint8_t *)nu_panel_f16_col0(dst, W->n_in, W->n_out / NU_PANEL_ROWS, p, &stride);
+    const uint8_t *rows = (const uint8_t *)W->data + (size_t)p * NU_PANEL_ROWS * W->row_bytes;
     for (int r = 0; r < NU_PANEL_ROWS; r++) {
         const uint16_t *row = (const uint16_t *)(const void *)(rows + (size_t)r * W->row_bytes);
         for (int64_t i = 0; i < cols; i++) {
             uint16_t h = i < W->n_in ? row[i] : 0;
-            memcpy(out + 32 * i + 2 * r, &h, 2);
+            memcpy(out + (size_t)(stride * i) + 2 * r, &h, 2);
         }
     }
 }
 
 void nu_matrix_pack(const nu_matrix *W, void *dst, int64_t panel_begin, int64_t panel_end) {
     if (W->type == NU_TYPE_F16) {
-        const size_t panel_bytes = nu_panel_bytes(W->type, W->n_in);
-        for (int64_t p = panel_begin; p < panel_end; p++)
-            pack_f16(W, (const uint8_t *)W->data + (size_t)p * NU_PANEL_ROWS * W->row_bytes,
-                     (uint8_t *)dst + (size_t)p * panel_bytes);
+        for (int64_t p = panel_begin; p < panel_end; p++) pack_f16(W, p, dst);
         return;
     }
     if (W->type == NU_TYPE_Q4_K) {
@@ -117,10 +119,12 @@ void nu_matrix_pack(const nu_matrix *W, void *dst, int64_t panel_begin, int64_t 
     }
 }
 
-/* Panels per unit of work. */
+/* Panels per unit of work: whole F16 groups, so a unit's panels can run
+ * four at a time. */
 static int64_t panels_per_unit(int64_t n_panels, int nth) {
     int64_t u = n_panels / ((int64_t)nth * UNITS_PER_THREAD);
-    return u > 0 ? u : 1;
+    u = (u + NU_PANEL_F16_GROUP - 1) / NU_PANEL_F16_GROUP * NU_PANEL_F16_GROUP;
+    return u > 0 ? u : NU_PANEL_F16_GROUP;
 }
 
 /* Activation rows per chunk: a multiple of NU_PANEL_ACT whose quantised
@@ -149,8 +153,17 @@ void nu_panel_item(const nu_matmul_job *job, int64_t it, int nth) {
     const int32_t a0 = (int32_t)(it / units) * chunk;
     const int32_t a1 = job->n_batch - a0 < chunk ? job->n_batch : a0 + chunk;
     const int64_t p0 = it % units * unit, p1 = p0 + unit < n_panels ? p0 + unit : n_panels;
+    nu_panel_fn fn4 = ks->panel4[job->W->type];
+    if (a1 - a0 == 1 && fn4) {
+        /* one activation row: a group's chains at once (units start on a group) */
+        int64_t p = p0;
+        for (; p + NU_PANEL_F16_GROUP <= p1; p += NU_PANEL_F16_GROUP) fn4(job, p, a0, 1);
+        for (; fn2 && p + 2 <= p1; p += 2) fn2(job, p, a0, 1);
+        for (; p < p1; p++) fn(job, p, a0, 1);
+        return;
+    }
     /* pairs only pay when several activation rows share the broadcasts; a
-     * single row (generation) streams one panel at a time */
+     * single row streams one panel at a time */
     if (a1 - a0 < 2) fn2 = NULL;
     for (int64_t p = p0; p < p1; p += fn2 && p + 1 < p1 ? 2 : 1)
         for (int32_t b = a0; b < a1; b += NU_PANEL_ACT)

@@ -167,29 +167,37 @@ void nu_panel_q4_k_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, i
     }
 }
 
-/* F16 weights against float activations, np (1 or 2) consecutive panels at
- * once: per column, each panel's 16 halves are widened once and multiplied
+/* F16 weights against float activations, np (1, 2 or 4) consecutive panels
+ * at once: per column, each panel's 16 halves are widened once and multiplied
  * with every activation row's value broadcast, one multiply-add per (panel,
  * activation row) into its own accumulator; two panels share the broadcasts
  * and give 16 independent accumulators for k = 8. Each output is the same
- * column-ordered chain of multiply-adds whatever np and k are. */
+ * column-ordered chain of multiply-adds whatever np and k are, so a single
+ * activation row (generation) waits on the multiply-add's latency once per
+ * column: one panel then computes 32 bytes per ~4 cycles, below what memory
+ * delivers, and four panels (np = 4, k = 1) keep four chains in flight. */
 INLINE void panel_f16(const nu_matmul_job *job, int64_t panel, int np, int32_t b0, int k) {
     const int64_t n_in = job->W->n_in;
-    const size_t panel_bytes = nu_panel_bytes(NU_TYPE_F16, n_in);
-    const uint8_t *base = (const uint8_t *)job->W->packed + (size_t)panel * panel_bytes;
+    int64_t stride;
+    const uint8_t *base = nu_panel_f16_col0(job->W->packed, n_in, job->W->n_out / NU_PANEL_ROWS,
+                                            panel, &stride);
     const float *x[NU_PANEL_ACT];
-    __m512 acc[2][NU_PANEL_ACT];
+    __m512 acc[4][NU_PANEL_ACT];
     for (int v = 0; v < k; v++) {
         x[v] = job->x + (size_t)(b0 + v) * (size_t)n_in;
         for (int q = 0; q < np; q++) acc[q][v] = _mm512_setzero_ps();
     }
     for (int64_t i = 0; i < n_in; i++) {
-        __m512 w[2];
-        for (int q = 0; q < np; q++) {
-            const uint8_t *col = base + (size_t)q * panel_bytes + 32 * (size_t)i;
-            if (i % 16 == 0) _mm_prefetch((const char *)(col + PREFETCH_BYTES), _MM_HINT_T0);
-            w[q] = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)col));
-        }
+        const uint8_t *col = base + (size_t)(stride * i);
+        /* a prefetch per 64-byte line of the group's stream */
+        if (stride >= 64)
+            for (int64_t off = 0; off < stride; off += 64)
+                _mm_prefetch((const char *)(col + PREFETCH_BYTES + off), _MM_HINT_T0);
+        else if (i % 2 == 0)
+            _mm_prefetch((const char *)(col + PREFETCH_BYTES), _MM_HINT_T0);
+        __m512 w[4];
+        for (int q = 0; q < np; q++)
+            w[q] = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(col + 32 * q)));
         for (int v = 0; v < k; v++) {
             const __m512 xv = _mm512_set1_ps(x[v][i]);
             for (int q = 0; q < np; q++) acc[q][v] = _mm512_fmadd_ps(w[q], xv, acc[q][v]);
@@ -245,4 +253,9 @@ void nu_panel2_f16_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, i
     case 7: panel_f16(job, panel, 2, b0, 7); break;
     default: panel_f16(job, panel, 2, b0, 8); break;
     }
+}
+
+void nu_panel4_f16_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, int k) {
+    (void)k; /* always 1 */
+    panel_f16(job, panel, 4, b0, 1);
 }
