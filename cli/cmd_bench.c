@@ -16,6 +16,9 @@ static const char bench_help[] =
     "  -n, --n-gen N      generated tokens per generation test (default 128; 0 skips)\n"
     "  -r, --reps N       repetitions (default 5, after one warm-up)\n"
     "      --json         one JSON object per test on stdout\n"
+    "      --ceiling      after every generated token, time a plain read of the weights a\n"
+    "                     token streams (same threads): reports that bandwidth and the\n"
+    "                     generation speed as a fraction of it, token by token\n"
     "speculative decoding against plain decoding (greedy, same prompt, -n tokens):\n"
     "      --draft MODEL  with this draft model\n"
     "      --lookup       with prompt lookup\n"
@@ -25,7 +28,7 @@ static const char bench_help[] =
 typedef struct bench_opts {
     cli_run_opts run;
     long n_prompt, n_gen, reps;
-    bool json;
+    bool json, ceiling;
     const char *draft, *text, *text_file; /* speculative: the draft model and the prompt */
     bool lookup;
     long draft_max;
@@ -59,6 +62,8 @@ static int parse(bench_opts *o, int argc, char **argv) {
             o->lookup = true;
         } else if (!strcmp(a, "--json")) {
             o->json = true;
+        } else if (!strcmp(a, "--ceiling")) {
+            o->ceiling = true;
         } else {
             cli_error("unknown or incomplete option '%s' (see nucleus bench --help)", a);
             return 2;
@@ -67,17 +72,27 @@ static int parse(bench_opts *o, int argc, char **argv) {
     return 0;
 }
 
+/* Per-token pairs of --ceiling: the plain read's GB/s and the token's time
+ * as a fraction of the read's (the bandwidth ceiling's share it reached). */
+typedef struct ceiling_log {
+    double *gbps, *frac;
+    long n;
+    uint64_t bytes;
+} ceiling_log;
+
 /* One timed run: n_prompt tokens in batches (logits for the last), or n_gen
  * tokens one at a time (logits for each). Returns tokens per second, or a
- * negative value after printing an error. */
-static double run_once(nu_context *ctx, bool prompt, long n, nu_rng *rng) {
+ * negative value after printing an error. With cl, every step is followed by
+ * a timed read of the weights (outside the run's time). */
+static double run_once(nu_context *ctx, bool prompt, long n, nu_rng *rng, ceiling_log *cl) {
     const nu_model *m = nu_context_model(ctx);
     int32_t n_vocab = nu_model_n_vocab(m), n_batch = prompt ? 512 : 1;
     nu_batch_entry batch[512];
     nu_error err;
     nu_kv_clear(ctx);
-    double t0 = nu_time_ms();
+    double t0 = nu_time_ms(), reading = 0;
     for (long start = 0; start < n; start += n_batch) {
+        double ts = nu_time_ms();
         int32_t k = (int32_t)(n - start < n_batch ? n - start : n_batch);
         for (int32_t i = 0; i < k; i++)
             batch[i] = (nu_batch_entry){(int32_t)(nu_rng_next(rng) % (uint64_t)n_vocab),
@@ -86,8 +101,15 @@ static double run_once(nu_context *ctx, bool prompt, long n, nu_rng *rng) {
             cli_error("%s", err.message);
             return -1;
         }
+        if (cl) {
+            double step = nu_time_ms() - ts;
+            double read = nu_context_read_weights(ctx, &cl->bytes);
+            cl->gbps[cl->n] = (double)cl->bytes / read / 1e6;
+            cl->frac[cl->n++] = read / step;
+            reading += nu_time_ms() - ts - step;
+        }
     }
-    return (double)n / ((nu_time_ms() - t0) / 1e3);
+    return (double)n / ((nu_time_ms() - t0 - reading) / 1e3);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -95,26 +117,39 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+static double median_of(double *x, long n);
+
 static void report(const bench_opts *o, const nu_model *m, const char *test, double *tps,
-                   long reps) {
+                   long reps, ceiling_log *cl) {
     qsort(tps, (size_t)reps, sizeof *tps, cmp_double);
     double median = reps % 2 ? tps[reps / 2] : (tps[reps / 2 - 1] + tps[reps / 2]) / 2;
     double mean = 0, var = 0;
     for (long i = 0; i < reps; i++) mean += tps[i] / (double)reps;
     for (long i = 0; i < reps; i++) var += (tps[i] - mean) * (tps[i] - mean) / (double)reps;
     double size_mib = (double)nu_model_weight_bytes(m) / (1024.0 * 1024.0);
+    double gbps = cl ? median_of(cl->gbps, cl->n) : 0, frac = cl ? median_of(cl->frac, cl->n) : 0;
     if (o->json) {
         printf("{\"model\": \"%s\", \"size_mib\": %.2f, \"params\": %llu, \"simd\": \"%s\", "
                "\"threads\": %d, \"test\": \"%s\", \"reps\": %ld, \"median_tps\": %.3f, "
-               "\"min_tps\": %.3f, \"max_tps\": %.3f, \"stddev_tps\": %.3f}\n",
+               "\"min_tps\": %.3f, \"max_tps\": %.3f, \"stddev_tps\": %.3f",
                nu_model_name(m), size_mib, (unsigned long long)nu_model_n_params(m),
                nu_simd_level(), o->run.ctx.n_threads, test, reps, median, tps[0], tps[reps - 1],
                sqrt(var));
+        if (cl)
+            printf(", \"read_bytes\": %llu, \"read_gbps\": %.3f, \"ceiling_fraction\": %.4f",
+                   (unsigned long long)cl->bytes, gbps, frac);
+        printf("}\n");
     } else {
         printf("| %-20.20s | %10.2f MiB | %8.2f M | %-7s | %7d | %8s | %9.2f | %9.2f | %9.2f |\n",
                nu_model_name(m)[0] ? nu_model_name(m) : nu_model_arch(m), size_mib,
                (double)nu_model_n_params(m) / 1e6, nu_simd_level(), o->run.ctx.n_threads, test,
                median, tps[0], tps[reps - 1]);
+        if (cl)
+            printf("\n%s ceiling: the %.3f GB of weights a token streams, read alone after each "
+                   "token, at %.1f GB/s (%.2f tokens/s); generation ran at %.1f%% of it "
+                   "(medians of %ld token/read pairs)\n",
+                   test, (double)cl->bytes / 1e9, gbps, gbps * 1e9 / (double)cl->bytes,
+                   100 * frac, cl->n);
     }
     fflush(stdout);
 }
@@ -124,13 +159,28 @@ static int run_test(const bench_opts *o, nu_context *ctx, bool prompt, long n) {
     nu_rng rng;
     nu_rng_seed(&rng, 42);
     double tps[1000];
-    if (run_once(ctx, prompt, n, &rng) < 0) return 1; /* warm-up */
-    for (long r = 0; r < o->reps; r++)
-        if ((tps[r] = run_once(ctx, prompt, n, &rng)) < 0) return 1;
-    char name[32];
-    snprintf(name, sizeof name, "%s%ld", prompt ? "pp" : "tg", n);
-    report(o, nu_context_model(ctx), name, tps, o->reps);
-    return 0;
+    ceiling_log cl = {0}, *clp = NULL;
+    if (o->ceiling && !prompt) {
+        cl.gbps = malloc(sizeof(double) * (size_t)(n * o->reps));
+        cl.frac = malloc(sizeof(double) * (size_t)(n * o->reps));
+        if (!cl.gbps || !cl.frac) {
+            free(cl.gbps);
+            free(cl.frac);
+            cli_error("out of memory");
+            return 1;
+        }
+        clp = &cl;
+    }
+    int rc = run_once(ctx, prompt, n, &rng, NULL) < 0; /* warm-up */
+    for (long r = 0; r < o->reps && !rc; r++) rc = (tps[r] = run_once(ctx, prompt, n, &rng, clp)) < 0;
+    if (!rc) {
+        char name[32];
+        snprintf(name, sizeof name, "%s%ld", prompt ? "pp" : "tg", n);
+        report(o, nu_context_model(ctx), name, tps, o->reps, clp);
+    }
+    free(cl.gbps);
+    free(cl.frac);
+    return rc;
 }
 
 /* A text that repeats itself, as edits and summaries of a document do. */

@@ -225,6 +225,15 @@ const nu_model *nu_context_model(const nu_context *ctx);
 int32_t nu_context_n_ctx(const nu_context *ctx);
 int32_t nu_context_n_threads(const nu_context *ctx);
 
+/* For benchmarks: reads every weight byte a generation step streams (each
+ * matrix as the kernels store it; of the token embeddings only what a step
+ * reads, one row, unless they are also the output matrix) with the context's
+ * threads, as plain loads with nothing else to do, and returns the
+ * milliseconds it took; *bytes (if not NULL) gets the count. bytes / time
+ * is the memory-bandwidth ceiling of generation on this machine, measured
+ * right where the step runs. */
+double nu_context_read_weights(nu_context *ctx, uint64_t *bytes);
+
 /* One entry of a batch: a token at a position in a sequence. */
 typedef struct nu_batch_entry {
     int32_t token;

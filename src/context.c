@@ -2,6 +2,8 @@
  * and the memory calculator. */
 #include "context.h"
 
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -139,6 +141,56 @@ void nu_context_free(nu_context *c) {
 const nu_model *nu_context_model(const nu_context *c) { return c->model; }
 int32_t nu_context_n_ctx(const nu_context *c) { return c->params.n_ctx; }
 int32_t nu_context_n_threads(const nu_context *c) { return c->params.n_threads; }
+
+/* nu_context_read_weights: the matrices' bytes (64-byte lines within each),
+ * each matrix split among the threads as the products split it. */
+typedef struct weight_read {
+    const nu_matrix **mats;
+    int n;
+    _Atomic uint64_t sink;
+} weight_read;
+
+static void matrix_span(const nu_matrix *W, const uint8_t **p, size_t *lines) {
+    size_t bytes = W->packed ? nu_matrix_pack_bytes(W) : (size_t)W->n_out * W->row_bytes;
+    const uint8_t *b = W->packed ? W->packed : W->data;
+    const uint8_t *a = (const uint8_t *)(((uintptr_t)b + 63) / 64 * 64);
+    *p = a;
+    *lines = bytes > (size_t)(a - b) ? (bytes - (size_t)(a - b)) / 64 : 0;
+}
+
+static void read_task(void *arg, int ith, int nth) {
+    weight_read *r = arg;
+    uint64_t sum = 0;
+    for (int i = 0; i < r->n; i++) {
+        const uint8_t *p;
+        size_t lines;
+        matrix_span(r->mats[i], &p, &lines);
+        int64_t b, e;
+        nu_split_range((int64_t)lines, ith, nth, &b, &e);
+        if (e > b) sum += nu_vec_read(p + 64 * (size_t)b, 64 * (size_t)(e - b));
+    }
+    atomic_fetch_add(&r->sink, sum);
+}
+
+double nu_context_read_weights(nu_context *c, uint64_t *bytes) {
+    const nu_model *m = c->model;
+    weight_read r = {.mats = malloc(sizeof(nu_matrix *) * (size_t)(1 + 7 * m->hp.n_layer))};
+    if (!r.mats) return 0;
+    r.n = nu_model_matrices(m, r.mats);
+    uint64_t total = 0;
+    for (int i = 0; i < r.n; i++) {
+        const uint8_t *p;
+        size_t lines;
+        matrix_span(r.mats[i], &p, &lines);
+        total += 64 * (uint64_t)lines;
+    }
+    double t0 = nu_time_ms();
+    nu_threadpool_run(c->pool, read_task, &r);
+    double ms = nu_time_ms() - t0;
+    free(r.mats);
+    if (bytes) *bytes = total;
+    return ms;
+}
 
 void nu_kv_clear(nu_context *c) {
     nu_kv_cache_clear(&c->kv);

@@ -130,7 +130,7 @@ static void attend_heads(nu_context *c, const nu_batch_entry *e, int32_t b, int3
     const int32_t n = visible_cells(kv, cells, c->s.seq_count[e->seq], e->pos);
     const size_t n_ctx = (size_t)c->params.n_ctx;
     const float scale = 1.0f / sqrtf((float)hd);
-    float q16[NU_ATTN_HEADS][256], dots[NU_ATTN_HEADS], max[NU_ATTN_HEADS], weights[NU_ATTN_HEADS];
+    float q16[NU_ATTN_HEADS][256], dots[NU_ATTN_HEADS], max[NU_ATTN_HEADS];
     const float *q[NU_ATTN_HEADS];
     float *out[NU_ATTN_HEADS];
     for (int32_t i = 0; i < nh; i++) {
@@ -154,10 +154,8 @@ static void attend_heads(nu_context *c, const nu_batch_entry *e, int32_t b, int3
     }
     for (int32_t i = 0; i < nh; i++)
         nu_vec_softmax(scores + (size_t)i * n_ctx, n, max[i], type == NU_TYPE_F16);
-    for (int32_t j = 0; j < n; j++) {
-        for (int32_t i = 0; i < nh; i++) weights[i] = scores[(size_t)i * n_ctx + j];
-        nu_vec_mads(type, out, weights, nh, kv_head_row(kv, true, layer, cells[j], g, hd), hd);
-    }
+    nu_vec_mads_rows(type, out, scores, n_ctx, nh, kv_head_row(kv, true, layer, 0, g, hd),
+                     (size_t)kv->kv_dim * kv->elem_bytes, cells, n, hd);
 }
 
 /* Work units: (entry, group of up to NU_ATTN_HEADS query heads sharing a

@@ -231,6 +231,11 @@ static int model_matrices(nu_model *m, nu_matrix **out) {
     return n;
 }
 
+/* The same list for readers (model_matrices only takes the addresses). */
+int nu_model_matrices(const nu_model *m, const nu_matrix **out) {
+    return model_matrices((nu_model *)m, (nu_matrix **)out);
+}
+
 /* Tells the kernel the file pages of a repacked matrix will not be read
  * again, so they stop counting towards the process's memory (they are
  * clean file pages: touching them again would simply re-read them). */

@@ -60,6 +60,11 @@ struct nu_model {
     char **meta_keys;
 };
 
+/* The model's matrices (output, then each layer's seven), as the forward
+ * pass multiplies with them; out has room for 1 + 7 * n_layer. Returns the
+ * count. */
+int nu_model_matrices(const nu_model *m, const nu_matrix **out);
+
 /* The vocabulary of a model (NULL for NU_LOAD_METADATA_ONLY). */
 const nu_vocab *nu_model_vocab(const nu_model *m);
 

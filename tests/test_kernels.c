@@ -697,6 +697,43 @@ static void test_grouped_vector_helpers(void **state) {
                 }
             }
         }
+        /* nu_vec_mads_rows: rows picked from a table by cell index, weights
+         * with a stride, bit-identical to nu_vec_mads row after row */
+        static uint8_t table[9 * 256 * 4];
+        static float wts[4 * 9];
+        const int32_t cells[7] = {3, 0, 8, 3, 5, 1, 7};
+        for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+            const int64_t n = sizes[s];
+            for (int type = 0; type < 2; type++) {
+                const size_t esz = type ? 2 : 4, stride = (size_t)n * esz + 4 * esz;
+                for (size_t i = 0; i < 9 * stride / esz; i++) {
+                    if (type) {
+                        uint16_t hv = nu_f32_to_f16(rng_sym(&r));
+                        memcpy(table + 2 * i, &hv, 2);
+                    } else {
+                        float fv = rng_sym(&r);
+                        memcpy(table + 4 * i, &fv, 4);
+                    }
+                }
+                for (int i = 0; i < 4 * 9; i++) wts[i] = rng_sym(&r);
+                for (int k = 1; k <= 4; k++)
+                    for (int64_t nr = 0; nr <= 7; nr += 7) {
+                        float *out[4] = {y[0], y[1], y[2], y[3]};
+                        for (int v = 0; v < k; v++)
+                            for (int64_t i = 0; i < n; i++) y[v][i] = rows[v][i] = rng_sym(&r);
+                        const uint32_t t = type ? NU_TYPE_F16 : NU_TYPE_F32;
+                        nu_vec_mads_rows(t, out, wts, 9, k, table, stride, cells, nr, n);
+                        float *ref[4] = {rows[0], rows[1], rows[2], rows[3]};
+                        for (int64_t j = 0; j < nr; j++) {
+                            float a[4];
+                            for (int v = 0; v < k; v++) a[v] = wts[9 * v + j];
+                            nu_vec_mads(t, ref, a, k, table + (size_t)cells[j] * stride, n);
+                        }
+                        for (int v = 0; v < k; v++)
+                            assert_memory_equal(rows[v], y[v], sizeof(float) * (size_t)n);
+                    }
+            }
+        }
         const float specials[] = {0.0f, -0.0f, 65504.0f, 65520.0f, -1e9f, 1e-8f, 6e-8f,
                                   3.0e-5f, 1.0f / 3.0f, INFINITY, -INFINITY};
         for (int64_t i = 0; i < 300; i++)

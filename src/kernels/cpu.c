@@ -119,6 +119,16 @@ void nu_vec_softmax(float *x, int64_t n, float max, int round_f16) {
     nu_kernels_current()->softmax(x, n, max, round_f16);
 }
 
+void nu_vec_mads_rows(uint32_t type, float *const *y, const float *a, size_t a_stride, int k,
+                      const void *base, size_t stride, const int32_t *cells, int64_t n_rows,
+                      int64_t n) {
+    nu_kernels_current()->mads_rows(type, y, a, a_stride, k, base, stride, cells, n_rows, n);
+}
+
+uint64_t nu_vec_read(const void *p, size_t n) {
+    return nu_kernels_current()->read(p, n);
+}
+
 /* AMX tile units. Three things must hold before a tile instruction may run:
  * CPUID reports AMX-TILE and AMX-INT8 (leaf 7, EDX bits 24 and 25), the OS
  * saves the tile state (XCR0 bits 17 and 18, read with xgetbv once CPUID

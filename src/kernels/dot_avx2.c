@@ -333,6 +333,55 @@ static void mads(uint32_t type, float *const *y, const float *a, int k, const vo
     }
 }
 
+/* Columns [i0, i0 + 16) (all within the 8-aligned part) of k heads in 8
+ * accumulators over every row. */
+INLINE void mads_rows_block(uint32_t type, float *const *y, const float *a, size_t a_stride, int k,
+                            const uint8_t *base, size_t stride, const int32_t *cells,
+                            int64_t n_rows, int nd, int64_t i0) {
+    __m256 acc[4][2];
+    for (int d = 0; d < nd; d++)
+        for (int v = 0; v < k; v++) acc[v][d] = _mm256_loadu_ps(y[v] + i0 + 8 * d);
+    for (int64_t j = 0; j < n_rows; j++) {
+        const uint8_t *row = base + (size_t)cells[j] * stride;
+        for (int d = 0; d < nd; d++) {
+            int64_t i = i0 + 8 * d;
+            __m256 xv = type == NU_TYPE_F16
+                            ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(row + 2 * i)))
+                            : _mm256_loadu_ps((const float *)(const void *)row + i);
+            for (int v = 0; v < k; v++)
+                acc[v][d] = _mm256_fmadd_ps(_mm256_set1_ps(a[(size_t)v * a_stride + (size_t)j]), xv,
+                                            acc[v][d]);
+        }
+    }
+    for (int d = 0; d < nd; d++)
+        for (int v = 0; v < k; v++) _mm256_storeu_ps(y[v] + i0 + 8 * d, acc[v][d]);
+}
+
+static void mads_rows(uint32_t type, float *const *y, const float *a, size_t a_stride, int k,
+                      const void *base, size_t stride, const int32_t *cells, int64_t n_rows,
+                      int64_t n) {
+    const int64_t n8 = n / 8 * 8;
+    for (int64_t i0 = 0; i0 < n8; i0 += 16) {
+        const int nd = n8 - i0 >= 16 ? 2 : 1;
+        switch (k) {
+        case 1: mads_rows_block(type, y, a, a_stride, 1, base, stride, cells, n_rows, nd, i0); break;
+        case 2: mads_rows_block(type, y, a, a_stride, 2, base, stride, cells, n_rows, nd, i0); break;
+        case 3: mads_rows_block(type, y, a, a_stride, 3, base, stride, cells, n_rows, nd, i0); break;
+        default: mads_rows_block(type, y, a, a_stride, 4, base, stride, cells, n_rows, nd, i0); break;
+        }
+    }
+    if (n8 == n) return;
+    /* the tail as mads computes it, row after row */
+    for (int64_t j = 0; j < n_rows; j++) {
+        const char *row = (const char *)base + (size_t)cells[j] * stride;
+        for (int64_t i = n8; i < n; i++) {
+            float xf = type == NU_TYPE_F16 ? nu_f16_to_f32(((const uint16_t *)(const void *)row)[i])
+                                           : ((const float *)(const void *)row)[i];
+            for (int v = 0; v < k; v++) y[v][i] += a[(size_t)v * a_stride + (size_t)j] * xf;
+        }
+    }
+}
+
 static void round_f16(float *x, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -389,6 +438,23 @@ static void softmax(float *x, int64_t n, float max, int round16) {
     if (round16) round_f16(x, n);
 }
 
+/* Four independent sums, two lines per step. */
+uint64_t nu_read_avx2(const void *p, size_t n) {
+    const __m256i *v = p;
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    size_t i = 0;
+    for (; i + 4 <= n / 32; i += 4) {
+        a0 = _mm256_add_epi64(a0, _mm256_load_si256(v + i));
+        a1 = _mm256_add_epi64(a1, _mm256_load_si256(v + i + 1));
+        a2 = _mm256_add_epi64(a2, _mm256_load_si256(v + i + 2));
+        a3 = _mm256_add_epi64(a3, _mm256_load_si256(v + i + 3));
+    }
+    for (; i < n / 32; i++) a0 = _mm256_add_epi64(a0, _mm256_load_si256(v + i));
+    a0 = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
+    __m128i s = _mm_add_epi64(_mm256_castsi256_si128(a0), _mm256_extracti128_si256(a0, 1));
+    return (uint64_t)_mm_cvtsi128_si64(s) + (uint64_t)_mm_extract_epi64(s, 1);
+}
+
 const nu_kernel_set nu_kernels_avx2_set = {
     .name = "avx2",
     .tile =
@@ -415,6 +481,8 @@ const nu_kernel_set nu_kernels_avx2_set = {
     .mad_f16 = mad_f16,
     .dots = dots,
     .mads = mads,
+    .mads_rows = mads_rows,
     .round_f16 = round_f16,
     .softmax = softmax,
+    .read = nu_read_avx2,
 };

@@ -349,6 +349,41 @@ static void mads(uint32_t type, float *const *y, const float *a, int k, const vo
     }
 }
 
+/* Columns [i0, i0 + 64) of k heads in 16 accumulators over every row. */
+INLINE void mads_rows_block(uint32_t type, float *const *y, const float *a, size_t a_stride, int k,
+                            const uint8_t *base, size_t stride, const int32_t *cells,
+                            int64_t n_rows, int64_t n, int64_t i0) {
+    __m512 acc[4][4];
+    __mmask16 mask[4];
+    for (int d = 0; d < 4; d++) {
+        int64_t left = n - i0 - 16 * d;
+        mask[d] = left >= 16 ? 0xFFFF : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
+        for (int v = 0; v < k; v++) acc[v][d] = _mm512_maskz_loadu_ps(mask[d], y[v] + i0 + 16 * d);
+    }
+    for (int64_t j = 0; j < n_rows; j++) {
+        const uint8_t *row = base + (size_t)cells[j] * stride;
+        for (int d = 0; d < 4; d++) {
+            __m512 xv = load_weights(type, row, i0 + 16 * d, mask[d]);
+            for (int v = 0; v < k; v++)
+                acc[v][d] = _mm512_fmadd_ps(_mm512_set1_ps(a[(size_t)v * a_stride + (size_t)j]),
+                                            xv, acc[v][d]);
+        }
+    }
+    for (int d = 0; d < 4; d++)
+        for (int v = 0; v < k; v++) _mm512_mask_storeu_ps(y[v] + i0 + 16 * d, mask[d], acc[v][d]);
+}
+
+static void mads_rows(uint32_t type, float *const *y, const float *a, size_t a_stride, int k,
+                      const void *base, size_t stride, const int32_t *cells, int64_t n_rows,
+                      int64_t n) {
+    for (int64_t i0 = 0; i0 < n; i0 += 64) switch (k) {
+        case 1: mads_rows_block(type, y, a, a_stride, 1, base, stride, cells, n_rows, n, i0); break;
+        case 2: mads_rows_block(type, y, a, a_stride, 2, base, stride, cells, n_rows, n, i0); break;
+        case 3: mads_rows_block(type, y, a, a_stride, 3, base, stride, cells, n_rows, n, i0); break;
+        default: mads_rows_block(type, y, a, a_stride, 4, base, stride, cells, n_rows, n, i0); break;
+        }
+}
+
 static void round_f16(float *x, int64_t n) {
     for (int64_t i = 0; i < n; i += 16) {
         __mmask16 mask = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
@@ -427,6 +462,8 @@ const nu_kernel_set nu_kernels_avx512_set = {
     .mad_f16 = mad_f16,
     .dots = dots,
     .mads = mads,
+    .mads_rows = mads_rows,
     .round_f16 = round_f16,
     .softmax = softmax,
+    .read = nu_read_avx2,
 };

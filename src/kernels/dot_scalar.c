@@ -244,6 +244,16 @@ static void mads(uint32_t type, float *const *y, const float *a, int k, const vo
     }
 }
 
+static void mads_rows(uint32_t type, float *const *y, const float *a, size_t a_stride, int k,
+                      const void *base, size_t stride, const int32_t *cells, int64_t n_rows,
+                      int64_t n) {
+    for (int64_t j = 0; j < n_rows; j++) {
+        float w[4];
+        for (int v = 0; v < k; v++) w[v] = a[(size_t)v * a_stride + (size_t)j];
+        mads(type, y, w, k, (const char *)base + (size_t)cells[j] * stride, n);
+    }
+}
+
 static void round_f16(float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] = nu_half_to_float(nu_f32_to_f16(x[i]));
 }
@@ -253,6 +263,16 @@ static void softmax(float *x, int64_t n, float max, int round16) {
     for (int64_t i = 0; i < n; i++) sum += (x[i] = expf(x[i] - max));
     for (int64_t i = 0; i < n; i++) x[i] /= sum;
     if (round16) round_f16(x, n);
+}
+
+static uint64_t read_words(const void *p, size_t n) {
+    const uint64_t *w = p;
+    uint64_t a = 0, b = 0;
+    for (size_t i = 0; i < n / 8; i += 2) {
+        a += w[i];
+        b += w[i + 1];
+    }
+    return a + b;
 }
 
 const nu_kernel_set nu_kernels_scalar_set = {
@@ -281,6 +301,8 @@ const nu_kernel_set nu_kernels_scalar_set = {
     .mad_f16 = mad_f16,
     .dots = dots,
     .mads = mads,
+    .mads_rows = mads_rows,
     .round_f16 = round_f16,
     .softmax = softmax,
+    .read = read_words,
 };

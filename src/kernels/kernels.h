@@ -151,6 +151,14 @@ void nu_vec_dots(uint32_t type, const void *row, const float *const *q, int k, i
                  float *out);
 void nu_vec_mads(uint32_t type, float *const *y, const float *a, int k, const void *row, int64_t n);
 
+/* nu_vec_mads over n_rows rows in turn, row j at base + cells[j] * stride
+ * bytes with weights a[v * a_stride + j]: for j = 0, 1, ...: y[v] +=
+ * a[v][j] * row j. Bit-identical to one nu_vec_mads call per row (the same
+ * multiply-adds in the same order), with y kept in registers meanwhile. */
+void nu_vec_mads_rows(uint32_t type, float *const *y, const float *a, size_t a_stride, int k,
+                      const void *base, size_t stride, const int32_t *cells, int64_t n_rows,
+                      int64_t n);
+
 /* Rounds each x[i] to the nearest half-precision value (as nu_f32_to_f16
  * then nu_f16_to_f32 would). */
 void nu_vec_round_f16(float *x, int64_t n);
@@ -160,5 +168,10 @@ void nu_vec_round_f16(float *x, int64_t n);
  * The SIMD levels compute e^ with a polynomial (within 2 ulp of expf) and
  * sum in vector lanes; the result depends only on x, n and the level. */
 void nu_vec_softmax(float *x, int64_t n, float max, int round_f16);
+
+/* A plain read of n bytes at p (64-byte aligned, n a multiple of 64): a sum
+ * of their 64-bit words, with the widest loads of the level and nothing else
+ * to do. Benchmarks set weight-streaming kernels against it. */
+uint64_t nu_vec_read(const void *p, size_t n);
 
 #endif

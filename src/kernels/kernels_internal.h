@@ -149,8 +149,12 @@ typedef void (*nu_dots_fn)(uint32_t type, const void *row, const float *const *q
                            int64_t n, float *out);
 typedef void (*nu_mads_fn)(uint32_t type, float *const *y, const float *a, int k, const void *x,
                            int64_t n);
+typedef void (*nu_mads_rows_fn)(uint32_t type, float *const *y, const float *a, size_t a_stride,
+                                int k, const void *base, size_t stride, const int32_t *cells,
+                                int64_t n_rows, int64_t n);
 typedef void (*nu_round_f16_fn)(float *x, int64_t n);
 typedef void (*nu_softmax_fn)(float *x, int64_t n, float max, int round_f16);
+typedef uint64_t (*nu_read_fn)(const void *p, size_t n);
 
 /* ---- Panel layout (nu_matrix_pack) ----------------------------------------
  * Rows are taken 16 at a time (a panel) and blocks two at a time (a pair).
@@ -232,8 +236,10 @@ typedef struct nu_kernel_set {
     nu_mad_f16_fn mad_f16;
     nu_dots_fn dots;           /* nu_vec_dots */
     nu_mads_fn mads;           /* nu_vec_mads */
+    nu_mads_rows_fn mads_rows; /* nu_vec_mads_rows */
     nu_round_f16_fn round_f16; /* nu_vec_round_f16 */
     nu_softmax_fn softmax;     /* nu_vec_softmax */
+    nu_read_fn read;           /* nu_vec_read */
 } nu_kernel_set;
 
 extern const nu_kernel_set nu_kernels_scalar_set;
@@ -242,6 +248,10 @@ extern const nu_kernel_set nu_kernels_avx512_set;
 
 /* The set of the selected level (initialises on first use). */
 const nu_kernel_set *nu_kernels_current(void);
+
+/* nu_vec_read with 256-bit loads (dot_avx2.c; the AVX-512 level uses it too:
+ * two such loads per cycle outrun any memory). */
+uint64_t nu_read_avx2(const void *p, size_t n);
 
 /* The AVX-512 level's panel kernels (panel_avx512.c). */
 void nu_panel_q4_0_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, int k);
