@@ -30,11 +30,6 @@ static void add_bias(float *y, const float *b, int32_t n_rows, int32_t dim) {
         for (int32_t i = 0; i < dim; i++) y[(size_t)r * dim + i] += b[i];
 }
 
-/* SwiGLU: gate = silu(gate) * up, with silu(g) = g / (1 + e^-g). */
-static void swiglu(float *gate, const float *up, size_t n) {
-    for (size_t i = 0; i < n; i++) gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
-}
-
 /* ---- rotary position embedding ------------------------------------------ */
 
 /* YaRN's ramp: 0 for dimensions whose wavelength fits many times in the
@@ -232,7 +227,7 @@ static void row_step_one(const row_task *t, int32_t b) {
         rms_norm(s->xb + b * d, s->x + b * d, l->ffn_norm, (int32_t)d, hp->norm_eps);
         break;
     case ROW_SWIGLU:
-        swiglu(s->gate + b * ff, s->up + b * ff, ff);
+        nu_vec_swiglu(s->gate + b * ff, s->up + b * ff, (int64_t)ff);
         break;
     case ROW_FFN_OUT:
         add_rows(s->x + b * d, s->q + b * d, d);

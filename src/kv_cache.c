@@ -73,8 +73,7 @@ void nu_kv_cache_store(nu_kv_cache *c, bool value, int32_t layer, int32_t cell,
     if (c->type == NU_KV_F32) {
         memcpy((float *)base + idx, row, (size_t)c->kv_dim * sizeof(float));
     } else {
-        uint16_t *dst = (uint16_t *)base + idx;
-        for (int32_t i = 0; i < c->kv_dim; i++) dst[i] = nu_f32_to_f16(row[i]);
+        nu_vec_to_f16((uint16_t *)base + idx, row, c->kv_dim);
     }
 }
 

@@ -746,6 +746,42 @@ static void test_grouped_vector_helpers(void **state) {
     nu_kernels_force_level(nu_kernels_cpu_level());
 }
 
+/* nu_vec_swiglu at every level: within 4e-7 relative (plus 1e-30) of the
+ * double-precision formula, large |g| included (no overflow: silu(-200) is
+ * -0 or a tiny negative, silu(200) is 200 * up); nu_vec_to_f16 equals the
+ * scalar conversion, specials included. */
+static void test_swiglu_to_f16(void **state) {
+    (void)state;
+    rng r = {29};
+    static float gate[1000], up[1000], g0[1000];
+    static uint16_t h[1000];
+    const int64_t sizes[] = {1, 7, 8, 17, 1000};
+    const float specials[] = {0.0f, -0.0f, 200.0f, -200.0f, 88.0f, -88.0f, 1e-30f, 65520.0f,
+                              -1e9f, 6e-8f, INFINITY, -INFINITY};
+    for (int l = 0; l <= (int)nu_kernels_cpu_level(); l++) {
+        assert_true(nu_kernels_force_level((nu_simd)l));
+        for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+            const int64_t n = sizes[s];
+            for (int64_t i = 0; i < n; i++) {
+                g0[i] = gate[i] = i < 10 ? specials[i] : rng_sym(&r) * (float)(1 << (i % 6));
+                up[i] = rng_sym(&r);
+            }
+            nu_vec_swiglu(gate, up, n);
+            for (int64_t i = 0; i < n; i++) {
+                double g = g0[i], want = g / (1.0 + exp(-g)) * up[i];
+                if (!(fabs(gate[i] - want) <= 4e-7 * fabs(want) + 1e-30))
+                    fail_msg("swiglu level %d n %lld i %lld: g %.9g up %.9g got %.9g want %.9g", l,
+                             (long long)n, (long long)i, g, (double)up[i], (double)gate[i], want);
+            }
+            for (int64_t i = 0; i < n; i++)
+                gate[i] = i < 12 ? specials[i] : rng_sym(&r) * (float)(1 << (i % 20));
+            nu_vec_to_f16(h, gate, n);
+            for (int64_t i = 0; i < n; i++) assert_int_equal(h[i], nu_f32_to_f16(gate[i]));
+        }
+    }
+    nu_kernels_force_level(nu_kernels_cpu_level());
+}
+
 /* nu_vec_softmax at every level: each weight within 1e-6 (relative, plus
  * 1e-30, plus what rounding x - max to float may move e^(x - max): up to
  * |x - max| * 2^-24 relative) of the double-precision softmax, weights far below the maximum
@@ -1115,6 +1151,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_levels),
         cmocka_unit_test(test_matmul_reproducible),
         cmocka_unit_test(test_matmul_panels),
+        cmocka_unit_test(test_swiglu_to_f16),
         cmocka_unit_test(test_grouped_vector_helpers),
         cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_matmul_multi),

@@ -125,6 +125,14 @@ void nu_vec_mads_rows(uint32_t type, float *const *y, const float *a, size_t a_s
     nu_kernels_current()->mads_rows(type, y, a, a_stride, k, base, stride, cells, n_rows, n);
 }
 
+void nu_vec_swiglu(float *gate, const float *up, int64_t n) {
+    nu_kernels_current()->swiglu(gate, up, n);
+}
+
+void nu_vec_to_f16(uint16_t *dst, const float *x, int64_t n) {
+    nu_kernels_current()->to_f16(dst, x, n);
+}
+
 uint64_t nu_vec_read(const void *p, size_t n) {
     return nu_kernels_current()->read(p, n);
 }

@@ -438,6 +438,35 @@ static void softmax(float *x, int64_t n, float max, int round16) {
     if (round16) round_f16(x, n);
 }
 
+INLINE __m256 swiglu8(__m256 g, __m256 u) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 t = exp_neg(_mm256_or_ps(g, _mm256_set1_ps(-0.0f))); /* e^-|g| */
+    const __m256 neg = _mm256_cmp_ps(g, _mm256_setzero_ps(), _CMP_LT_OQ);
+    const __m256 s = _mm256_div_ps(_mm256_blendv_ps(one, t, neg), _mm256_add_ps(one, t));
+    return _mm256_mul_ps(_mm256_mul_ps(g, s), u);
+}
+
+static void swiglu(float *gate, const float *up, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(gate + i, swiglu8(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
+    if (i < n) { /* the tail through zero-padded buffers */
+        float g[8] = {0}, u[8] = {0};
+        memcpy(g, gate + i, sizeof(float) * (size_t)(n - i));
+        memcpy(u, up + i, sizeof(float) * (size_t)(n - i));
+        _mm256_storeu_ps(g, swiglu8(_mm256_loadu_ps(g), _mm256_loadu_ps(u)));
+        memcpy(gate + i, g, sizeof(float) * (size_t)(n - i));
+    }
+}
+
+static void to_f16(uint16_t *dst, const float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(void *)(dst + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) dst[i] = nu_f32_to_f16(x[i]);
+}
+
 /* Four independent sums, two lines per step. */
 uint64_t nu_read_avx2(const void *p, size_t n) {
     const __m256i *v = p;
@@ -485,4 +514,6 @@ const nu_kernel_set nu_kernels_avx2_set = {
     .round_f16 = round_f16,
     .softmax = softmax,
     .read = nu_read_avx2,
+    .swiglu = swiglu,
+    .to_f16 = to_f16,
 };

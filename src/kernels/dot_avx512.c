@@ -430,6 +430,28 @@ static void softmax(float *x, int64_t n, float max, int round16) {
     if (round16) round_f16(x, n);
 }
 
+static void swiglu(float *gate, const float *up, int64_t n) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 mask = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        const __m512 g = _mm512_maskz_loadu_ps(mask, gate + i);
+        const __m512 t = exp_neg(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(g)));
+        const __mmask16 neg = _mm512_cmp_ps_mask(g, _mm512_setzero_ps(), _CMP_LT_OQ);
+        const __m512 s = _mm512_div_ps(_mm512_mask_mov_ps(one, neg, t), _mm512_add_ps(one, t));
+        _mm512_mask_storeu_ps(gate + i, mask,
+                              _mm512_mul_ps(_mm512_mul_ps(g, s), _mm512_maskz_loadu_ps(mask, up + i)));
+    }
+}
+
+static void to_f16(uint16_t *dst, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 mask = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        _mm256_mask_storeu_epi16(dst + i, mask,
+                                 _mm512_cvtps_ph(_mm512_maskz_loadu_ps(mask, x + i),
+                                                 _MM_FROUND_TO_NEAREST_INT));
+    }
+}
+
 const nu_kernel_set nu_kernels_avx512_set = {
     .name = "avx512",
     .tile =
@@ -466,4 +488,6 @@ const nu_kernel_set nu_kernels_avx512_set = {
     .round_f16 = round_f16,
     .softmax = softmax,
     .read = nu_read_avx2,
+    .swiglu = swiglu,
+    .to_f16 = to_f16,
 };

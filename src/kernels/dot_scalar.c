@@ -265,6 +265,14 @@ static void softmax(float *x, int64_t n, float max, int round16) {
     if (round16) round_f16(x, n);
 }
 
+static void swiglu(float *gate, const float *up, int64_t n) {
+    for (int64_t i = 0; i < n; i++) gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}
+
+static void to_f16(uint16_t *dst, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dst[i] = nu_f32_to_f16(x[i]);
+}
+
 static uint64_t read_words(const void *p, size_t n) {
     const uint64_t *w = p;
     uint64_t a = 0, b = 0;
@@ -305,4 +313,6 @@ const nu_kernel_set nu_kernels_scalar_set = {
     .round_f16 = round_f16,
     .softmax = softmax,
     .read = read_words,
+    .swiglu = swiglu,
+    .to_f16 = to_f16,
 };

@@ -169,6 +169,17 @@ void nu_vec_round_f16(float *x, int64_t n);
  * sum in vector lanes; the result depends only on x, n and the level. */
 void nu_vec_softmax(float *x, int64_t n, float max, int round_f16);
 
+/* SwiGLU in place: gate[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + e^-g).
+ * The SIMD levels compute it as g * s * up with s = 1 / (1 + t) for g >= 0
+ * and t / (1 + t) below, t = e^-|g| by the softmax's polynomial (no
+ * overflow for any g); the result depends only on the inputs, n and the
+ * level. */
+void nu_vec_swiglu(float *gate, const float *up, int64_t n);
+
+/* dst[i] = nu_f32_to_f16(x[i]) (round to nearest even, as the CPU's
+ * conversion instructions do). */
+void nu_vec_to_f16(uint16_t *dst, const float *x, int64_t n);
+
 /* A plain read of n bytes at p (64-byte aligned, n a multiple of 64): a sum
  * of their 64-bit words, with the widest loads of the level and nothing else
  * to do. Benchmarks set weight-streaming kernels against it. */

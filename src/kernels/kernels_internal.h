@@ -155,6 +155,8 @@ typedef void (*nu_mads_rows_fn)(uint32_t type, float *const *y, const float *a, 
 typedef void (*nu_round_f16_fn)(float *x, int64_t n);
 typedef void (*nu_softmax_fn)(float *x, int64_t n, float max, int round_f16);
 typedef uint64_t (*nu_read_fn)(const void *p, size_t n);
+typedef void (*nu_swiglu_fn)(float *gate, const float *up, int64_t n);
+typedef void (*nu_to_f16_fn)(uint16_t *dst, const float *x, int64_t n);
 
 /* ---- Panel layout (nu_matrix_pack) ----------------------------------------
  * Rows are taken 16 at a time (a panel) and blocks two at a time (a pair).
@@ -240,6 +242,8 @@ typedef struct nu_kernel_set {
     nu_round_f16_fn round_f16; /* nu_vec_round_f16 */
     nu_softmax_fn softmax;     /* nu_vec_softmax */
     nu_read_fn read;           /* nu_vec_read */
+    nu_swiglu_fn swiglu;       /* nu_vec_swiglu */
+    nu_to_f16_fn to_f16;       /* nu_vec_to_f16 */
 } nu_kernel_set;
 
 extern const nu_kernel_set nu_kernels_scalar_set;
