@@ -10,7 +10,11 @@
 // (--membw GB/s) or measured right before every run of either program with
 // ../shared/tools/membw.c built as --membw-bin (recommended: on a shared
 // machine the bandwidth itself moves by tens of percent from minute to
-// minute, so each run is set against the ceiling measured next to it).
+// minute, so each run is set against the ceiling measured next to it: before
+// and after it, and only runs whose two readings agree count). For nucleus it
+// also reports `nucleus bench --ceiling`: a plain read of the same weights
+// after every generated token, in the same process, and generation's
+// fraction of it token by token.
 // Bytes per token = file size minus the token-embedding table (only one of
 // its rows is read per token unless it is also the output matrix).
 //
@@ -66,39 +70,36 @@ const median = (v) => {
   return n ? (n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2) : NaN;
 };
 
-// Tokens per second of each repetition, by test name (ppN / tgN).
-function runNucleus(o, model) {
+// One test ('pp' or 'tg') of nucleus: { tps: [per rep], ceiling } where
+// ceiling is nucleus's own token-by-token fraction of a plain read of its
+// weights (with --ceiling, generation only).
+function runNucleus(o, model, test, ceiling) {
   const args = ['bench', '-m', model, '-t', String(o.threads), '-r', String(o.reps),
-                '-p', String(o.prompt), '-n', String(o.gen), '--json'];
+                '-p', test === 'pp' ? String(o.prompt) : '0',
+                '-n', test === 'tg' ? String(o.gen) : '0', '--json'];
+  if (ceiling) args.push('--ceiling');
   const out = execFileSync(o.nucleus, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'],
                                               maxBuffer: 1 << 24 });
-  const res = {};
+  const res = { tps: [], ceiling: undefined, readGbps: undefined };
   for (const line of out.split('\n')) {
     if (!line.trim().startsWith('{')) continue;
     const r = JSON.parse(line);
     // nucleus reports medians; weight them as reps equal samples of the median
-    res[r.test] = (res[r.test] || []).concat(Array(r.reps).fill(r.median_tps));
+    res.tps = res.tps.concat(Array(r.reps).fill(r.median_tps));
+    res.ceiling = r.ceiling_fraction;
+    res.readGbps = r.read_gbps;
   }
   return res;
 }
 
-function runLlama(o, model) {
-  const args = ['-m', model, '-t', String(o.threads), '-r', String(o.reps), '-o', 'json'];
-  const tests = [];
-  if (o.prompt) tests.push(['-p', String(o.prompt), '-n', '0']);
-  if (o.gen) tests.push(['-p', '0', '-n', String(o.gen)]);
-  const res = {};
+function runLlama(o, model, test) {
+  const args = ['-m', model, '-t', String(o.threads), '-r', String(o.reps), '-o', 'json',
+                '-p', test === 'pp' ? String(o.prompt) : '0',
+                '-n', test === 'tg' ? String(o.gen) : '0'];
   const env = { ...process.env, LD_LIBRARY_PATH: dirname(o.llama) };
-  for (const t of tests) {
-    const out = execFileSync(o.llama, args.concat(t), { encoding: 'utf8', env,
-                                                        stdio: ['ignore', 'pipe', 'pipe'],
-                                                        maxBuffer: 1 << 24 });
-    for (const r of JSON.parse(out)) {
-      const name = r.n_prompt > 0 ? `pp${r.n_prompt}` : `tg${r.n_gen}`;
-      res[name] = (res[name] || []).concat(r.samples_ts);
-    }
-  }
-  return res;
+  const out = execFileSync(o.llama, args, { encoding: 'utf8', env, stdio: ['ignore', 'pipe', 'pipe'],
+                                            maxBuffer: 1 << 24 });
+  return { tps: JSON.parse(out).flatMap((r) => r.samples_ts) };
 }
 
 // Read bandwidth in GB/s from membw.c's output ("read_bw_best=41.4 GB/s").
@@ -122,18 +123,16 @@ function bytesPerToken(model, fileBytes) {
   return emb && !tied ? fileBytes - Number(emb[1]) : fileBytes;
 }
 
-// Runs one program's tests, each sample paired with the bandwidth measured
-// just before: returns { test: [{ tps, bw }] }.
-function withBandwidth(o, run) {
-  const bw = measureBandwidth(o);
-  const res = run();
-  const out = {};
-  for (const [k, v] of Object.entries(res)) out[k] = v.map((tps) => ({ tps, bw }));
-  return out;
-}
-
-function merge(into, from) {
-  for (const [k, v] of Object.entries(from)) into[k] = (into[k] || []).concat(v);
+// Runs fn between two bandwidth readings (the reading after a run is the
+// next run's reading before) and tags its samples with their mean and
+// whether the two agreed within 15% (a steady run: the machine's bandwidth
+// did not jump while it ran).
+function bracketed(o, state, fn) {
+  const before = state.bw ?? measureBandwidth(o);
+  const res = fn();
+  const after = (state.bw = measureBandwidth(o));
+  const steady = Math.abs(before - after) <= 0.15 * Math.max(before, after);
+  return { ...res, samples: res.tps.map((tps) => ({ tps, bw: (before + after) / 2, steady })) };
 }
 
 function main() {
@@ -143,26 +142,37 @@ function main() {
     const bytes = statSync(model).size;
     let perToken = bytes;
     try { perToken = bytesPerToken(model, bytes); } catch { /* older nucleus: whole file */ }
-    const nu = {}, ll = {};
-    const runNu = () => withBandwidth(o, () => runNucleus(o, model));
-    const runLl = () => withBandwidth(o, () => runLlama(o, model));
-    for (let round = 0; round < o.rounds; round++) {
-      // alternate which program goes first, so neither always runs warmer
-      if (round % 2 === 0) { merge(nu, runNu()); merge(ll, runLl()); }
-      else { merge(ll, runLl()); merge(nu, runNu()); }
-    }
-    for (const test of [`pp${o.prompt}`, `tg${o.gen}`]) {
-      if (!nu[test] || !ll[test]) continue;
-      const n = median(nu[test].map((s) => s.tps)), l = median(ll[test].map((s) => s.tps));
-      const row = { model: basename(model), bytes, bytes_per_token: perToken, test,
-                    nucleus_tps: n, llama_tps: l, ratio: n / l,
-                    samples: [nu[test].length, ll[test].length] };
-      if (test.startsWith('tg') && (o.membw > 0 || o.membwBin)) {
-        // each sample against the ceiling measured next to it
-        const frac = (v) => median(v.map((s) => (s.tps * perToken) / (s.bw * 1e9)));
-        row.bandwidth_gbps = median(nu[test].concat(ll[test]).map((s) => s.bw));
-        row.nucleus_of_ceiling = frac(nu[test]);
-        row.llama_of_ceiling = frac(ll[test]);
+    const state = { bw: null };
+    for (const test of ['pp', 'tg']) {
+      const n = test === 'pp' ? o.prompt : o.gen;
+      if (!n) continue;
+      const nu = [], ll = [], own = [];
+      for (let round = 0; round < o.rounds; round++) {
+        // alternate which program goes first, so neither always runs warmer
+        const runs = [() => nu.push(...bracketed(o, state, () => runNucleus(o, model, test, false)).samples),
+                      () => ll.push(...bracketed(o, state, () => runLlama(o, model, test)).samples)];
+        if (round % 2) runs.reverse();
+        runs.forEach((r) => r());
+        if (test === 'tg') own.push(runNucleus(o, model, test, true));
+      }
+      const name = `${test}${n}`;
+      const tn = median(nu.map((s) => s.tps)), tl = median(ll.map((s) => s.tps));
+      const row = { model: basename(model), bytes, bytes_per_token: perToken, test: name,
+                    nucleus_tps: tn, llama_tps: tl, ratio: tn / tl,
+                    samples: [nu.length, ll.length] };
+      if (test === 'tg' && (o.membw > 0 || o.membwBin)) {
+        // each steady sample against the ceiling measured around it (all
+        // samples if no run was steady)
+        const pick = (v) => (v.some((s) => s.steady) ? v.filter((s) => s.steady) : v);
+        const frac = (v) => median(pick(v).map((s) => (s.tps * perToken) / (s.bw * 1e9)));
+        row.bandwidth_gbps = median(pick(nu.concat(ll)).map((s) => s.bw));
+        row.nucleus_of_ceiling = frac(nu);
+        row.llama_of_ceiling = frac(ll);
+        row.steady_samples = [pick(nu).length, pick(ll).length];
+      }
+      if (test === 'tg') {
+        row.nucleus_of_own_reads = median(own.map((r) => r.ceiling));
+        row.own_read_gbps = median(own.map((r) => r.readGbps));
       }
       rows.push(row);
     }
@@ -174,14 +184,19 @@ function main() {
   const pct = (x) => (x === undefined ? '' : `${(100 * x).toFixed(1)}%`);
   console.log(`threads ${o.threads}, ${o.reps} reps x ${o.rounds} rounds, medians (tokens/s); ` +
               'ceiling = bandwidth / weight bytes read per token' +
-              (o.membwBin ? ', bandwidth measured before every run' : ''));
-  console.log('| model | MiB | test | nucleus | llama.cpp | ratio | GB/s | nucleus / ceiling | llama.cpp / ceiling |');
-  console.log('|---|---:|---|---:|---:|---:|---:|---:|---:|');
+              (o.membwBin ? ', bandwidth measured before and after every run (steady runs: ' +
+                            'the two within 15%)' : '') +
+              '; own reads = nucleus bench --ceiling (a plain read of the weights after every token)');
+  console.log('| model | MiB | test | nucleus | llama.cpp | ratio | GB/s | nucleus / ceiling | ' +
+              'llama.cpp / ceiling | steady runs | nucleus / own reads (GB/s) |');
+  console.log('|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const r of rows)
     console.log(`| ${r.model} | ${(r.bytes / 1048576).toFixed(0)} | ${r.test} | ` +
                 `${r.nucleus_tps.toFixed(2)} | ${r.llama_tps.toFixed(2)} | ${r.ratio.toFixed(2)}x | ` +
                 `${r.bandwidth_gbps ? r.bandwidth_gbps.toFixed(1) : ''} | ` +
-                `${pct(r.nucleus_of_ceiling)} | ${pct(r.llama_of_ceiling)} |`);
+                `${pct(r.nucleus_of_ceiling)} | ${pct(r.llama_of_ceiling)} | ` +
+                `${r.steady_samples ? r.steady_samples.map((n) => n / o.reps).join(' / ') : ''} | ` +
+                `${r.nucleus_of_own_reads === undefined ? '' : `${pct(r.nucleus_of_own_reads)} (${r.own_read_gbps.toFixed(1)})`} |`);
 }
 
 main();
