@@ -125,7 +125,7 @@ static void attend_heads(nu_context *c, const nu_batch_entry *e, int32_t b, int3
     const int32_t n = visible_cells(kv, cells, c->s.seq_count[e->seq], e->pos);
     const size_t n_ctx = (size_t)c->params.n_ctx;
     const float scale = 1.0f / sqrtf((float)hd);
-    float q16[NU_ATTN_HEADS][256], dots[NU_ATTN_HEADS], max[NU_ATTN_HEADS];
+    float q16[NU_ATTN_HEADS][256], max[NU_ATTN_HEADS];
     const float *q[NU_ATTN_HEADS];
     float *out[NU_ATTN_HEADS];
     for (int32_t i = 0; i < nh; i++) {
@@ -140,13 +140,13 @@ static void attend_heads(nu_context *c, const nu_batch_entry *e, int32_t b, int3
         max[i] = -INFINITY;
         memset(out[i], 0, (size_t)hd * sizeof(float));
     }
-    for (int32_t j = 0; j < n; j++) {
-        nu_vec_dots(type, kv_head_row(kv, false, layer, cells[j], g, hd), q, nh, hd, dots);
-        for (int32_t i = 0; i < nh; i++) {
-            float sc = scores[(size_t)i * n_ctx + j] = dots[i] * scale;
+    nu_vec_dots_rows(type, q, nh, kv_head_row(kv, false, layer, 0, g, hd),
+                     (size_t)kv->kv_dim * kv->elem_bytes, cells, n, hd, scores, n_ctx);
+    for (int32_t i = 0; i < nh; i++)
+        for (int32_t j = 0; j < n; j++) {
+            float sc = scores[(size_t)i * n_ctx + j] *= scale;
             if (sc > max[i]) max[i] = sc;
         }
-    }
     for (int32_t i = 0; i < nh; i++)
         nu_vec_softmax(scores + (size_t)i * n_ctx, n, max[i], type == NU_TYPE_F16);
     nu_vec_mads_rows(type, out, scores, n_ctx, nh, kv_head_row(kv, true, layer, 0, g, hd),

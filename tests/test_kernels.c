@@ -698,10 +698,12 @@ static void test_grouped_vector_helpers(void **state) {
             }
         }
         /* nu_vec_mads_rows: rows picked from a table by cell index, weights
-         * with a stride, bit-identical to nu_vec_mads row after row */
-        static uint8_t table[9 * 256 * 4];
-        static float wts[4 * 9];
-        const int32_t cells[7] = {3, 0, 8, 3, 5, 1, 7};
+         * with a stride, bit-identical to nu_vec_mads row after row; and
+         * nu_vec_dots_rows (full groups of 16 rows and a tail) to nu_vec_dots */
+        static uint8_t table[9 * 260 * 4];
+        static float wts[4 * 9], dout[4 * 41];
+        int32_t cells[40];
+        for (int j = 0; j < 40; j++) cells[j] = (int32_t)(j * 5 % 9);
         for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
             const int64_t n = sizes[s];
             for (int type = 0; type < 2; type++) {
@@ -732,6 +734,27 @@ static void test_grouped_vector_helpers(void **state) {
                         for (int v = 0; v < k; v++)
                             assert_memory_equal(rows[v], y[v], sizeof(float) * (size_t)n);
                     }
+                for (int k = 1; k <= 4; k++) {
+                    const int64_t counts[] = {0, 5, 16, 40};
+                    for (int v = 0; v < k; v++)
+                        for (int64_t i = 0; i < n; i++) rows[v][i] = rng_sym(&r);
+                    const float *qv[4] = {rows[0], rows[1], rows[2], rows[3]};
+                    const uint32_t t = type ? NU_TYPE_F16 : NU_TYPE_F32;
+                    for (size_t c = 0; c < 4; c++) {
+                        memset(dout, 0xFF, sizeof dout);
+                        nu_vec_dots_rows(t, qv, k, table, stride, cells, counts[c], n, dout, 41);
+                        for (int64_t j = 0; j < counts[c]; j++) {
+                            float want4[4];
+                            nu_vec_dots(t, table + (size_t)cells[j] * stride, qv, k, n, want4);
+                            for (int v = 0; v < k; v++)
+                                assert_int_equal(float_to_bits(dout[41 * v + j]),
+                                                 float_to_bits(want4[v]));
+                        }
+                        /* nothing past the rows is written */
+                        for (int v = 0; v < k; v++)
+                            assert_int_equal(float_to_bits(dout[41 * v + counts[c]]), 0xFFFFFFFFu);
+                    }
+                }
             }
         }
         const float specials[] = {0.0f, -0.0f, 65504.0f, 65520.0f, -1e9f, 1e-8f, 6e-8f,

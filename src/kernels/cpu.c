@@ -119,6 +119,25 @@ void nu_vec_softmax(float *x, int64_t n, float max, int round_f16) {
     nu_kernels_current()->softmax(x, n, max, round_f16);
 }
 
+void nu_vec_dots_rows(uint32_t type, const float *const *q, int k, const void *base, size_t stride,
+                      const int32_t *cells, int64_t n_rows, int64_t n, float *out,
+                      size_t out_stride) {
+    const nu_kernel_set *ks = nu_kernels_current();
+    if (ks->dots_rows) {
+        ks->dots_rows(type, q, k, base, stride, cells, n_rows, n, out, out_stride);
+        return;
+    }
+    const size_t bytes = (size_t)n * (type == NU_TYPE_F16 ? 2 : 4);
+    for (int64_t j = 0; j < n_rows; j++) {
+        if (j + 8 < n_rows) /* rows are scattered: ask for a later one early */
+            for (size_t off = 0; off < bytes; off += 64)
+                __builtin_prefetch((const char *)base + (size_t)cells[j + 8] * stride + off);
+        float o[4];
+        ks->dots(type, (const char *)base + (size_t)cells[j] * stride, q, k, n, o);
+        for (int v = 0; v < k; v++) out[(size_t)v * out_stride + (size_t)j] = o[v];
+    }
+}
+
 void nu_vec_mads_rows(uint32_t type, float *const *y, const float *a, size_t a_stride, int k,
                       const void *base, size_t stride, const int32_t *cells, int64_t n_rows,
                       int64_t n) {

@@ -260,8 +260,8 @@ INLINE __m512 load_weights(uint32_t type, const uint8_t *w, int64_t i, __mmask16
 /* Dots of one float-type row (n elements) with k float vectors: element i
  * goes to accumulator (i / 16) % 4, lane i % 16; the tail uses masked loads
  * (zero lanes add nothing). */
-INLINE void float_dots(uint32_t type, const uint8_t *w, const float *const *x, int k, int64_t n,
-                       float *out) {
+INLINE void float_dots_vec(uint32_t type, const uint8_t *w, const float *const *x, int k,
+                           int64_t n, __m512 *s) {
     __m512 acc[NU_TILE_MAX][4];
     for (int v = 0; v < k; v++)
         for (int u = 0; u < 4; u++) acc[v][u] = _mm512_setzero_ps();
@@ -282,8 +282,14 @@ INLINE void float_dots(uint32_t type, const uint8_t *w, const float *const *x, i
                 _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(mask, x[v] + i + 16 * u), acc[v][u]);
     }
     for (int v = 0; v < k; v++)
-        out[v] = nu_hsum512_ps(_mm512_add_ps(_mm512_add_ps(acc[v][0], acc[v][1]),
-                                       _mm512_add_ps(acc[v][2], acc[v][3])));
+        s[v] = _mm512_add_ps(_mm512_add_ps(acc[v][0], acc[v][1]), _mm512_add_ps(acc[v][2], acc[v][3]));
+}
+
+INLINE void float_dots(uint32_t type, const uint8_t *w, const float *const *x, int k, int64_t n,
+                       float *out) {
+    __m512 s[NU_TILE_MAX];
+    float_dots_vec(type, w, x, k, n, s);
+    for (int v = 0; v < k; v++) out[v] = nu_hsum512_ps(s[v]);
 }
 
 /* Float-weight tile: activation rows straight from x. */
@@ -337,6 +343,71 @@ static void mad_f16(float *y, const uint16_t *x, float a, int64_t n) {
 /* Several vectors against one row: float_dots with the count a constant. */
 NU_DEFINE_DOTS(dots, float_dots)
 
+/* nu_hsum512_ps of 16 vectors at once: the same tree of additions (halves,
+ * quarters, pairs, then the last two) on lanes packed from several vectors,
+ * so each result is bit-identical. After the four levels, lane 4c + m holds
+ * vector 4m + c; the permutation puts vector r in lane r. */
+INLINE __m512 hsum16(const __m512 s[16]) {
+    __m512 h[8], q[4], p[2];
+    for (int i = 0; i < 8; i++) /* [a0..7 + a8..15 | b0..7 + b8..15] */
+        h[i] = _mm512_add_ps(_mm512_shuffle_f32x4(s[2 * i], s[2 * i + 1], 0x44),
+                             _mm512_shuffle_f32x4(s[2 * i], s[2 * i + 1], 0xEE));
+    for (int i = 0; i < 4; i++) /* 128-bit blocks: vectors 4i .. 4i+3, four lanes each */
+        q[i] = _mm512_add_ps(_mm512_shuffle_f32x4(h[2 * i], h[2 * i + 1], 0x88),
+                             _mm512_shuffle_f32x4(h[2 * i], h[2 * i + 1], 0xDD));
+    for (int i = 0; i < 2; i++) /* block c: vectors 8i + c and 8i + 4 + c, two lanes each */
+        p[i] = _mm512_add_ps(_mm512_shuffle_ps(q[2 * i], q[2 * i + 1], 0x44),
+                             _mm512_shuffle_ps(q[2 * i], q[2 * i + 1], 0xEE));
+    const __m512 r = _mm512_add_ps(_mm512_shuffle_ps(p[0], p[1], 0x88),
+                                   _mm512_shuffle_ps(p[0], p[1], 0xDD));
+    return _mm512_permutexvar_ps(
+        _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), r);
+}
+
+/* nu_vec_dots_rows: 16 rows' partial-sum vectors per head, then one packed
+ * reduction per head; rows 16 ahead are prefetched (they are scattered). */
+INLINE void dots_rows_k(uint32_t type, const float *const *q, int k, const uint8_t *base,
+                        size_t stride, const int32_t *cells, int64_t n_rows, int64_t n, float *out,
+                        size_t out_stride) {
+    const size_t bytes = (size_t)n * (type == NU_TYPE_F16 ? 2 : 4);
+    int64_t j0 = 0;
+    for (; j0 + 16 <= n_rows; j0 += 16) {
+        __m512 s[4][16], t[4];
+        for (int r = 0; r < 16; r++) {
+            if (j0 + r + 16 < n_rows)
+                for (size_t off = 0; off < bytes; off += 64)
+                    _mm_prefetch((const char *)(base + (size_t)cells[j0 + r + 16] * stride + off),
+                                 _MM_HINT_T0);
+            float_dots_vec(type, base + (size_t)cells[j0 + r] * stride, q, k, n, t);
+            for (int v = 0; v < k; v++) s[v][r] = t[v];
+        }
+        for (int v = 0; v < k; v++)
+            _mm512_storeu_ps(out + (size_t)v * out_stride + (size_t)j0, hsum16(s[v]));
+    }
+    for (; j0 < n_rows; j0++) {
+        float o[4];
+        float_dots(type, base + (size_t)cells[j0] * stride, q, k, n, o);
+        for (int v = 0; v < k; v++) out[(size_t)v * out_stride + (size_t)j0] = o[v];
+    }
+}
+
+static void dots_rows(uint32_t type, const float *const *q, int k, const void *base, size_t stride,
+                      const int32_t *cells, int64_t n_rows, int64_t n, float *out,
+                      size_t out_stride) {
+#define DOTS_ROWS(T, K) dots_rows_k(T, q, K, base, stride, cells, n_rows, n, out, out_stride)
+    switch (k + 4 * (type == NU_TYPE_F16)) {
+    case 1: DOTS_ROWS(NU_TYPE_F32, 1); break;
+    case 2: DOTS_ROWS(NU_TYPE_F32, 2); break;
+    case 3: DOTS_ROWS(NU_TYPE_F32, 3); break;
+    case 4: DOTS_ROWS(NU_TYPE_F32, 4); break;
+    case 5: DOTS_ROWS(NU_TYPE_F16, 1); break;
+    case 6: DOTS_ROWS(NU_TYPE_F16, 2); break;
+    case 7: DOTS_ROWS(NU_TYPE_F16, 3); break;
+    default: DOTS_ROWS(NU_TYPE_F16, 4); break;
+    }
+#undef DOTS_ROWS
+}
+
 /* mad() for k outputs, the row converted once per 16 elements. */
 static void mads(uint32_t type, float *const *y, const float *a, int k, const void *x, int64_t n) {
     for (int64_t i = 0; i < n; i += 16) {
@@ -360,8 +431,14 @@ INLINE void mads_rows_block(uint32_t type, float *const *y, const float *a, size
         mask[d] = left >= 16 ? 0xFFFF : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
         for (int v = 0; v < k; v++) acc[v][d] = _mm512_maskz_loadu_ps(mask[d], y[v] + i0 + 16 * d);
     }
+    const size_t esz = type == NU_TYPE_F32 ? 4 : 2;
     for (int64_t j = 0; j < n_rows; j++) {
         const uint8_t *row = base + (size_t)cells[j] * stride;
+        if (j + 16 < n_rows) /* the rows are scattered: ask for a later one early */
+            for (size_t off = 0; off < 64 * esz; off += 64)
+                _mm_prefetch((const char *)(base + (size_t)cells[j + 16] * stride +
+                                            (size_t)i0 * esz + off),
+                             _MM_HINT_T0);
         for (int d = 0; d < 4; d++) {
             __m512 xv = load_weights(type, row, i0 + 16 * d, mask[d]);
             for (int v = 0; v < k; v++)
@@ -485,6 +562,7 @@ const nu_kernel_set nu_kernels_avx512_set = {
     .dots = dots,
     .mads = mads,
     .mads_rows = mads_rows,
+    .dots_rows = dots_rows,
     .round_f16 = round_f16,
     .softmax = softmax,
     .read = nu_read_avx2,

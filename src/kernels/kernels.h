@@ -151,6 +151,12 @@ void nu_vec_dots(uint32_t type, const void *row, const float *const *q, int k, i
                  float *out);
 void nu_vec_mads(uint32_t type, float *const *y, const float *a, int k, const void *row, int64_t n);
 
+/* nu_vec_dots for n_rows rows, row j at base + cells[j] * stride bytes:
+ * out[v * out_stride + j] = nu_vec_dots(type, row j, q, k, n)[v], bit-identical. */
+void nu_vec_dots_rows(uint32_t type, const float *const *q, int k, const void *base, size_t stride,
+                      const int32_t *cells, int64_t n_rows, int64_t n, float *out,
+                      size_t out_stride);
+
 /* nu_vec_mads over n_rows rows in turn, row j at base + cells[j] * stride
  * bytes with weights a[v * a_stride + j]: for j = 0, 1, ...: y[v] +=
  * a[v][j] * row j. Bit-identical to one nu_vec_mads call per row (the same

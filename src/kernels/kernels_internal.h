@@ -152,6 +152,9 @@ typedef void (*nu_mads_fn)(uint32_t type, float *const *y, const float *a, int k
 typedef void (*nu_mads_rows_fn)(uint32_t type, float *const *y, const float *a, size_t a_stride,
                                 int k, const void *base, size_t stride, const int32_t *cells,
                                 int64_t n_rows, int64_t n);
+typedef void (*nu_dots_rows_fn)(uint32_t type, const float *const *q, int k, const void *base,
+                                size_t stride, const int32_t *cells, int64_t n_rows, int64_t n,
+                                float *out, size_t out_stride);
 typedef void (*nu_round_f16_fn)(float *x, int64_t n);
 typedef void (*nu_softmax_fn)(float *x, int64_t n, float max, int round_f16);
 typedef uint64_t (*nu_read_fn)(const void *p, size_t n);
@@ -239,6 +242,7 @@ typedef struct nu_kernel_set {
     nu_dots_fn dots;           /* nu_vec_dots */
     nu_mads_fn mads;           /* nu_vec_mads */
     nu_mads_rows_fn mads_rows; /* nu_vec_mads_rows */
+    nu_dots_rows_fn dots_rows; /* nu_vec_dots_rows; NULL: dots row by row */
     nu_round_f16_fn round_f16; /* nu_vec_round_f16 */
     nu_softmax_fn softmax;     /* nu_vec_softmax */
     nu_read_fn read;           /* nu_vec_read */
