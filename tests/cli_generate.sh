@@ -30,6 +30,22 @@ check "another seed: other text" '! cmp -s "$tmp/s2.out" "$tmp/s3.out"'
 "$nucleus" bench -m "$model" -p 64 -n 16 -r 2 >"$tmp/bench.out" 2>&1
 check "bench prints pp64 and tg16 rows" 'grep -q "pp64" "$tmp/bench.out" && grep -q "tg16" "$tmp/bench.out"'
 
+# --ceiling: the bytes read after each token are the matrices a step multiplies with
+# (output and each layer's seven, each within the 64 bytes its aligned lines leave out;
+# not the token embeddings), and a fraction is reported
+"$nucleus" bench -m "$model" -p 0 -n 16 -r 2 --ceiling --json >"$tmp/ceiling.out" 2>&1
+"$nucleus" info -m "$model" >"$tmp/info.out" 2>&1
+check "bench --ceiling reads the step's matrices" 'python3 - "$tmp/ceiling.out" "$tmp/info.out" <<'"'"'EOF'"'"'
+import json, re, sys
+r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+mats = [int(m.group(2)) for m in re.finditer(r"^\s*(output|blk\.\d+\.(?:attn_[qkv]|attn_output|ffn_gate|ffn_up|ffn_down))\.weight\s+\S+\s+\[[^]]*\]\s+(\d+)", open(sys.argv[2]).read(), re.M)]
+want = sum(mats)
+assert len(mats) == 36 and want - 64 * len(mats) <= r["read_bytes"] <= want, (r["read_bytes"], want)
+assert r["read_gbps"] > 0 and r["ceiling_fraction"] > 0, r
+EOF'
+"$nucleus" bench -m "$model" -p 0 -n 4 -r 1 --ceiling >"$tmp/ceiling.txt" 2>&1
+check "bench --ceiling prints the ceiling line" 'grep -q "^tg4 ceiling: .* GB of weights a token streams" "$tmp/ceiling.txt"'
+
 "$nucleus" info -m "$model" >"$tmp/info.out" 2>&1
 check "info shows metadata, tensors, params and memory" 'grep -q "llama.embedding_length" "$tmp/info.out" && grep -q "blk.0.attn_q.weight" "$tmp/info.out" && grep -q "parameters: 292" "$tmp/info.out" && grep -q "kv cache" "$tmp/info.out"'
 echo "$((n - fail)) passed, $fail failed"
