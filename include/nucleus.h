@@ -717,9 +717,10 @@ typedef struct nu_generate_params {
      * (finish "stop"). */
     const nu_grammar *grammar;
     /* Speculative decoding, when the scheduler running the request has it
-     * (nu_scheduler_set_speculation): 0 drafts as the scheduler is set up,
-     * -1 never drafts for this request, K > 0 drafts at most K tokens per
-     * step (K no more than the scheduler's draft_max). */
+     * (nu_scheduler_set_speculation) or nu_generate_speculative: 0 drafts as
+     * the scheduler / the nu_speculative_params say, -1 never drafts for this
+     * request (nu_generate_speculative then generates plainly), K > 0 drafts
+     * at most K tokens per step (K no more than their draft_max). */
     int32_t draft_max;
     nu_text_callback on_text;
     void *user;

@@ -36,6 +36,9 @@ nu_generate_params nu_generate_default_params(void) {
 nu_status nu_generate_params_check(const nu_generate_params *p, nu_error *err) {
     if (p->n_predict < -1)
         return nu_fail(err, NU_ERR_INVALID_ARG, "n_predict %d must be >= -1", p->n_predict);
+    if (p->draft_max < -1 || p->draft_max > 64)
+        return nu_fail(err, NU_ERR_INVALID_ARG,
+                       "draft_max %d must be -1 (off), 0 (as set up) or 1..64", p->draft_max);
     if (p->n < 1 || p->n > 64)
         return nu_fail(err, NU_ERR_INVALID_ARG, "n = %d samples is out of range (1..64)", p->n);
     if (p->logprobs < -1 || p->logprobs > NU_MAX_TOP_LOGPROBS)

@@ -258,12 +258,7 @@ static nu_status check_prompt(const nu_scheduler *s, const gen_request *r, nu_er
 
 /* The request's draft_max against what the scheduler does; whether it speculates. */
 static nu_status check_speculation(const nu_scheduler *s, gen_request *r, nu_error *err) {
-    int32_t k = r->p.draft_max;
-    if (k < -1)
-        return nu_fail(err, NU_ERR_INVALID_ARG,
-                       "draft_max %d must be -1 (off), 0 (the "
-                       "scheduler's) or a draft length",
-                       k);
+    int32_t k = r->p.draft_max; /* -1..64 (nu_generate_params_check) */
     if (k > 0 && !s->spec_on)
         return nu_fail(err, NU_ERR_INVALID_ARG,
                        "draft_max %d asks for speculative decoding, "

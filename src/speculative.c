@@ -384,6 +384,19 @@ nu_status nu_generate_speculative(nu_context *target, const char *prompt,
     memset(stats, 0, sizeof *stats);
     nu_status st = check_params(target, params, sp, err);
     if (st) return st;
+    /* the request's own draft_max: -1 no speculation, K > 0 at most K per pass */
+    nu_speculative_params capped;
+    if (params->draft_max == -1) return nu_generate(target, prompt, params, result, err);
+    if (params->draft_max > sp->draft_max)
+        return nu_fail(err, NU_ERR_INVALID_ARG,
+                       "draft_max %d is above the speculative parameters' draft_max %d",
+                       params->draft_max, sp->draft_max);
+    if (params->draft_max > 0) {
+        capped = *sp;
+        capped.draft_max = params->draft_max;
+        if (capped.draft_min > capped.draft_max) capped.draft_min = capped.draft_max;
+        sp = &capped;
+    }
     spec_state s = {.tgt = target, .dft = sp->draft, .p = params, .sp = sp, .stats = stats};
     double t0 = nu_time_ms();
     if ((st = setup(&s, prompt, err)) == NU_OK) {

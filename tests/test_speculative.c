@@ -198,7 +198,47 @@ static void test_bad_draft(void **state) {
     sp.lookup = true;
     sp.draft_max = 0;
     assert_int_equal(nu_generate_speculative(t, "Hi", &p, &sp, &r, NULL, &err), NU_ERR_INVALID_ARG);
+    sp.draft_max = 4; /* the request may not ask for more than the parameters allow */
+    p.draft_max = 5;
+    assert_int_equal(nu_generate_speculative(t, "Hi", &p, &sp, &r, NULL, &err), NU_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "draft_max 5"));
+    p.draft_max = -2;
+    assert_int_equal(nu_generate_speculative(t, "Hi", &p, &sp, &r, NULL, &err), NU_ERR_INVALID_ARG);
     nu_context_free(t);
+}
+
+/* The request's draft_max: K caps the proposals of every pass (same greedy
+ * output), -1 turns speculation off (no proposals, plain output). */
+static void test_request_draft_max(void **state) {
+    (void)state;
+    nu_context *t = ctx_for(target), *d = ctx_for(agree);
+    nu_generate_params p = nu_generate_default_params();
+    p.n_predict = 60;
+    p.sampling.temperature = 0;
+    nu_generate_result plain;
+    assert_int_equal(nu_generate(t, prompts[0], &p, &plain, NULL), NU_OK);
+    nu_speculative_params sp = nu_speculative_default_params();
+    sp.draft = d;
+    sp.draft_max = 8;
+    const int32_t asks[] = {0, 2, 1, -1};
+    for (size_t i = 0; i < 4; i++) {
+        p.draft_max = asks[i];
+        nu_speculative_stats st;
+        nu_generate_result spec;
+        assert_int_equal(nu_generate_speculative(t, prompts[0], &p, &sp, &spec, &st, NULL), NU_OK);
+        assert_int_equal(spec.n_tokens, plain.n_tokens);
+        assert_memory_equal(spec.tokens, plain.tokens, sizeof(int32_t) * (size_t)plain.n_tokens);
+        const int32_t cap = asks[i] > 0 ? asks[i] : asks[i] == 0 ? 8 : 0;
+        assert_true(st.drafted <= (int64_t)cap * st.target_passes);
+        if (asks[i] == -1) assert_int_equal(st.drafted, 0);
+        else assert_true(st.drafted > 0);
+        if (asks[i] == 0) /* the q4_0 copy agrees often: passes of more than 2 happen */
+            assert_true(st.drafted > 2 * st.target_passes);
+        nu_generate_result_free(&spec);
+    }
+    nu_generate_result_free(&plain);
+    nu_context_free(t);
+    nu_context_free(d);
 }
 
 int main(void) {
@@ -206,6 +246,7 @@ int main(void) {
         cmocka_unit_test(test_greedy_identical),
         cmocka_unit_test(test_sampled_distribution),
         cmocka_unit_test(test_bad_draft),
+        cmocka_unit_test(test_request_draft_max),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
