@@ -146,19 +146,26 @@ function main() {
     for (const test of ['pp', 'tg']) {
       const n = test === 'pp' ? o.prompt : o.gen;
       if (!n) continue;
-      const nu = [], ll = [], own = [];
+      const nu = [], ll = [], own = [], paired = [];
       for (let round = 0; round < o.rounds; round++) {
         // alternate which program goes first, so neither always runs warmer
-        const runs = [() => nu.push(...bracketed(o, state, () => runNucleus(o, model, test, false)).samples),
-                      () => ll.push(...bracketed(o, state, () => runLlama(o, model, test)).samples)];
+        let a, b;
+        const runs = [() => { a = bracketed(o, state, () => runNucleus(o, model, test, false)).samples; },
+                      () => { b = bracketed(o, state, () => runLlama(o, model, test)).samples; }];
         if (round % 2) runs.reverse();
         runs.forEach((r) => r());
+        nu.push(...a);
+        ll.push(...b);
+        // the two runs of a round are next to each other in time: their ratio
+        // sees (nearly) the same machine
+        paired.push(median(a.map((s) => s.tps)) / median(b.map((s) => s.tps)));
         if (test === 'tg') own.push(runNucleus(o, model, test, true));
       }
       const name = `${test}${n}`;
       const tn = median(nu.map((s) => s.tps)), tl = median(ll.map((s) => s.tps));
       const row = { model: basename(model), bytes, bytes_per_token: perToken, test: name,
                     nucleus_tps: tn, llama_tps: tl, ratio: tn / tl,
+                    paired_ratio: median(paired), paired_ratios: paired,
                     samples: [nu.length, ll.length] };
       if (test === 'tg' && (o.membw > 0 || o.membwBin)) {
         // each steady sample against the ceiling measured around it (all
@@ -187,12 +194,14 @@ function main() {
               (o.membwBin ? ', bandwidth measured before and after every run (steady runs: ' +
                             'the two within 15%)' : '') +
               '; own reads = nucleus bench --ceiling (a plain read of the weights after every token)');
-  console.log('| model | MiB | test | nucleus | llama.cpp | ratio | GB/s | nucleus / ceiling | ' +
+  console.log('paired = median over rounds of the ratio of the round\'s two adjacent runs');
+  console.log('| model | MiB | test | nucleus | llama.cpp | ratio | paired | GB/s | nucleus / ceiling | ' +
               'llama.cpp / ceiling | steady runs | nucleus / own reads (GB/s) |');
-  console.log('|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|');
+  console.log('|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const r of rows)
     console.log(`| ${r.model} | ${(r.bytes / 1048576).toFixed(0)} | ${r.test} | ` +
                 `${r.nucleus_tps.toFixed(2)} | ${r.llama_tps.toFixed(2)} | ${r.ratio.toFixed(2)}x | ` +
+                `${r.paired_ratio.toFixed(2)}x | ` +
                 `${r.bandwidth_gbps ? r.bandwidth_gbps.toFixed(1) : ''} | ` +
                 `${pct(r.nucleus_of_ceiling)} | ${pct(r.llama_of_ceiling)} | ` +
                 `${r.steady_samples ? r.steady_samples.map((n) => n / o.reps).join(' / ') : ''} | ` +
