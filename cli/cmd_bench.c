@@ -265,6 +265,10 @@ int cmd_bench(int argc, char **argv) {
     cli_run_opts_init(&o.run);
     int rc = parse(&o, argc, argv);
     if (rc) return rc < 0 ? 0 : rc;
+    if (o.ceiling && (o.draft || o.lookup || o.n_gen == 0)) {
+        cli_error("--ceiling times plain generation: it needs -n above 0 and no --draft/--lookup");
+        return 2;
+    }
     if (o.draft || o.lookup) {
         nu_model *m;
         nu_context *ctx;

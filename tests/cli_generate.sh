@@ -45,6 +45,9 @@ assert r["read_gbps"] > 0 and r["ceiling_fraction"] > 0, r
 EOF'
 "$nucleus" bench -m "$model" -p 0 -n 4 -r 1 --ceiling >"$tmp/ceiling.txt" 2>&1
 check "bench --ceiling prints the ceiling line" 'grep -q "^tg4 ceiling: .* GB of weights a token streams" "$tmp/ceiling.txt"'
+"$nucleus" bench -m "$model" -p 8 -n 0 --ceiling >"$tmp/ceiling0.txt" 2>&1
+rc=$?
+check "bench --ceiling without generation is refused" '[ $rc -eq 2 ] && grep -q "needs -n above 0" "$tmp/ceiling0.txt"'
 
 "$nucleus" info -m "$model" >"$tmp/info.out" 2>&1
 check "info shows metadata, tensors, params and memory" 'grep -q "llama.embedding_length" "$tmp/info.out" && grep -q "blk.0.attn_q.weight" "$tmp/info.out" && grep -q "parameters: 292" "$tmp/info.out" && grep -q "kv cache" "$tmp/info.out"'
