@@ -67,8 +67,9 @@ const char *srv_finish_name(nu_finish_reason r) {
     return NULL;
 }
 
-const char *srv_finish_name_calls(nu_finish_reason r, int32_t n_calls) {
-    if (n_calls > 0 && (r == NU_FINISH_EOS || r == NU_FINISH_STOP)) return "tool_calls";
+const char *srv_finish_name_calls(nu_finish_reason r, int32_t n_calls, const srv_tools *t) {
+    if (n_calls > 0 && (r == NU_FINISH_EOS || r == NU_FINISH_STOP) && t->choice != SRV_TOOLS_NAMED)
+        return "tool_calls";
     return srv_finish_name(r);
 }
 
@@ -284,7 +285,7 @@ static cJSON *choice_json(const srv_resp_ctx *rc, const srv_job *job, int32_t in
         add_text(c, "text", r->text, r->text_len);
     int32_t n = srv_logprobs_in_text(r->logprobs, r->n_logprobs, r->text_len, r->finish);
     add_logprobs(c, rc, job, r->logprobs, n, 0);
-    const char *finish = srv_finish_name_calls(r->finish, n_calls);
+    const char *finish = srv_finish_name_calls(r->finish, n_calls, &job->req.tools);
     cJSON_AddStringToObject(c, "finish_reason", finish ? finish : "stop");
     return c;
 }

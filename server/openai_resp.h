@@ -29,9 +29,10 @@ char *srv_error_json(const srv_error *err);
 
 /* OpenAI's finish_reason for a finished sample ("stop", "length"). */
 const char *srv_finish_name(nu_finish_reason r);
-/* The same for an answer that made n_calls tool calls: "tool_calls" when
- * it ended by itself with calls. */
-const char *srv_finish_name_calls(nu_finish_reason r, int32_t n_calls);
+/* The same for an answer that made n_calls tool calls under the request's
+ * tools t: "tool_calls" when it ended by itself with calls, except for a
+ * named tool_choice, where OpenAI answers "stop" (streamed or not). */
+const char *srv_finish_name_calls(nu_finish_reason r, int32_t n_calls, const srv_tools *t);
 
 /* The results shown, in order: per prompt, the n best of best_of samples
  * by total log-prob (or all of them). Writes job->n_prompts * n indices. */

@@ -179,7 +179,8 @@ static void put_end(srv_stream *st) {
     } else {
         for (int32_t i = 0; i < job->n_results; i++) {
             int32_t n_calls = st->tools ? srv_tool_parser_n_calls(st->tools[i]) : 0;
-            const char *finish = srv_finish_name_calls(job->results[i].finish, n_calls);
+            const char *finish =
+                srv_finish_name_calls(job->results[i].finish, n_calls, &job->req.tools);
             srv_chunk ch = {.index = i, .text = "", .finish = finish ? finish : "stop"};
             put_event(st, srv_chunk_json(&st->rc, job, &ch));
         }

@@ -133,16 +133,20 @@ for (const fam of families) {
             }
         });
 
-        test("a named function, one call: exactly that function", async () => {
+        test("a named function, one call: exactly that function; finish_reason stop as OpenAI's", async () => {
             for (const seed of [11, 12, 13]) {
-                const r = await openai.chat.completions.create({
+                const args = {
                     ...base, seed, parallel_tool_calls: false,
                     tool_choice: { type: "function", function: { name: "book_table" } },
-                });
+                };
+                const r = await openai.chat.completions.create(args);
                 const c = r.choices[0];
                 assert.equal(c.message.tool_calls.length, 1);
                 assertCalls(c.message.tool_calls, { idPattern: fam.idPattern, only: "book_table" });
-                assert.equal(c.finish_reason, "tool_calls");
+                assert.equal(c.finish_reason, "stop");
+                const s = await collectToolStream(await openai.chat.completions.create({ ...args, stream: true }));
+                assert.equal(s.finish, "stop");
+                assert.deepEqual(withoutIds(s.calls), withoutIds(c.message.tool_calls));
             }
         });
 
