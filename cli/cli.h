@@ -15,6 +15,7 @@ int cmd_watermark(int argc, char **argv);
 int cmd_template(int argc, char **argv);
 int cmd_grammar(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
 int cmd_pull(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_serve(int argc, char **argv);

@@ -21,6 +21,7 @@ static const command commands[] = {
     {"template", cmd_template, "render a conversation with a chat template"},
     {"grammar", cmd_grammar, "show the GBNF of a JSON Schema, regex or choices; check a text"},
     {"bench", cmd_bench, "prompt and generation throughput"},
+    {"perplexity", cmd_perplexity, "how well a model predicts a text (perplexity over windows)"},
     {"serve", cmd_serve, "an OpenAI-compatible HTTP server with continuous batching"},
     {"quantize", cmd_quantize, "write a copy of a model with its weights in another type"},
     {"pull", cmd_pull, "download a model into the cache (hf:ORG/REPO/FILE.gguf)"},

@@ -1035,6 +1035,45 @@ nu_status nu_resolve_model(const char *ref, bool allow_download, nu_progress_cal
                            void *user, char *path, size_t cap, nu_error *err);
 
 /* ------------------------------------------------------------------------ */
+/* Evaluation                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* Perplexity of a token sequence: the tokens are cut into consecutive
+ * windows of n_window tokens (the last one may be shorter); the model reads
+ * each window from scratch (sequence 0 of ctx, cleared first), and every
+ * token at a window position >= score_from is scored by -ln p(token | the
+ * window's earlier tokens), p the softmax of the logits. Perplexity is
+ * e^(mean score); its standard error is perplexity * sd(score) / sqrt(n)
+ * (the first-order error of e^mean). Scoring only the second half of each
+ * window (score_from = n_window / 2) gives every scored token at least that
+ * much context. A last window with no token to score is left out. */
+typedef struct nu_perplexity_result {
+    double perplexity;
+    double stderr_ppl; /* standard error of the perplexity */
+    double nll;        /* sum of the scores (nats) */
+    int64_t n_scored;  /* tokens scored */
+    int32_t n_windows; /* windows read */
+} nu_perplexity_result;
+
+typedef struct nu_perplexity_params {
+    int32_t n_window;   /* tokens per window; 0: the context's n_ctx */
+    int32_t score_from; /* first scored position of a window (>= 1); 0: n_window / 2 */
+    /* after each window: its index, the running result; return false to stop */
+    bool (*on_window)(int32_t window, const nu_perplexity_result *so_far, void *user);
+    void *user;
+} nu_perplexity_params;
+
+nu_perplexity_params nu_perplexity_default_params(void);
+
+/* NU_ERR_INVALID_ARG for fewer than 2 tokens, a token outside the
+ * vocabulary, n_window above the context's n_ctx or below 2, or score_from
+ * outside 1..n_window-1; NU_ERR_CANCELLED when on_window stopped it (out
+ * then holds the windows read). */
+nu_status nu_perplexity(nu_context *ctx, const int32_t *tokens, int64_t n_tokens,
+                        const nu_perplexity_params *params, nu_perplexity_result *out,
+                        nu_error *err);
+
+/* ------------------------------------------------------------------------ */
 /* Machine                                                                  */
 /* ------------------------------------------------------------------------ */
 
