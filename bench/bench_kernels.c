@@ -26,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <immintrin.h>
 #include <sys/mman.h>
 #include <time.h>
 
@@ -130,45 +129,20 @@ static uint8_t *make_packed(uint32_t type, const uint8_t *w, size_t bytes, int n
     return p;
 }
 
-/* A plain read of bytes [0, n) split among the pool's threads, eight
- * independent sums each: what the memory system delivers to loads with
- * nothing else to do, the ceiling a weight-streaming kernel is set against. */
+/* A plain read (nu_vec_read) of n lines split among the pool's threads: what
+ * the memory system delivers to loads with nothing else to do, the ceiling a
+ * weight-streaming kernel is set against. */
 typedef struct read_pass {
     const uint64_t *p;
     size_t n; /* 64-byte lines */
     uint64_t sum[2];
 } read_pass;
 
-/* Four 32-byte sums per line pair, so the loads, not the adds, set the pace. */
-__attribute__((target("avx2"))) static uint64_t read_lines_avx2(const uint64_t *p, int64_t b,
-                                                                int64_t e) {
-    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-    int64_t l = b;
-    for (; l + 1 < e; l += 2) {
-        const __m256i *v = (const __m256i *)(const void *)(p + 8 * l);
-        a0 = _mm256_add_epi64(a0, _mm256_load_si256(v));
-        a1 = _mm256_add_epi64(a1, _mm256_load_si256(v + 1));
-        a2 = _mm256_add_epi64(a2, _mm256_load_si256(v + 2));
-        a3 = _mm256_add_epi64(a3, _mm256_load_si256(v + 3));
-    }
-    uint64_t out[4];
-    _mm256_storeu_si256((__m256i *)(void *)out,
-                        _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3)));
-    uint64_t s = out[0] + out[1] + out[2] + out[3];
-    for (; l < e; l++) s += p[8 * l];
-    return s;
-}
-
 static void read_task(void *arg, int ith, int nth) {
     read_pass *rp = arg;
     int64_t b, e;
     nu_split_range((int64_t)rp->n, ith, nth, &b, &e);
-    uint64_t s = 0;
-    if (__builtin_cpu_supports("avx2"))
-        s = read_lines_avx2(rp->p, b, e);
-    else
-        for (int64_t l = b; l < e; l++)
-            for (int j = 0; j < 8; j++) s += rp->p[8 * l + (size_t)j];
+    uint64_t s = e > b ? nu_vec_read(rp->p + 8 * b, 64 * (size_t)(e - b)) : 0;
     if (ith < 2) rp->sum[ith] = s;
 }
 

@@ -42,6 +42,25 @@ common=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -artifact_pref
         -print_final_stats=1)
 
 cd "$build"
+
+# write_dict FILE WORD...: a libFuzzer dictionary with each word as an entry
+# (appended to what FILE already holds).
+write_dict() {
+  local out=$1 w
+  shift
+  for w in "$@"; do printf '"%s"\n' "$w" >>"$out"; done
+}
+
+# fuzz_capped NAME CAP MAX_LEN WHAT: fuzz_NAME for at most CAP seconds (of
+# the per-fuzzer budget) with NAME.dict, inputs up to MAX_LEN bytes, its
+# working corpus and the seeds in $seeds.
+fuzz_capped() {
+  local name=$1 secs=$(( seconds < $2 ? seconds : $2 ))
+  echo "fuzzing $4 for ${secs}s ..."
+  "$build/fuzz/fuzz_$name" "${common[@]/-max_total_time=*/-max_total_time=$secs}" -max_len="$3" \
+    -dict="$build/$name.dict" "${parallel[@]}" "$build/fuzz-corpus/$name" "$seeds"
+}
+
 echo "fuzzing gguf for ${seconds}s ..."
 "$build/fuzz/fuzz_gguf" "${common[@]}" -dict="$root/fuzz/gguf.dict" "${parallel[@]}" \
   "$build/fuzz-corpus/gguf" "$root/fuzz/corpus/gguf"
@@ -62,11 +81,10 @@ seeds="$build/fuzz-corpus/jinja-seeds"
 mkdir -p "$seeds" "$build/fuzz-corpus/jinja"
 cp "$root"/../shared/chat_templates/*.jinja "$seeds/" 2>/dev/null || true
 printf '"{{"\n"}}"\n"{%%"\n"%%}"\n"{#"\n"#}"\n"{%%-"\n"-%%}"\n"{{-"\n"-}}"\n"{%%+"\n' >"$build/jinja.dict"
-for w in if elif else endif for endfor in set endset macro endmacro call endcall filter endfilter \
-  with endwith raw endraw break continue generation endgeneration namespace loop caller not and or \
-  is defined none true false tojson trim items selectattr map join length default range; do
-  printf '"%s"\n' "$w" >>"$build/jinja.dict"
-done
+write_dict "$build/jinja.dict" if elif else endif for endfor in set endset macro endmacro call \
+  endcall filter endfilter with endwith raw endraw break continue generation endgeneration \
+  namespace loop caller not and or is defined none true false tojson trim items selectattr map \
+  join length default range
 echo "fuzzing the chat templates for ${seconds}s ..."
 "$build/fuzz/fuzz_jinja" "${common[@]}" -max_len=8192 -dict="$build/jinja.dict" "${parallel[@]}" \
   "$build/fuzz-corpus/jinja" "$seeds"
@@ -85,15 +103,10 @@ printf '\x02^(ab|c)*d{2,3}[^x-z]\\d+$\x00ababcdd1' >"$seeds/regex"
 printf '\x03[a-z]+"x\x00"ab\\"x"' >"$seeds/pattern"
 printf '\x07yes\nno\nmaybe\nye\n\xc3\xa9t\xc3\xa9\x00maybe' >"$seeds/choices"
 : >"$build/grammar.dict"
-for w in '::=' '|' '[^' '\\u00e9' '\\x41' '{2,5}' '(?:' 'properties' 'required' 'type' \
-  'items' 'prefixItems' 'anyOf' 'oneOf' 'allOf' '$ref' '#/$defs/' 'minimum' 'exclusiveMaximum' \
-  'maxLength' 'pattern' 'format' 'date-time' 'additionalProperties' 'enum' 'const'; do
-  printf '"%s"\n' "$w" >>"$build/grammar.dict"
-done
-gram_seconds=$(( seconds < 60 ? seconds : 60 ))
-echo "fuzzing the grammars for ${gram_seconds}s ..."
-"$build/fuzz/fuzz_grammar" "${common[@]/-max_total_time=*/-max_total_time=$gram_seconds}" \
-  -max_len=2048 -dict="$build/grammar.dict" "${parallel[@]}" "$build/fuzz-corpus/grammar" "$seeds"
+write_dict "$build/grammar.dict" '::=' '|' '[^' '\\u00e9' '\\x41' '{2,5}' '(?:' 'properties' \
+  'required' 'type' 'items' 'prefixItems' 'anyOf' 'oneOf' 'allOf' '$ref' '#/$defs/' 'minimum' \
+  'exclusiveMaximum' 'maxLength' 'pattern' 'format' 'date-time' 'additionalProperties' 'enum' 'const'
+fuzz_capped grammar 60 2048 "the grammars"
 
 # Server requests (server/openai_params.c), for at most 30 s: the first byte
 # picks chat or completions, the rest is the JSON body.
@@ -109,17 +122,12 @@ printf '\x01{"prompt":[[1,2,3],[4]],"max_tokens":0,"echo":true,"logprobs":5,"bes
       `'"no_repeat_ngram_size":3,"min_tokens":2,"ignore_eos":false,"choice":["a","b"]}' >"$seeds/completion"
 printf '\x01{"prompt":"Once","beam_width":3,"n":2,"length_penalty":0.5,"early_stopping":true}' >"$seeds/beam"
 : >"$build/request.dict"
-for w in messages prompt role content system user assistant max_tokens max_completion_tokens \
-  temperature top_p stream stream_options include_usage stop presence_penalty frequency_penalty \
+write_dict "$build/request.dict" messages prompt role content system user assistant max_tokens \
+  max_completion_tokens temperature top_p stream stream_options include_usage stop presence_penalty frequency_penalty \
   logit_bias logprobs top_logprobs echo seed response_format json_schema json_object best_of \
   top_k min_p typical_p repetition_penalty penalty_last_n beam_width null true false '\\u0000' \
-  '\\ud800' 1e999 -0 9007199254740993; do
-  printf '"%s"\n' "$w" >>"$build/request.dict"
-done
-req_seconds=$(( seconds < 30 ? seconds : 30 ))
-echo "fuzzing the server's request parser for ${req_seconds}s ..."
-"$build/fuzz/fuzz_request" "${common[@]/-max_total_time=*/-max_total_time=$req_seconds}" -max_len=4096 \
-  -dict="$build/request.dict" "${parallel[@]}" "$build/fuzz-corpus/request" "$seeds"
+  '\\ud800' 1e999 -0 9007199254740993
+fuzz_capped request 30 4096 "the server's request parser"
 
 # Tool-call answers (server/tools.c), for at most 30 s: byte 0 picks the call
 # format (low two bits: generic, Hermes, Mistral, Llama 3), +4 a grammar-shaped
@@ -145,11 +153,6 @@ printf '\x00\x06{"tool_calls": [{"name": "f", "arguments": {]}' >"$seeds/bad-jso
 printf '\x05\x02<tool_call>{"name":"f","arguments":{"a":1]}</tool_call>' >"$seeds/bad-grammar"
 printf '\x01\x0aJust text: [1, 2] and {braces} and <tool_ca' >"$seeds/bad-text"
 : >"$build/tools.dict"
-for w in '<tool_call>' '</tool_call>' '[TOOL_CALLS]' '<|python_tag|>' name arguments parameters \
-  tool_calls get_weather search '\\"' '\\u00e9' null true; do
-  printf '"%s"\n' "$w" >>"$build/tools.dict"
-done
-tools_seconds=$(( seconds < 30 ? seconds : 30 ))
-echo "fuzzing the server's tool-call parser for ${tools_seconds}s ..."
-"$build/fuzz/fuzz_tools" "${common[@]/-max_total_time=*/-max_total_time=$tools_seconds}" -max_len=4096 \
-  -dict="$build/tools.dict" "${parallel[@]}" "$build/fuzz-corpus/tools" "$seeds"
+write_dict "$build/tools.dict" '<tool_call>' '</tool_call>' '[TOOL_CALLS]' '<|python_tag|>' name \
+  arguments parameters tool_calls get_weather search '\\"' '\\u00e9' null true
+fuzz_capped tools 30 4096 "the server's tool-call parser"

@@ -313,7 +313,7 @@ static void mad_f16(float *y, const uint16_t *x, float a, int64_t n) {
 }
 
 /* Several vectors against one row: float_dots with the count a constant. */
-NU_DEFINE_DOTS(dots, float_dots)
+NU_DEFINE_DOTS(dots)
 
 /* mad_f32/mad_f16 for k outputs, the row converted once per 8 elements. */
 static void mads(uint32_t type, float *const *y, const float *a, int k, const void *x, int64_t n) {
@@ -363,12 +363,9 @@ static void mads_rows(uint32_t type, float *const *y, const float *a, size_t a_s
     const int64_t n8 = n / 8 * 8;
     for (int64_t i0 = 0; i0 < n8; i0 += 16) {
         const int nd = n8 - i0 >= 16 ? 2 : 1;
-        switch (k) {
-        case 1: mads_rows_block(type, y, a, a_stride, 1, base, stride, cells, n_rows, nd, i0); break;
-        case 2: mads_rows_block(type, y, a, a_stride, 2, base, stride, cells, n_rows, nd, i0); break;
-        case 3: mads_rows_block(type, y, a, a_stride, 3, base, stride, cells, n_rows, nd, i0); break;
-        default: mads_rows_block(type, y, a, a_stride, 4, base, stride, cells, n_rows, nd, i0); break;
-        }
+#define MADS_ROWS(K) mads_rows_block(type, y, a, a_stride, K, base, stride, cells, n_rows, nd, i0)
+        NU_SWITCH_HEADS(k, MADS_ROWS)
+#undef MADS_ROWS
     }
     if (n8 == n) return;
     /* the tail as mads computes it, row after row */

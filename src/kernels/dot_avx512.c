@@ -341,7 +341,7 @@ static void mad_f16(float *y, const uint16_t *x, float a, int64_t n) {
 }
 
 /* Several vectors against one row: float_dots with the count a constant. */
-NU_DEFINE_DOTS(dots, float_dots)
+NU_DEFINE_DOTS(dots)
 
 /* nu_hsum512_ps of 16 vectors at once: the same tree of additions (halves,
  * quarters, pairs, then the last two) on lanes packed from several vectors,
@@ -395,16 +395,7 @@ static void dots_rows(uint32_t type, const float *const *q, int k, const void *b
                       const int32_t *cells, int64_t n_rows, int64_t n, float *out,
                       size_t out_stride) {
 #define DOTS_ROWS(T, K) dots_rows_k(T, q, K, base, stride, cells, n_rows, n, out, out_stride)
-    switch (k + 4 * (type == NU_TYPE_F16)) {
-    case 1: DOTS_ROWS(NU_TYPE_F32, 1); break;
-    case 2: DOTS_ROWS(NU_TYPE_F32, 2); break;
-    case 3: DOTS_ROWS(NU_TYPE_F32, 3); break;
-    case 4: DOTS_ROWS(NU_TYPE_F32, 4); break;
-    case 5: DOTS_ROWS(NU_TYPE_F16, 1); break;
-    case 6: DOTS_ROWS(NU_TYPE_F16, 2); break;
-    case 7: DOTS_ROWS(NU_TYPE_F16, 3); break;
-    default: DOTS_ROWS(NU_TYPE_F16, 4); break;
-    }
+    NU_SWITCH_FLOAT_HEADS(type, k, DOTS_ROWS)
 #undef DOTS_ROWS
 }
 
@@ -453,12 +444,11 @@ INLINE void mads_rows_block(uint32_t type, float *const *y, const float *a, size
 static void mads_rows(uint32_t type, float *const *y, const float *a, size_t a_stride, int k,
                       const void *base, size_t stride, const int32_t *cells, int64_t n_rows,
                       int64_t n) {
-    for (int64_t i0 = 0; i0 < n; i0 += 64) switch (k) {
-        case 1: mads_rows_block(type, y, a, a_stride, 1, base, stride, cells, n_rows, n, i0); break;
-        case 2: mads_rows_block(type, y, a, a_stride, 2, base, stride, cells, n_rows, n, i0); break;
-        case 3: mads_rows_block(type, y, a, a_stride, 3, base, stride, cells, n_rows, n, i0); break;
-        default: mads_rows_block(type, y, a, a_stride, 4, base, stride, cells, n_rows, n, i0); break;
-        }
+#define MADS_ROWS(K) mads_rows_block(type, y, a, a_stride, K, base, stride, cells, n_rows, n, i0)
+    for (int64_t i0 = 0; i0 < n; i0 += 64) {
+        NU_SWITCH_HEADS(k, MADS_ROWS)
+    }
+#undef MADS_ROWS
 }
 
 static void round_f16(float *x, int64_t n) {

@@ -282,23 +282,37 @@ void nu_panel4_f16_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, i
         }                                                                                          \
     }
 
-/* Defines `static void name(type, row, q, k, n, out)` (a nu_dots_fn) from a
- * level's inline float_dots(type, row, q, k, n, out), with the type and the
- * vector count 1..4 as compile-time constants. */
-#define NU_DEFINE_DOTS(name, float_dots)                                                           \
+/* Runs CALL(K) with the head count k (1..4) as the compile-time constant K. */
+#define NU_SWITCH_HEADS(k, CALL)                                                                   \
+    switch (k) {                                                                                   \
+    case 1: CALL(1); break;                                                                        \
+    case 2: CALL(2); break;                                                                        \
+    case 3: CALL(3); break;                                                                        \
+    default: CALL(4); break;                                                                       \
+    }
+
+/* Runs CALL(T, K) with the float row type (NU_TYPE_F32 or NU_TYPE_F16) and
+ * the head count k (1..4) as the compile-time constants T and K. */
+#define NU_SWITCH_FLOAT_HEADS(type, k, CALL)                                                       \
+    switch ((k) + 4 * ((type) == NU_TYPE_F16)) {                                                   \
+    case 1: CALL(NU_TYPE_F32, 1); break;                                                           \
+    case 2: CALL(NU_TYPE_F32, 2); break;                                                           \
+    case 3: CALL(NU_TYPE_F32, 3); break;                                                           \
+    case 4: CALL(NU_TYPE_F32, 4); break;                                                           \
+    case 5: CALL(NU_TYPE_F16, 1); break;                                                           \
+    case 6: CALL(NU_TYPE_F16, 2); break;                                                           \
+    case 7: CALL(NU_TYPE_F16, 3); break;                                                           \
+    default: CALL(NU_TYPE_F16, 4); break;                                                          \
+    }
+
+/* Defines `static void name(type, row, q, k, n, out)` (a nu_dots_fn) from the
+ * level file's inline float_dots(type, row, q, k, n, out), with the type and
+ * the vector count 1..4 as compile-time constants. */
+#define NU_DOTS_CALL_(T, K) float_dots(T, row, q, K, n, out)
+#define NU_DEFINE_DOTS(name)                                                                       \
     static void name(uint32_t type, const void *row, const float *const *q, int k, int64_t n,      \
                      float *out) {                                                                 \
-        const int f16 = type == NU_TYPE_F16;                                                       \
-        switch (k + 4 * f16) {                                                                     \
-        case 1: float_dots(NU_TYPE_F32, row, q, 1, n, out); break;                                 \
-        case 2: float_dots(NU_TYPE_F32, row, q, 2, n, out); break;                                 \
-        case 3: float_dots(NU_TYPE_F32, row, q, 3, n, out); break;                                 \
-        case 4: float_dots(NU_TYPE_F32, row, q, 4, n, out); break;                                 \
-        case 5: float_dots(NU_TYPE_F16, row, q, 1, n, out); break;                                 \
-        case 6: float_dots(NU_TYPE_F16, row, q, 2, n, out); break;                                 \
-        case 7: float_dots(NU_TYPE_F16, row, q, 3, n, out); break;                                 \
-        default: float_dots(NU_TYPE_F16, row, q, 4, n, out); break;                                \
-        }                                                                                          \
+        NU_SWITCH_FLOAT_HEADS(type, k, NU_DOTS_CALL_)                                              \
     }
 
 /* The panel product (activations already in job->act) as units of work:
