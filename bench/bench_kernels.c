@@ -29,8 +29,8 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#include "kernels/kernels.h"
-#include "kernels/threadpool.h"
+#include "kernels.h"
+#include "threadpool.h"
 #include "nucleus.h"
 
 #define COLD_BYTES (256u << 20)

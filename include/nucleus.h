@@ -26,6 +26,12 @@ extern "C" {
 
 #define NU_VERSION_STRING "0.1.0"
 
+/* Every function of the library is declared with NU_API: the shared library
+ * exports these and nothing else (it is built with -fvisibility=hidden). */
+#ifndef NU_API
+#define NU_API __attribute__((visibility("default")))
+#endif
+
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                   */
 /* ------------------------------------------------------------------------ */
@@ -50,7 +56,7 @@ typedef struct nu_error {
 } nu_error;
 
 /* A short constant name for a status ("format error", ...). */
-const char *nu_status_name(nu_status status);
+NU_API const char *nu_status_name(nu_status status);
 
 /* ------------------------------------------------------------------------ */
 /* Models                                                                   */
@@ -69,29 +75,29 @@ typedef struct nu_model_params {
 } nu_model_params;
 
 /* Defaults: NU_LOAD_FULL. */
-nu_model_params nu_model_default_params(void);
+NU_API nu_model_params nu_model_default_params(void);
 
 /* Memory-maps a GGUF file, validates it and prepares the model. */
-nu_status nu_model_load(const char *path, const nu_model_params *params, nu_model **out,
+NU_API nu_status nu_model_load(const char *path, const nu_model_params *params, nu_model **out,
                         nu_error *err);
-void nu_model_free(nu_model *model);
+NU_API void nu_model_free(nu_model *model);
 
 /* Basic shape. */
-const char *nu_model_arch(const nu_model *model); /* general.architecture */
-const char *nu_model_name(const nu_model *model); /* general.name or "" */
-int32_t nu_model_n_vocab(const nu_model *model);
-int32_t nu_model_n_ctx_train(const nu_model *model);
-int32_t nu_model_n_embd(const nu_model *model);
-int32_t nu_model_n_layer(const nu_model *model);
-uint32_t nu_model_gguf_version(const nu_model *model);
+NU_API const char *nu_model_arch(const nu_model *model); /* general.architecture */
+NU_API const char *nu_model_name(const nu_model *model); /* general.name or "" */
+NU_API int32_t nu_model_n_vocab(const nu_model *model);
+NU_API int32_t nu_model_n_ctx_train(const nu_model *model);
+NU_API int32_t nu_model_n_embd(const nu_model *model);
+NU_API int32_t nu_model_n_layer(const nu_model *model);
+NU_API uint32_t nu_model_gguf_version(const nu_model *model);
 
 /* Metadata, in file order. The value is rendered as text (arrays shortened
  * to their first max_items items); returns the length the full rendering
  * needs, like snprintf. */
-int64_t nu_model_meta_count(const nu_model *model);
-const char *nu_model_meta_key(const nu_model *model, int64_t i);
-const char *nu_model_meta_type(const nu_model *model, int64_t i); /* "u32", "arr[str,32000]", ... */
-size_t nu_model_meta_value(const nu_model *model, int64_t i, char *buf, size_t cap,
+NU_API int64_t nu_model_meta_count(const nu_model *model);
+NU_API const char *nu_model_meta_key(const nu_model *model, int64_t i);
+NU_API const char *nu_model_meta_type(const nu_model *model, int64_t i); /* "u32", "arr[str,32000]", ... */
+NU_API size_t nu_model_meta_value(const nu_model *model, int64_t i, char *buf, size_t cap,
                            int max_items);
 
 /* Tensors, in file order. */
@@ -105,12 +111,12 @@ typedef struct nu_tensor_info {
     uint64_t file_offset;  /* absolute offset of the data in the file */
 } nu_tensor_info;
 
-int64_t nu_model_tensor_count(const nu_model *model);
-bool nu_model_tensor(const nu_model *model, int64_t i, nu_tensor_info *out);
+NU_API int64_t nu_model_tensor_count(const nu_model *model);
+NU_API bool nu_model_tensor(const nu_model *model, int64_t i, nu_tensor_info *out);
 
 /* Total parameters and bytes of tensor data. */
-uint64_t nu_model_n_params(const nu_model *model);
-uint64_t nu_model_weight_bytes(const nu_model *model);
+NU_API uint64_t nu_model_n_params(const nu_model *model);
+NU_API uint64_t nu_model_weight_bytes(const nu_model *model);
 
 /* What a context with these sizes will need, in bytes. */
 typedef struct nu_memory_estimate {
@@ -122,7 +128,7 @@ typedef struct nu_memory_estimate {
 
 typedef enum nu_kv_type { NU_KV_F32 = 0, NU_KV_F16 = 1 } nu_kv_type;
 
-nu_status nu_model_memory(const nu_model *model, int32_t n_ctx, int32_t n_batch,
+NU_API nu_status nu_model_memory(const nu_model *model, int32_t n_ctx, int32_t n_batch,
                           int32_t n_seq, nu_kv_type kv_type, nu_memory_estimate *out,
                           nu_error *err);
 
@@ -133,7 +139,7 @@ nu_status nu_model_memory(const nu_model *model, int32_t n_ctx, int32_t n_batch,
  * K-quant mixes "q5_k_m", "q5_k_s", "q4_k_m", "q4_k_s", "q3_k_l", "q3_k_m",
  * "q3_k_s", "q2_k" (the same tensor types as llama.cpp's quantize tool).
  * Metadata is copied (general.file_type updated); vectors stay F32. */
-nu_status nu_quantize_file(const char *in_path, const char *out_path, const char *type,
+NU_API nu_status nu_quantize_file(const char *in_path, const char *out_path, const char *type,
                            nu_error *err);
 
 /* ------------------------------------------------------------------------ */
@@ -158,26 +164,26 @@ typedef enum nu_token_type {
 /* Splits text into tokens. Writes at most cap ids to tokens and the number
  * the text needs to *n_tokens; returns NU_ERR_BUFFER_SMALL when cap is too
  * small (nothing else is wrong: call again with a larger buffer). */
-nu_status nu_tokenize(const nu_model *model, const char *text, size_t len, unsigned flags,
+NU_API nu_status nu_tokenize(const nu_model *model, const char *text, size_t len, unsigned flags,
                       int32_t *tokens, size_t cap, size_t *n_tokens, nu_error *err);
 
 /* The vocabulary text of a token, as stored ("▁the", "<0x0A>", "<s>"). */
-const char *nu_token_text(const nu_model *model, int32_t token);
-nu_token_type nu_token_get_type(const nu_model *model, int32_t token);
+NU_API const char *nu_token_text(const nu_model *model, int32_t token);
+NU_API nu_token_type nu_token_get_type(const nu_model *model, int32_t token);
 
 /* The bytes a token stands for when text is produced. Control tokens give
  * nothing unless special is true. Returns the byte count; writes at most cap. */
-size_t nu_token_to_bytes(const nu_model *model, int32_t token, bool special, char *buf,
+NU_API size_t nu_token_to_bytes(const nu_model *model, int32_t token, bool special, char *buf,
                          size_t cap);
 
-int32_t nu_token_bos(const nu_model *model); /* -1 when the model has none */
-int32_t nu_token_eos(const nu_model *model);
-bool nu_token_is_eog(const nu_model *model, int32_t token); /* ends generation */
-bool nu_model_adds_bos(const nu_model *model);
+NU_API int32_t nu_token_bos(const nu_model *model); /* -1 when the model has none */
+NU_API int32_t nu_token_eos(const nu_model *model);
+NU_API bool nu_token_is_eog(const nu_model *model, int32_t token); /* ends generation */
+NU_API bool nu_model_adds_bos(const nu_model *model);
 /* A note about the model's tokenizer worth showing the user, or NULL when
  * there is none: e.g. an unknown tokenizer.ggml.pre, whose text is then split
  * as GPT-2 splits it, so tokens may differ from the model's own tokenizer. */
-const char *nu_model_warning(const nu_model *model);
+NU_API const char *nu_model_warning(const nu_model *model);
 
 /* Incremental detokenizer for streaming: bytes come out only as whole UTF-8
  * characters, so a character split over several tokens is never emitted
@@ -192,13 +198,13 @@ typedef struct nu_detokenizer {
     size_t n_pending;
 } nu_detokenizer;
 
-void nu_detokenizer_init(nu_detokenizer *d, const nu_model *model, bool special,
+NU_API void nu_detokenizer_init(nu_detokenizer *d, const nu_model *model, bool special,
                          bool strip_leading_space);
 /* Appends the text of token; returns how many bytes are ready in out (at most
  * cap; 16 + the longest token is always enough). */
-size_t nu_detokenizer_push(nu_detokenizer *d, int32_t token, char *out, size_t cap);
+NU_API size_t nu_detokenizer_push(nu_detokenizer *d, int32_t token, char *out, size_t cap);
 /* Whatever is still pending (an incomplete character, replaced by U+FFFD). */
-size_t nu_detokenizer_flush(nu_detokenizer *d, char *out, size_t cap);
+NU_API size_t nu_detokenizer_flush(nu_detokenizer *d, char *out, size_t cap);
 
 /* ------------------------------------------------------------------------ */
 /* Contexts and the batched forward pass                                    */
@@ -216,14 +222,14 @@ typedef struct nu_context_params {
 
 /* Defaults: n_ctx 0 capped at 4096, n_batch 512, n_seq_max 1, n_threads 0, f16 cache
  * (half the memory of f32; attention then multiplies in half precision). */
-nu_context_params nu_context_default_params(void);
+NU_API nu_context_params nu_context_default_params(void);
 
-nu_status nu_context_new(const nu_model *model, const nu_context_params *params,
+NU_API nu_status nu_context_new(const nu_model *model, const nu_context_params *params,
                          nu_context **out, nu_error *err);
-void nu_context_free(nu_context *ctx);
-const nu_model *nu_context_model(const nu_context *ctx);
-int32_t nu_context_n_ctx(const nu_context *ctx);
-int32_t nu_context_n_threads(const nu_context *ctx);
+NU_API void nu_context_free(nu_context *ctx);
+NU_API const nu_model *nu_context_model(const nu_context *ctx);
+NU_API int32_t nu_context_n_ctx(const nu_context *ctx);
+NU_API int32_t nu_context_n_threads(const nu_context *ctx);
 
 /* For benchmarks: reads every weight byte a generation step streams (each
  * matrix as the kernels store it; of the token embeddings only what a step
@@ -232,7 +238,7 @@ int32_t nu_context_n_threads(const nu_context *ctx);
  * milliseconds it took; *bytes (if not NULL) gets the count. bytes / time
  * is the memory-bandwidth ceiling of generation on this machine, measured
  * right where the step runs. */
-double nu_context_read_weights(nu_context *ctx, uint64_t *bytes);
+NU_API double nu_context_read_weights(nu_context *ctx, uint64_t *bytes);
 
 /* One entry of a batch: a token at a position in a sequence. */
 typedef struct nu_batch_entry {
@@ -247,22 +253,22 @@ typedef struct nu_batch_entry {
  * An entry attends to its own sequence's cached positions <= its position.
  * The result for an entry does not depend on the thread count or on what
  * else is in the batch. On error the cache is left as it was. */
-nu_status nu_decode(nu_context *ctx, const nu_batch_entry *entries, int32_t n,
+NU_API nu_status nu_decode(nu_context *ctx, const nu_batch_entry *entries, int32_t n,
                     nu_error *err);
 
 /* Logits (n_vocab floats) of the i-th entry of the last nu_decode, or NULL
  * if that entry did not ask for them. Valid until the next nu_decode. */
-const float *nu_logits(const nu_context *ctx, int32_t i);
+NU_API const float *nu_logits(const nu_context *ctx, int32_t i);
 
 /* KV cache per sequence. Positions are [p0, p1); p1 < 0 means "to the end". */
-void nu_kv_clear(nu_context *ctx);
-void nu_kv_seq_remove(nu_context *ctx, int32_t seq, int32_t p0, int32_t p1);
+NU_API void nu_kv_clear(nu_context *ctx);
+NU_API void nu_kv_seq_remove(nu_context *ctx, int32_t seq, int32_t p0, int32_t p1);
 /* dst shares src's cells in [p0, p1) without copying them. */
-void nu_kv_seq_copy(nu_context *ctx, int32_t src, int32_t dst, int32_t p0, int32_t p1);
+NU_API void nu_kv_seq_copy(nu_context *ctx, int32_t src, int32_t dst, int32_t p0, int32_t p1);
 /* The largest position cached for seq, or -1. */
-int32_t nu_kv_seq_pos_max(const nu_context *ctx, int32_t seq);
+NU_API int32_t nu_kv_seq_pos_max(const nu_context *ctx, int32_t seq);
 /* Cells in use. */
-int32_t nu_kv_used(const nu_context *ctx);
+NU_API int32_t nu_kv_used(const nu_context *ctx);
 
 /* ------------------------------------------------------------------------ */
 /* Sampling                                                                 */
@@ -417,16 +423,16 @@ typedef struct nu_sampler_params {
     int32_t n_stages;
 } nu_sampler_params;
 
-nu_sampler_params nu_sampler_default_params(void);
+NU_API nu_sampler_params nu_sampler_default_params(void);
 
 /* Checks every field; out-of-range values are refused (never clamped) with
  * NU_ERR_INVALID_ARG and a message naming the field. Logit-bias tokens are
  * checked against the vocabulary by nu_sampler_new. */
-nu_status nu_sampler_params_check(const nu_sampler_params *params, nu_error *err);
+NU_API nu_status nu_sampler_params_check(const nu_sampler_params *params, nu_error *err);
 
 /* The name of a stage ("top_k", "typical_p", "logit_bias", ...), or NULL for
  * a value that is not a stage. */
-const char *nu_stage_name(nu_stage_kind kind);
+NU_API const char *nu_stage_name(nu_stage_kind kind);
 
 /* Parses an order: stage names separated by commas (e.g. "penalties,top_k,
  * typical_p,top_p,min_p,temperature"; '-' may stand for '_', blanks around
@@ -438,11 +444,11 @@ const char *nu_stage_name(nu_stage_kind kind);
  *                 top-k -> top-p pipeline of Hugging Face transformers)
  * Writes the stages to order (room for NU_MAX_STAGES) and their count to *n.
  * Unknown or repeated names are NU_ERR_INVALID_ARG. */
-nu_status nu_sampler_order_parse(const char *text, nu_stage_kind *order, int32_t *n, nu_error *err);
+NU_API nu_status nu_sampler_order_parse(const char *text, nu_stage_kind *order, int32_t *n, nu_error *err);
 
 /* Writes an order as comma-separated names (n 0: the default order). Returns
  * the length the whole text needs, like snprintf. */
-size_t nu_sampler_order_string(const nu_stage_kind *order, int32_t n, char *buf, size_t cap);
+NU_API size_t nu_sampler_order_string(const nu_stage_kind *order, int32_t n, char *buf, size_t cap);
 
 typedef struct nu_sampler nu_sampler;
 
@@ -450,43 +456,43 @@ typedef struct nu_sampler nu_sampler;
  * here: sampling a token allocates nothing (only the history grows, by
  * doubling, while it fills). It knows no end-of-generation tokens (see
  * nu_sampler_set_eog). */
-nu_status nu_sampler_new(const nu_sampler_params *params, int32_t n_vocab, nu_sampler **out,
+NU_API nu_status nu_sampler_new(const nu_sampler_params *params, int32_t n_vocab, nu_sampler **out,
                          nu_error *err);
 /* A sampler for a model's vocabulary that knows its end-of-generation tokens
  * (for min_tokens and ignore_eos). */
-nu_status nu_sampler_new_for_model(const nu_sampler_params *params, const nu_model *model,
+NU_API nu_status nu_sampler_new_for_model(const nu_sampler_params *params, const nu_model *model,
                                    nu_sampler **out, nu_error *err);
-void nu_sampler_free(nu_sampler *s);
+NU_API void nu_sampler_free(nu_sampler *s);
 /* Sets the end-of-generation tokens (a copy is kept). */
-nu_status nu_sampler_set_eog(nu_sampler *s, const int32_t *tokens, int32_t n, nu_error *err);
+NU_API nu_status nu_sampler_set_eog(nu_sampler *s, const int32_t *tokens, int32_t n, nu_error *err);
 
 /* Picks the next token from raw logits (n_vocab floats). Same seed, settings,
  * history and logits give the same token. */
-int32_t nu_sampler_sample(nu_sampler *s, const float *logits);
+NU_API int32_t nu_sampler_sample(nu_sampler *s, const float *logits);
 typedef struct nu_grammar nu_grammar; /* see "Constrained generation" */
 
 /* Constrains the tokens to a grammar (NULL: none). The sampler keeps its own
  * matching state, advanced by nu_sampler_accept; budget >= 0 also makes the
  * grammar finish within that many tokens (nu_grammar_state_set_budget). */
-nu_status nu_sampler_set_grammar(nu_sampler *s, const nu_grammar *g, int32_t budget,
+NU_API nu_status nu_sampler_set_grammar(nu_sampler *s, const nu_grammar *g, int32_t budget,
                                  nu_error *err);
 /* The grammar allows nothing but the end. */
-bool nu_sampler_grammar_must_end(const nu_sampler *s);
+NU_API bool nu_sampler_grammar_must_end(const nu_sampler *s);
 /* The distribution the next token would be drawn from (the chain run on
  * the logits, probabilities normalised; greedy gives a point mass on the
  * argmax), without drawing; speculative decoding compares these. Valid until
  * the next call on s. */
-const nu_candidates *nu_sampler_distribution(nu_sampler *s, const float *logits);
+NU_API const nu_candidates *nu_sampler_distribution(nu_sampler *s, const float *logits);
 /* Tells the sampler a token was generated (history, min_tokens). */
-void nu_sampler_accept(nu_sampler *s, int32_t token);
+NU_API void nu_sampler_accept(nu_sampler *s, int32_t token);
 /* Tells the sampler the prompt's tokens, after nu_sampler_new or
  * nu_sampler_reset and before the first sample. They become history only
  * when penalize_prompt is set. */
-void nu_sampler_accept_prompt(nu_sampler *s, const int32_t *tokens, int32_t n);
+NU_API void nu_sampler_accept_prompt(nu_sampler *s, const int32_t *tokens, int32_t n);
 /* Forgets the history and the count of generated tokens (the RNG goes on). */
-void nu_sampler_reset(nu_sampler *s);
+NU_API void nu_sampler_reset(nu_sampler *s);
 /* Restarts the RNG from a seed. */
-void nu_sampler_reseed(nu_sampler *s, uint64_t seed);
+NU_API void nu_sampler_reseed(nu_sampler *s, uint64_t seed);
 
 /* How much the recent output repeats itself, in [0, 1): over the last
  * n = min(guard_window, generated) generated tokens (0 when n < 2),
@@ -498,7 +504,7 @@ void nu_sampler_reseed(nu_sampler *s, uint64_t seed);
  * E.g. the window "a b c a b c a b" gives (5/8 + 4/7 + 5/8) / 3 = 0.607; a
  * window of distinct tokens gives 0; stories260K's sampled stories measure
  * about 0.1. The cost is O(guard_window^2). */
-float nu_sampler_repetition_severity(const nu_sampler *s);
+NU_API float nu_sampler_repetition_severity(const nu_sampler *s);
 
 /* The candidates the chain left at the last nu_sampler_sample, probabilities
  * softmax-normalised over them, selected the chosen entry (-1 when the
@@ -506,7 +512,7 @@ float nu_sampler_repetition_severity(const nu_sampler *s);
  * for log-probs "after the chain". When greedy, the distribution after the
  * logit-shaping stages at temperature 1. NULL before the first sample; valid
  * until the next nu_sampler_sample. */
-const nu_candidates *nu_sampler_last_candidates(const nu_sampler *s);
+NU_API const nu_candidates *nu_sampler_last_candidates(const nu_sampler *s);
 
 /* Called during nu_sampler_sample after each stage that runs, with the
  * whole candidate arrays before and after it (probabilities
@@ -519,26 +525,26 @@ const nu_candidates *nu_sampler_last_candidates(const nu_sampler *s);
 typedef void (*nu_stage_observer)(void *user, const char *stage, const nu_candidates *before,
                                   const nu_candidates *after);
 /* Sets (fn NULL: removes) the observer; allocates its copy buffer once. */
-nu_status nu_sampler_set_observer(nu_sampler *s, nu_stage_observer fn, void *user, nu_error *err);
+NU_API nu_status nu_sampler_set_observer(nu_sampler *s, nu_stage_observer fn, void *user, nu_error *err);
 
 /* The chain's stateless stages over a candidate array, for callers building
  * their own loop and for tests. Stages compute probabilities from the logits
  * as they need them; afterwards prob may be stale: call
  * nu_candidates_softmax to normalise it over what is left. */
-void nu_candidates_softmax(nu_candidates *c);
-void nu_stage_top_k(nu_candidates *c, int32_t k);
-void nu_stage_top_p(nu_candidates *c, float p);
-void nu_stage_min_p(nu_candidates *c, float p);
-void nu_stage_typical_p(nu_candidates *c, float p);
-void nu_stage_temperature(nu_candidates *c, float t);
+NU_API void nu_candidates_softmax(nu_candidates *c);
+NU_API void nu_stage_top_k(nu_candidates *c, int32_t k);
+NU_API void nu_stage_top_p(nu_candidates *c, float p);
+NU_API void nu_stage_min_p(nu_candidates *c, float p);
+NU_API void nu_stage_typical_p(nu_candidates *c, float p);
+NU_API void nu_stage_temperature(nu_candidates *c, float t);
 
 /* A seeded random source (xoshiro256**), the one samplers use. */
 typedef struct nu_rng {
     uint64_t s[4];
 } nu_rng;
-void nu_rng_seed(nu_rng *rng, uint64_t seed);
-uint64_t nu_rng_next(nu_rng *rng);
-double nu_rng_uniform(nu_rng *rng); /* [0, 1) with 53 random bits */
+NU_API void nu_rng_seed(nu_rng *rng, uint64_t seed);
+NU_API uint64_t nu_rng_next(nu_rng *rng);
+NU_API double nu_rng_uniform(nu_rng *rng); /* [0, 1) with 53 random bits */
 
 /* ------------------------------------------------------------------------ */
 /* Constrained generation                                                   */
@@ -582,13 +588,13 @@ typedef struct nu_json_options {
 } nu_json_options;
 
 /* Defaults: compact. */
-nu_json_options nu_json_default_options(void);
+NU_API nu_json_options nu_json_default_options(void);
 
 /* Compiles GBNF text with start rule `root` (NULL: "root"). Errors give the
  * line and column and what was expected; undefined rules and left recursion
  * are reported by rule name. model may be NULL: the grammar then has no
  * vocabulary and only the byte functions below work. */
-nu_status nu_grammar_from_gbnf(const nu_model *model, const char *gbnf, const char *root,
+NU_API nu_status nu_grammar_from_gbnf(const nu_model *model, const char *gbnf, const char *root,
                                nu_grammar **out, nu_error *err);
 /* A JSON Schema (text): type, enum, const, properties, required,
  * additionalProperties, items, prefixItems, min/maxItems, min/maxLength,
@@ -598,66 +604,66 @@ nu_status nu_grammar_from_gbnf(const nu_model *model, const char *gbnf, const ch
  * allOf (merged), local $ref (recursion allowed). Anything else is an error
  * naming the keyword and its place in the schema; src/json_schema.c has
  * the details. */
-nu_status nu_grammar_from_json_schema(const nu_model *model, const char *schema_json,
+NU_API nu_status nu_grammar_from_json_schema(const nu_model *model, const char *schema_json,
                                       const nu_json_options *opt, nu_grammar **out, nu_error *err);
 /* Any JSON object. */
-nu_status nu_grammar_json_object(const nu_model *model, const nu_json_options *opt,
+NU_API nu_status nu_grammar_json_object(const nu_model *model, const nu_json_options *opt,
                                  nu_grammar **out, nu_error *err);
 /* Texts a regular expression matches as a whole (ECMAScript syntax: classes,
  * \d \w \s, groups, alternation, quantifiers; ^ and $ only at the ends). */
-nu_status nu_grammar_from_regex(const nu_model *model, const char *regex, nu_grammar **out,
+NU_API nu_status nu_grammar_from_regex(const nu_model *model, const char *regex, nu_grammar **out,
                                 nu_error *err);
 /* Exactly one of n strings. */
-nu_status nu_grammar_from_choices(const nu_model *model, const char *const *choices, size_t n,
+NU_API nu_status nu_grammar_from_choices(const nu_model *model, const char *const *choices, size_t n,
                                   nu_grammar **out, nu_error *err);
-void nu_grammar_free(nu_grammar *g);
+NU_API void nu_grammar_free(nu_grammar *g);
 
 /* The GBNF text a schema, JSON object, regex or choice list compiles from
  * (for printing and debugging). *gbnf is set to a string the caller releases
  * with nu_gbnf_free. */
-nu_status nu_json_schema_to_gbnf(const char *schema_json, const nu_json_options *opt, char **gbnf,
+NU_API nu_status nu_json_schema_to_gbnf(const char *schema_json, const nu_json_options *opt, char **gbnf,
                                  nu_error *err);
-nu_status nu_json_object_to_gbnf(const nu_json_options *opt, char **gbnf, nu_error *err);
-nu_status nu_regex_to_gbnf(const char *regex, char **gbnf, nu_error *err);
-nu_status nu_choices_to_gbnf(const char *const *choices, size_t n, char **gbnf, nu_error *err);
-void nu_gbnf_free(char *gbnf);
+NU_API nu_status nu_json_object_to_gbnf(const nu_json_options *opt, char **gbnf, nu_error *err);
+NU_API nu_status nu_regex_to_gbnf(const char *regex, char **gbnf, nu_error *err);
+NU_API nu_status nu_choices_to_gbnf(const char *const *choices, size_t n, char **gbnf, nu_error *err);
+NU_API void nu_gbnf_free(char *gbnf);
 
 /* A matching state at the start of the text. */
-nu_status nu_grammar_state_new(const nu_grammar *g, nu_grammar_state **out, nu_error *err);
-void nu_grammar_state_free(nu_grammar_state *s);
+NU_API nu_status nu_grammar_state_new(const nu_grammar *g, nu_grammar_state **out, nu_error *err);
+NU_API void nu_grammar_state_free(nu_grammar_state *s);
 /* An independent copy (for beams and parallel samples). */
-nu_status nu_grammar_state_copy(const nu_grammar_state *s, nu_grammar_state **out, nu_error *err);
+NU_API nu_status nu_grammar_state_copy(const nu_grammar_state *s, nu_grammar_state **out, nu_error *err);
 /* Allows at most n_tokens more tokens (end-of-generation tokens not counted;
  * -1: no limit) and from now on refuses tokens that would leave too few to
  * finish. Fails (NU_ERR_INVALID_ARG) when n_tokens is below
  * nu_grammar_distance (the budget assumes one byte per token at worst).
  * nu_grammar_accept counts the budget down; nu_grammar_accept_bytes does not. */
-nu_status nu_grammar_state_set_budget(nu_grammar_state *s, int32_t n_tokens, nu_error *err);
+NU_API nu_status nu_grammar_state_set_budget(nu_grammar_state *s, int32_t n_tokens, nu_error *err);
 
 /* May token come next? Cheap: walks only that token's bytes. */
-bool nu_grammar_allows(nu_grammar_state *s, int32_t token);
+NU_API bool nu_grammar_allows(nu_grammar_state *s, int32_t token);
 /* Removes the candidates the grammar refuses, keeping the order of the rest
  * (sets selected to -1). Small arrays are checked token by token; large ones
  * with one walk of the vocabulary trie, whose result is cached per grammar
  * state (inside a JSON string, say, the state repeats). An array left empty
  * means the vocabulary cannot spell what the grammar needs: stop with an
  * error. */
-void nu_grammar_mask(nu_grammar_state *s, nu_candidates *c);
+NU_API void nu_grammar_mask(nu_grammar_state *s, nu_candidates *c);
 /* Appends token: NU_ERR_INVALID_ARG, state unchanged, if it is not allowed
  * (NU_ERR_UNSUPPORTED if the grammar is too ambiguous to follow: more than
  * 16384 parses at once). An end-of-generation token is accepted, changing
  * nothing, only when the grammar may end. */
-nu_status nu_grammar_accept(nu_grammar_state *s, int32_t token, nu_error *err);
+NU_API nu_status nu_grammar_accept(nu_grammar_state *s, int32_t token, nu_error *err);
 /* Appends raw bytes (no vocabulary needed): NU_ERR_INVALID_ARG, state
  * unchanged, naming the offset of the first refused byte. */
-nu_status nu_grammar_accept_bytes(nu_grammar_state *s, const char *bytes, size_t len,
+NU_API nu_status nu_grammar_accept_bytes(nu_grammar_state *s, const char *bytes, size_t len,
                                   nu_error *err);
 /* The grammar may end here: end-of-generation tokens are allowed. */
-bool nu_grammar_is_complete(const nu_grammar_state *s);
+NU_API bool nu_grammar_is_complete(const nu_grammar_state *s);
 /* Nothing but the end is allowed (or the token budget is spent). */
-bool nu_grammar_must_end(const nu_grammar_state *s);
+NU_API bool nu_grammar_must_end(const nu_grammar_state *s);
 /* Fewest bytes that complete the text (0 when complete). */
-int64_t nu_grammar_distance(const nu_grammar_state *s);
+NU_API int64_t nu_grammar_distance(const nu_grammar_state *s);
 
 /* ------------------------------------------------------------------------ */
 /* Generation                                                               */
@@ -673,7 +679,7 @@ typedef enum nu_finish_reason {
 } nu_finish_reason;
 
 /* "length", "eos", "stop", "context", "cancelled" (or "none"). */
-const char *nu_finish_reason_name(nu_finish_reason r);
+NU_API const char *nu_finish_reason_name(nu_finish_reason r);
 
 #define NU_MAX_TOP_LOGPROBS 20
 
@@ -727,10 +733,10 @@ typedef struct nu_generate_params {
 } nu_generate_params;
 
 /* Defaults: n_predict 128, add_bos, n 1, logprobs -1, sampler defaults. */
-nu_generate_params nu_generate_default_params(void);
+NU_API nu_generate_params nu_generate_default_params(void);
 
 /* Checks every field; NU_ERR_INVALID_ARG names the first bad one. */
-nu_status nu_generate_params_check(const nu_generate_params *p, nu_error *err);
+NU_API nu_status nu_generate_params_check(const nu_generate_params *p, nu_error *err);
 
 /* What one sample produced. The arrays belong to the result: release them
  * with nu_generate_result_free. */
@@ -755,24 +761,24 @@ typedef struct nu_generate_result {
     int32_t n_accepted;   /* of those, how many the target accepted */
 } nu_generate_result;
 
-void nu_generate_result_free(nu_generate_result *r);
+NU_API void nu_generate_result_free(nu_generate_result *r);
 
 /* Tokenizes the prompt and generates params->n samples (results must hold
  * that many), sending text to the callback as it is produced. Cached
  * positions of an earlier call that match the prompt's first tokens are
  * reused, not recomputed (the result is the same either way). */
-nu_status nu_generate(nu_context *ctx, const char *prompt, const nu_generate_params *params,
+NU_API nu_status nu_generate(nu_context *ctx, const char *prompt, const nu_generate_params *params,
                       nu_generate_result *results, nu_error *err);
 
 /* Best-of-n: the index of the sample with the highest total log-prob. */
-int32_t nu_best_of(const nu_generate_result *results, int32_t n);
+NU_API int32_t nu_best_of(const nu_generate_result *results, int32_t n);
 
 /* Self-consistency: the answer most samples agree on. A sample's answer is
  * the last match in its text of `pattern` (a POSIX extended regular
  * expression; NULL means the last number); samples without one do not vote.
  * Ties go to the answer that appeared first. Writes the answer, its votes and
  * the index of the first sample that gave it (-1 and 0 votes when none). */
-nu_status nu_majority_answer(const nu_generate_result *results, int32_t n, const char *pattern,
+NU_API nu_status nu_majority_answer(const nu_generate_result *results, int32_t n, const char *pattern,
                              char *answer, size_t cap, int32_t *votes, int32_t *index,
                              nu_error *err);
 
@@ -796,11 +802,11 @@ typedef struct nu_beam_params {
 } nu_beam_params;
 
 /* Defaults: width 4, n_return 1, length_penalty 1, no early stopping, n_predict 64. */
-nu_beam_params nu_beam_default_params(void);
+NU_API nu_beam_params nu_beam_default_params(void);
 
 /* Runs beam search on the prompt; results (n_return of them) get the
  * hypotheses, best score first. */
-nu_status nu_beam_search(nu_context *ctx, const char *prompt, const nu_beam_params *params,
+NU_API nu_status nu_beam_search(nu_context *ctx, const char *prompt, const nu_beam_params *params,
                          nu_generate_result *results, nu_error *err);
 
 /* Speculative decoding: a cheap guesser proposes tokens that the target
@@ -827,15 +833,15 @@ typedef struct nu_speculative_stats {
     int64_t draft_passes;   /* single-token passes of the draft model */
 } nu_speculative_stats;
 
-nu_speculative_params nu_speculative_default_params(void);
+NU_API nu_speculative_params nu_speculative_default_params(void);
 
 /* Whether draft can serve target: the same tokens with the same ids and the
  * same BOS/EOS; otherwise NU_ERR_INVALID_ARG saying what differs. */
-nu_status nu_draft_check(const nu_model *target, const nu_model *draft, nu_error *err);
+NU_API nu_status nu_draft_check(const nu_model *target, const nu_model *draft, nu_error *err);
 
 /* nu_generate with speculation (one sample; stop strings, log-probs and echo
  * as usual). Sequence 0 of both contexts is used and cleared first. */
-nu_status nu_generate_speculative(nu_context *target, const char *prompt,
+NU_API nu_status nu_generate_speculative(nu_context *target, const char *prompt,
                                   const nu_generate_params *params,
                                   const nu_speculative_params *sp, nu_generate_result *result,
                                   nu_speculative_stats *stats, nu_error *err);
@@ -847,13 +853,13 @@ nu_status nu_generate_speculative(nu_context *target, const char *prompt,
  * tokens do not depend on what else runs beside it. */
 typedef struct nu_scheduler nu_scheduler;
 
-nu_status nu_scheduler_new(nu_context *ctx, nu_scheduler **out, nu_error *err);
-void nu_scheduler_free(nu_scheduler *s);
+NU_API nu_status nu_scheduler_new(nu_context *ctx, nu_scheduler **out, nu_error *err);
+NU_API void nu_scheduler_free(nu_scheduler *s);
 
 /* Queues a prompt (text, or tokens when text is NULL). results (params->n of
  * them) are filled as it runs and must stay valid until it is done; params,
  * its stop strings and token arrays are copied. *id names the request. */
-nu_status nu_scheduler_submit(nu_scheduler *s, const char *text, const int32_t *tokens,
+NU_API nu_status nu_scheduler_submit(nu_scheduler *s, const char *text, const int32_t *tokens,
                               size_t n_tokens, const nu_generate_params *params,
                               nu_generate_result *results, int32_t *id, nu_error *err);
 
@@ -873,27 +879,27 @@ nu_status nu_scheduler_submit(nu_scheduler *s, const char *text, const int32_t *
  * only on its own drafts unless the batch or the cache lacks room for every
  * sample's full draft. Call it before submitting anything; NULL sp (or
  * neither draft nor lookup) turns speculation off. */
-nu_status nu_scheduler_set_speculation(nu_scheduler *s, const nu_model *draft,
+NU_API nu_status nu_scheduler_set_speculation(nu_scheduler *s, const nu_model *draft,
                                        const nu_speculative_params *sp, nu_error *err);
 
 /* Totals since the scheduler was made: tokens drafted and accepted, target
  * batches that carried drafts, draft-model batches. */
-void nu_scheduler_speculative_stats(const nu_scheduler *s, nu_speculative_stats *out);
+NU_API void nu_scheduler_speculative_stats(const nu_scheduler *s, nu_speculative_stats *out);
 
 /* Runs one batch. *active tells whether requests remain. An error that
  * concerns one request finishes that request (NU_FINISH_CANCELLED with its
  * message in the result text) rather than failing the step. */
-nu_status nu_scheduler_step(nu_scheduler *s, bool *active, nu_error *err);
+NU_API nu_status nu_scheduler_step(nu_scheduler *s, bool *active, nu_error *err);
 
 /* Runs steps until every request is done. */
-nu_status nu_scheduler_run(nu_scheduler *s, nu_error *err);
+NU_API nu_status nu_scheduler_run(nu_scheduler *s, nu_error *err);
 
-bool nu_scheduler_is_done(const nu_scheduler *s, int32_t id);
+NU_API bool nu_scheduler_is_done(const nu_scheduler *s, int32_t id);
 /* Stops a request; its results say NU_FINISH_CANCELLED. */
-void nu_scheduler_cancel(nu_scheduler *s, int32_t id);
+NU_API void nu_scheduler_cancel(nu_scheduler *s, int32_t id);
 /* Requests waiting for a sequence, and samples generating. */
-int32_t nu_scheduler_queued(const nu_scheduler *s);
-int32_t nu_scheduler_running(const nu_scheduler *s);
+NU_API int32_t nu_scheduler_queued(const nu_scheduler *s);
+NU_API int32_t nu_scheduler_running(const nu_scheduler *s);
 
 /* ------------------------------------------------------------------------ */
 /* Watermarking                                                             */
@@ -901,17 +907,17 @@ int32_t nu_scheduler_running(const nu_scheduler *s);
 
 /* Defaults: key NULL, gamma 0.25, delta 2, context 1 (see nu_watermark_params;
  * generation watermarks when sampling.watermark.key is set). */
-nu_watermark_params nu_watermark_default_params(void);
+NU_API nu_watermark_params nu_watermark_default_params(void);
 
 /* Checks a watermark with its key: NU_ERR_INVALID_ARG naming the first bad
  * field (no or empty key, gamma outside (0, 1), delta outside 0..100,
  * context outside 1..NU_WATERMARK_MAX_CONTEXT). */
-nu_status nu_watermark_params_check(const nu_watermark_params *p, nu_error *err);
+NU_API nu_status nu_watermark_params_check(const nu_watermark_params *p, nu_error *err);
 
 /* Whether token is in the green list chosen by the p->context tokens of prev
  * (oldest first), for the key and gamma of p. Hashes the key at each call:
  * for explaining and checking, not for loops over the vocabulary. */
-bool nu_watermark_is_green(const nu_watermark_params *p, const int32_t *prev, int32_t token);
+NU_API bool nu_watermark_is_green(const nu_watermark_params *p, const int32_t *prev, int32_t token);
 
 /* What detection found. Token i (i >= h) is scored with its h predecessors;
  * an (h predecessors, token) n-gram that occurred before in the text is left
@@ -935,7 +941,7 @@ typedef struct nu_watermark_result {
  * NULL, checks the ids are in its vocabulary; marks, when not NULL, gets one
  * entry per token: 1 green, 0 red, -1 not scored (no full context, or a
  * repeat). The delta of p plays no part. z_threshold: 4 is the paper's. */
-nu_status nu_watermark_detect(const nu_model *model, const nu_watermark_params *p,
+NU_API nu_status nu_watermark_detect(const nu_model *model, const nu_watermark_params *p,
                               const int32_t *tokens, size_t n, double z_threshold,
                               signed char *marks, nu_watermark_result *out, nu_error *err);
 
@@ -943,7 +949,7 @@ nu_status nu_watermark_detect(const nu_model *model, const nu_watermark_params *
  * token text read as plain text), then nu_watermark_detect. A vocab-only
  * model is enough. Text re-tokenizes into the generated tokens only when the
  * tokenizer's split is the one it would choose (docs/ARCHITECTURE.md). */
-nu_status nu_watermark_detect_text(const nu_model *model, const nu_watermark_params *p,
+NU_API nu_status nu_watermark_detect_text(const nu_model *model, const nu_watermark_params *p,
                                    const char *text, size_t len, double z_threshold,
                                    nu_watermark_result *out, nu_error *err);
 
@@ -960,12 +966,12 @@ typedef struct nu_chat_template nu_chat_template;
 
 /* Parses Jinja source (UTF-8). Syntax errors, unknown tags, filters and
  * tests are NU_ERR_FORMAT with a message naming the line and column. */
-nu_status nu_chat_template_parse(const char *source, size_t len, nu_chat_template **out,
+NU_API nu_status nu_chat_template_parse(const char *source, size_t len, nu_chat_template **out,
                                  nu_error *err);
 
 /* The model's tokenizer.chat_template. NU_ERR_UNSUPPORTED when the file has
  * none (then see nu_chat_template_guess_builtin). */
-nu_status nu_chat_template_from_model(const nu_model *model, nu_chat_template **out,
+NU_API nu_status nu_chat_template_from_model(const nu_model *model, nu_chat_template **out,
                                       nu_error *err);
 
 /* A built-in template by name, for files without one: "chatml"
@@ -974,19 +980,19 @@ nu_status nu_chat_template_from_model(const nu_model *model, nu_chat_template **
  * (<|user|> ... <|end|>), "gemma" (<start_of_turn>), "zephyr" (<|user|> ...
  * </s>) and "plain" ("User: ..." / "Assistant: ..." for models without chat
  * tokens). Unknown names are NU_ERR_INVALID_ARG. */
-nu_status nu_chat_template_builtin(const char *name, nu_chat_template **out, nu_error *err);
+NU_API nu_status nu_chat_template_builtin(const char *name, nu_chat_template **out, nu_error *err);
 
 /* The built-in names, NULL-terminated. */
-const char *const *nu_chat_template_builtin_names(void);
+NU_API const char *const *nu_chat_template_builtin_names(void);
 
 /* The built-in format whose special tokens the model's vocabulary has
  * ("chatml" for <|im_start|>, ...), or "plain". Never NULL. */
-const char *nu_chat_template_guess_builtin(const nu_model *model);
+NU_API const char *nu_chat_template_guess_builtin(const nu_model *model);
 
 /* The template's source (after Jinja's newline normalisation). */
-const char *nu_chat_template_source(const nu_chat_template *t, size_t *len);
+NU_API const char *nu_chat_template_source(const nu_chat_template *t, size_t *len);
 
-void nu_chat_template_free(nu_chat_template *t);
+NU_API void nu_chat_template_free(nu_chat_template *t);
 
 typedef struct nu_chat_render_params {
     const char *messages_json; /* JSON array of message objects ({"role", "content", ...}) */
@@ -998,7 +1004,7 @@ typedef struct nu_chat_render_params {
 } nu_chat_render_params;
 
 /* All fields zero / NULL / false. */
-nu_chat_render_params nu_chat_render_default_params(void);
+NU_API nu_chat_render_params nu_chat_render_default_params(void);
 
 /* Renders the conversation. The text is malloc'd and NUL-terminated (*out,
  * *len bytes without the NUL; len may be NULL); free it with free().
@@ -1008,7 +1014,7 @@ nu_chat_render_params nu_chat_render_default_params(void);
  * undefined value used, a type error, ...; the message names the line and
  * column), NU_ERR_UNSUPPORTED when the render goes past the engine's
  * limits (5M steps, 256 MiB allocated, 64 MiB of output). */
-nu_status nu_chat_render(const nu_chat_template *t, const nu_chat_render_params *params,
+NU_API nu_status nu_chat_render(const nu_chat_template *t, const nu_chat_render_params *params,
                          char **out, size_t *len, nu_error *err);
 
 /* ------------------------------------------------------------------------ */
@@ -1020,18 +1026,18 @@ typedef void (*nu_progress_callback)(void *user, uint64_t done, uint64_t total);
 
 /* The cache directory for downloaded models: $NUCLEUS_CACHE, else
  * $XDG_CACHE_HOME/nucleus, else $HOME/.cache/nucleus. */
-nu_status nu_cache_dir(char *buf, size_t cap, nu_error *err);
+NU_API nu_status nu_cache_dir(char *buf, size_t cap, nu_error *err);
 
 /* True for references nu_resolve_model understands but that are not paths
  * ("hf:ORG/REPO/FILE.gguf"). */
-bool nu_is_model_ref(const char *ref);
+NU_API bool nu_is_model_ref(const char *ref);
 
 /* Turns a model reference into a local path. A path is returned as is; an
  * "hf:ORG/REPO/FILE" reference is looked up in the cache and downloaded
  * there if missing (resuming a partial download), its size and SHA-256
  * checked against what the server announces. The server is
  * https://huggingface.co unless $NUCLEUS_HF_ENDPOINT names another. */
-nu_status nu_resolve_model(const char *ref, bool allow_download, nu_progress_callback progress,
+NU_API nu_status nu_resolve_model(const char *ref, bool allow_download, nu_progress_callback progress,
                            void *user, char *path, size_t cap, nu_error *err);
 
 /* ------------------------------------------------------------------------ */
@@ -1063,13 +1069,13 @@ typedef struct nu_perplexity_params {
     void *user;
 } nu_perplexity_params;
 
-nu_perplexity_params nu_perplexity_default_params(void);
+NU_API nu_perplexity_params nu_perplexity_default_params(void);
 
 /* NU_ERR_INVALID_ARG for fewer than 2 tokens, a token outside the
  * vocabulary, n_window above the context's n_ctx or below 2, or score_from
  * outside 1..n_window-1; NU_ERR_CANCELLED when on_window stopped it (out
  * then holds the windows read). */
-nu_status nu_perplexity(nu_context *ctx, const int32_t *tokens, int64_t n_tokens,
+NU_API nu_status nu_perplexity(nu_context *ctx, const int32_t *tokens, int64_t n_tokens,
                         const nu_perplexity_params *params, nu_perplexity_result *out,
                         nu_error *err);
 
@@ -1079,15 +1085,15 @@ nu_status nu_perplexity(nu_context *ctx, const int32_t *tokens, int64_t n_tokens
 
 /* The SIMD level the kernels use on this CPU: "avx512", "avx2" or "scalar".
  * NUCLEUS_SIMD=scalar|avx2|avx512 in the environment lowers it. */
-const char *nu_simd_level(void);
+NU_API const char *nu_simd_level(void);
 /* Whether the CPU's AMX tile units can be used by this process: "absent ...",
  * "reported by CPUID but the OS does not enable ...", "enabled but ...
  * refused permission" or "available ...". Asking requests the Linux
  * permission the first time. No kernel uses AMX yet: every level runs
  * without it. */
-const char *nu_amx_status(void);
+NU_API const char *nu_amx_status(void);
 /* Wall-clock milliseconds from a monotonic clock. */
-double nu_time_ms(void);
+NU_API double nu_time_ms(void);
 
 #ifdef __cplusplus
 }

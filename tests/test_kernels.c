@@ -23,8 +23,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "kernels/kernels.h"
-#include "kernels/kernels_internal.h"
+#include "kernels.h"
+#include "kernels_internal.h"
 #include "nucleus.h"
 #include "test_rng.h"
 

@@ -37,8 +37,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/kernels.h"
-#include "kernels/kquant.h"
+#include "kernels.h"
+#include "kquant.h"
 #include "nucleus.h"
 #include "test_rng.h"
 

@@ -29,8 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/kernels.h"
-#include "kernels/kquant.h"
+#include "kernels.h"
+#include "kquant.h"
 #include "test_rng.h"
 
 /* ---- Helpers --------------------------------------------------------------- */

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../tensor_type.h"
+#include "tensor_type.h"
 #include "threadpool.h"
 
 /* IEEE half and bfloat16 <-> float. Widening is exact; narrowing rounds to

@@ -6,7 +6,7 @@
 #include <stdio.h>
 
 #include "gguf.h"
-#include "kernels/kernels.h"
+#include "kernels.h"
 #include "test_support.h"
 
 int nu_test_scale_output(const char *path, float factor) {

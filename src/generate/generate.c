@@ -9,12 +9,6 @@
 #include "context.h"
 #include "error.h"
 
-double nu_time_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 const char *nu_finish_reason_name(nu_finish_reason r) {
     switch (r) {
     case NU_FINISH_NONE: return "none";

@@ -1,8 +1,9 @@
-/* error.c - status names and error messages. */
+/* error.c - status names, error messages and the monotonic clock. */
 #include "error.h"
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <time.h>
 
 nu_status nu_fail(nu_error *err, nu_status status, const char *fmt, ...) {
     if (err) {
@@ -30,4 +31,10 @@ const char *nu_status_name(nu_status status) {
     case NU_ERR_CANCELLED: return "cancelled";
     }
     return "unknown status";
+}
+
+double nu_time_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }

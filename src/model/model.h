@@ -4,7 +4,7 @@
 #define NU_MODEL_H
 
 #include "gguf.h"
-#include "kernels/kernels.h"
+#include "kernels.h"
 #include "nucleus.h"
 #include "tokenizer.h"
 

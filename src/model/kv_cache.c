@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "error.h"
-#include "kernels/kernels.h"
+#include "kernels.h"
 
 uint64_t nu_kv_cache_bytes(int32_t n_cells, int32_t n_layer, int32_t kv_dim, nu_kv_type type) {
     uint64_t elem = type == NU_KV_F16 ? 2 : 4;

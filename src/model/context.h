@@ -4,7 +4,7 @@
 #ifndef NU_CONTEXT_H
 #define NU_CONTEXT_H
 
-#include "kernels/threadpool.h"
+#include "threadpool.h"
 #include "kv_cache.h"
 #include "model.h"
 

@@ -31,7 +31,7 @@
 
 #include "error.h"
 #include "gguf.h"
-#include "kernels/kernels.h"
+#include "kernels.h"
 
 /* ---- recipes ---------------------------------------------------------------- */
 
