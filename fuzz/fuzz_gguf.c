@@ -1,6 +1,6 @@
 /* fuzz_gguf.c - libFuzzer target for the GGUF reader.
  *
- * Parses the input with gguf_open_memory. A rejected input must come back
+ * Parses the input with nu_gguf_open_memory. A rejected input must come back
  * as a format error with a one-line message and no file; an accepted one
  * must keep every promise gguf.h makes (strings, arrays and tensor data
  * inside the buffer, tensor data aligned, lookups finding what the tables
@@ -38,7 +38,7 @@ static void touch(const void *p, uint64_t n) {
 }
 
 /* Walks a value and everything under it. */
-static void touch_value(const gguf_value *v, int depth) {
+static void touch_value(const nu_gguf_value *v, int depth) {
     if (depth > 64 || (unsigned)v->type >= GGUF_TYPE_COUNT) abort();
     if (v->type == GGUF_BOOL && v->v.u > 1) abort();
     if (v->type == GGUF_STRING) touch(v->v.s.data, v->v.s.len);
@@ -55,40 +55,40 @@ static void touch_value(const gguf_value *v, int depth) {
 }
 
 /* Looks a name up as a C string; names with NUL bytes cannot be looked up. */
-static bool as_c_string(gguf_string s, char *buf, size_t cap) {
+static bool as_c_string(nu_gguf_string s, char *buf, size_t cap) {
     if (s.len >= cap || memchr(s.data, 0, s.len)) return false;
     memcpy(buf, s.data, s.len);
     buf[s.len] = 0;
     return true;
 }
 
-/* Every key: its bytes, its value, and gguf_find returning it. */
-static void touch_kvs(const gguf_file *f) {
+/* Every key: its bytes, its value, and nu_gguf_find returning it. */
+static void touch_kvs(const nu_gguf_file *f) {
     static char name[65536 + 1];
     for (uint64_t i = 0; i < f->n_kv; i++) {
-        const gguf_kv *kv = &f->kv[i];
+        const nu_gguf_kv *kv = &f->kv[i];
         touch(kv->key.data, kv->key.len);
         touch_value(&kv->value, 0);
-        if (as_c_string(kv->key, name, sizeof name) && gguf_find(f, name) != &kv->value) abort();
+        if (as_c_string(kv->key, name, sizeof name) && nu_gguf_find(f, name) != &kv->value) abort();
     }
     uint32_t u32;
     uint64_t u64;
     int32_t i32;
     float f32;
     bool b;
-    gguf_string s;
+    nu_gguf_string s;
     if (f->n_kv > 0 && as_c_string(f->kv[0].key, name, sizeof name)) {
-        sink ^= (uint8_t)(gguf_get_u32(f, name, &u32) + gguf_get_u64(f, name, &u64) +
-                          gguf_get_i32(f, name, &i32) + gguf_get_f32(f, name, &f32) +
-                          gguf_get_bool(f, name, &b) + gguf_get_str(f, name, &s));
+        sink ^= (uint8_t)(nu_gguf_get_u32(f, name, &u32) + nu_gguf_get_u64(f, name, &u64) +
+                          nu_gguf_get_i32(f, name, &i32) + nu_gguf_get_f32(f, name, &f32) +
+                          nu_gguf_get_bool(f, name, &b) + nu_gguf_get_str(f, name, &s));
     }
 }
 
 /* Every tensor: shape and size consistent, data inside and aligned. */
-static void touch_tensors(const gguf_file *f) {
+static void touch_tensors(const nu_gguf_file *f) {
     static char name[4096];
     for (uint64_t i = 0; i < f->n_tensors; i++) {
-        const gguf_tensor *t = &f->tensors[i];
+        const nu_gguf_tensor *t = &f->tensors[i];
         touch(t->name.data, t->name.len);
         if (t->n_dims < 1 || t->n_dims > 4 || !nu_type_get(t->type)->name) abort();
         uint64_t n = 1;
@@ -99,17 +99,17 @@ static void touch_tensors(const gguf_file *f) {
         if (n != t->n_elements || t->n_bytes == 0) abort();
         if (((const uint8_t *)t->data - f->base) % f->alignment != 0) abort();
         touch(t->data, t->n_bytes);
-        if (as_c_string(t->name, name, sizeof name) && gguf_find_tensor(f, name) != t) abort();
+        if (as_c_string(t->name, name, sizeof name) && nu_gguf_find_tensor(f, name) != t) abort();
     }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     input = data;
     input_size = size;
-    static gguf_file poison;
-    gguf_file *f = &poison; /* gguf_open_memory must set it to NULL on failure */
+    static nu_gguf_file poison;
+    nu_gguf_file *f = &poison; /* nu_gguf_open_memory must set it to NULL on failure */
     nu_error err = {0};
-    nu_status st = gguf_open_memory(data, size, &f, &err);
+    nu_status st = nu_gguf_open_memory(data, size, &f, &err);
     if (st != NU_OK) {
         if (f != NULL || err.status != st || err.message[0] == 0) abort();
         if (st != NU_ERR_FORMAT && st != NU_ERR_NOMEM) abort();
@@ -120,6 +120,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (f->n_tensors > 0 && f->data_offset > size) abort();
     touch_kvs(f);
     touch_tensors(f);
-    gguf_close(f);
+    nu_gguf_close(f);
     return 0;
 }

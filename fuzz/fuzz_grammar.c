@@ -38,23 +38,23 @@ static bool acceptable_compile_error(const char *msg) {
 }
 
 /* Checks the invariants of one level. */
-static void check_level(const gram_program *p, const gram_arena *a, const gram_level *lv) {
-    uint32_t d = gram_distance(p, a, lv);
-    bool complete = gram_complete(a, lv);
+static void check_level(const nu_gram_program *p, const nu_gram_arena *a, const nu_gram_level *lv) {
+    uint32_t d = nu_gram_distance(p, a, lv);
+    bool complete = nu_gram_complete(a, lv);
     if ((d == 0) != complete) abort();
-    if (gram_must_end(a, lv) && !complete) abort();
+    if (nu_gram_must_end(a, lv) && !complete) abort();
 }
 
 /* Feeds the bytes one at a time, committing now and then. */
-static void run_matcher(const gram_program *p, const uint8_t *in, size_t n) {
-    gram_arena a;
-    gram_level lv, next;
-    if (gram_arena_init(&a, NULL) != NU_OK) return;
-    if (gram_start(p, &a, &lv) && gram_commit(&a, &lv)) {
+static void run_matcher(const nu_gram_program *p, const uint8_t *in, size_t n) {
+    nu_gram_arena a;
+    nu_gram_level lv, next;
+    if (nu_gram_arena_init(&a, NULL) != NU_OK) return;
+    if (nu_gram_start(p, &a, &lv) && nu_gram_commit(&a, &lv)) {
         check_level(p, &a, &lv);
         for (size_t i = 0; i < n && i < 4096; i++) {
             uint32_t tops = a.n_tops, nodes = a.n_nodes;
-            if (!gram_step(p, &a, &lv, in[i], &next)) {
+            if (!nu_gram_step(p, &a, &lv, in[i], &next)) {
                 if (a.n_tops != tops || a.n_nodes != nodes) abort();
                 if (a.overflow || a.nomem) break;
                 continue; /* a refused byte: try the next one on the same state */
@@ -62,19 +62,19 @@ static void run_matcher(const gram_program *p, const uint8_t *in, size_t n) {
             lv = next;
             check_level(p, &a, &lv);
             if (i % 16 == 15) {
-                uint32_t d = gram_distance(p, &a, &lv);
-                bool c = gram_complete(&a, &lv);
-                if (!gram_commit(&a, &lv)) break;
-                if (gram_distance(p, &a, &lv) != d || gram_complete(&a, &lv) != c) abort();
+                uint32_t d = nu_gram_distance(p, &a, &lv);
+                bool c = nu_gram_complete(&a, &lv);
+                if (!nu_gram_commit(&a, &lv)) break;
+                if (nu_gram_distance(p, &a, &lv) != d || nu_gram_complete(&a, &lv) != c) abort();
             }
         }
     }
-    gram_arena_free(&a);
+    nu_gram_arena_free(&a);
 }
 
 /* Choices, one per line (valid UTF-8 only, as nu_choices_to_gbnf asks). */
-static bool choices(char *src, gram_buf *b) {
-    if (!gram_utf8_valid(src, strlen(src), NULL)) return false;
+static bool choices(char *src, nu_gram_buf *b) {
+    if (!nu_gram_utf8_valid(src, strlen(src), NULL)) return false;
     const char *list[256];
     size_t n = 0;
     for (char *p = src; n < 256;) {
@@ -84,20 +84,20 @@ static bool choices(char *src, gram_buf *b) {
         *nl = 0;
         p = nl + 1;
     }
-    gram_choices_gbnf(b, list, n);
+    nu_gram_choices_gbnf(b, list, n);
     return !b->failed;
 }
 
 /* Turns the source into GBNF (kinds 1-3) into b; false when refused. */
-static bool convert(int kind, uint8_t sel, char *src, gram_buf *b) {
+static bool convert(int kind, uint8_t sel, char *src, nu_gram_buf *b) {
     nu_error err = {0};
     nu_status st;
     if (kind == 3 && (sel & 4)) return choices(src, b);
     if (kind == 1) {
         nu_json_options o = {.max_whitespace = (sel >> 4) % 3};
-        st = gram_json_schema_gbnf(src, &o, b, &err);
+        st = nu_gram_json_schema_gbnf(src, &o, b, &err);
     } else {
-        st = gram_regex_rules(b, "root", src, kind == 2 ? GRAM_REGEX_FULL : GRAM_REGEX_JSON_STRING,
+        st = nu_gram_regex_rules(b, "root", src, kind == 2 ? GRAM_REGEX_FULL : GRAM_REGEX_JSON_STRING,
                               &err);
     }
     check_error(st, &err);
@@ -116,8 +116,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!text) return 0;
     memcpy(text, src, src_len);
     text[src_len] = 0;
-    gram_buf b;
-    gram_buf_init(&b);
+    nu_gram_buf b;
+    nu_gram_buf_init(&b);
     const char *gbnf = text;
     size_t gbnf_len = src_len;
     if (kind != 0) {
@@ -125,15 +125,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         gbnf = b.data;
         gbnf_len = b.len;
     }
-    gram_program *p = NULL;
+    nu_gram_program *p = NULL;
     nu_error err = {0};
-    nu_status st = gram_compile(gbnf, gbnf_len, "root", &p, &err);
+    nu_status st = nu_gram_compile(gbnf, gbnf_len, "root", &p, &err);
     check_error(st, &err);
     if (st != NU_OK && kind != 0 && !acceptable_compile_error(err.message)) abort();
     if (st == NU_OK) run_matcher(p, in, in_len);
-    gram_program_free(p);
+    nu_gram_program_free(p);
 done:
-    gram_buf_free(&b);
+    nu_gram_buf_free(&b);
     free(text);
     return 0;
 }

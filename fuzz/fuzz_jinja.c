@@ -43,23 +43,23 @@ static void check_error(nu_status st, const nu_error *err) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!vars && !(vars = cJSON_Parse(conversation))) abort();
-    jinja_template *t = NULL;
+    nu_jinja_template *t = NULL;
     nu_error err = {0};
-    nu_status st = jinja_parse((const char *)data, size, &t, &err);
+    nu_status st = nu_jinja_parse((const char *)data, size, &t, &err);
     if (st != NU_OK) {
         if (t) abort();
         if (st == NU_ERR_INVALID_ARG) abort();
         check_error(st, &err);
         return 0;
     }
-    jinja_limits limits = jinja_default_limits();
+    nu_jinja_limits limits = nu_jinja_default_limits();
     limits.max_steps = 20000;
     limits.max_alloc_bytes = 8u << 20;
     limits.max_output = 64u << 10;
     char *out = (char *)1;
     size_t len = 1;
     memset(&err, 0, sizeof err);
-    st = jinja_render(t, vars, &limits, &out, &len, &err);
+    st = nu_jinja_render(t, vars, &limits, &out, &len, &err);
     if (st == NU_OK) {
         if (!out || len > limits.max_output || out[len] != 0) abort();
         free(out);
@@ -67,6 +67,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (out || len) abort();
         check_error(st, &err);
     }
-    jinja_free(t);
+    nu_jinja_free(t);
     return 0;
 }

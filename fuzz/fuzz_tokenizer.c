@@ -44,13 +44,13 @@ static bool exact_round_trip[N_VOCABS];
 
 /* Opens ggml-vocab-NAME.gguf from the vocabulary folder; exits on failure
  * (the fuzzer cannot run without it). */
-static gguf_file *open_vocab_file(const char *name) {
+static nu_gguf_file *open_vocab_file(const char *name) {
     const char *dir = getenv("NU_FUZZ_VOCAB_DIR");
     char path[4096];
     snprintf(path, sizeof path, "%s/ggml-vocab-%s.gguf", dir ? dir : NU_FUZZ_VOCAB_DIR, name);
-    gguf_file *f;
+    nu_gguf_file *f;
     nu_error err;
-    if (gguf_open(path, &f, &err)) {
+    if (nu_gguf_open(path, &f, &err)) {
         fprintf(stderr, "fuzz_tokenizer: %s (set NU_FUZZ_VOCAB_DIR)\n", err.message);
         exit(1);
     }
@@ -59,10 +59,10 @@ static gguf_file *open_vocab_file(const char *name) {
 
 /* Loads a vocabulary, with tokenizer.ggml.pre replaced when pre is given. */
 static nu_vocab *load(const char *name, const char *pre) {
-    gguf_file *f = open_vocab_file(name);
+    nu_gguf_file *f = open_vocab_file(name);
     for (uint64_t i = 0; pre && i < f->n_kv; i++) {
-        if (gguf_str_eq(f->kv[i].key, "tokenizer.ggml.pre")) {
-            f->kv[i].value.v.s = (gguf_string){pre, strlen(pre)};
+        if (nu_gguf_str_eq(f->kv[i].key, "tokenizer.ggml.pre")) {
+            f->kv[i].value.v.s = (nu_gguf_string){pre, strlen(pre)};
         }
     }
     nu_vocab *v;
@@ -71,7 +71,7 @@ static nu_vocab *load(const char *name, const char *pre) {
         fprintf(stderr, "fuzz_tokenizer: %s: %s\n", name, err.message);
         exit(1);
     }
-    gguf_close(f);
+    nu_gguf_close(f);
     return v;
 }
 

@@ -38,61 +38,6 @@ static void check(bool ok) {
     if (!ok) abort();
 }
 
-/* ---- the library, as far as tools.c reaches it ---------------------------
- * tools.c also builds the tools' grammars (through the grammar compiler and
- * the model's tokenizer), which the answer parser never uses. These
- * stand-ins satisfy the linker without compiling the whole library into the
- * fuzzer; each refuses the way the real one refuses bad input. */
-
-static nu_status refuse(nu_error *err) {
-    if (err) {
-        err->status = NU_ERR_UNSUPPORTED;
-        snprintf(err->message, sizeof err->message, "not available in fuzz_tools");
-    }
-    return NU_ERR_UNSUPPORTED;
-}
-
-nu_json_options nu_json_default_options(void) {
-    return (nu_json_options){.max_whitespace = 0};
-}
-
-nu_status nu_json_schema_to_gbnf(const char *schema_json, const nu_json_options *opt, char **gbnf,
-                                 nu_error *err) {
-    (void)schema_json, (void)opt;
-    *gbnf = NULL;
-    return refuse(err);
-}
-
-void nu_gbnf_free(char *gbnf) {
-    free(gbnf);
-}
-
-nu_status nu_grammar_from_gbnf(const nu_model *model, const char *gbnf, const char *root,
-                               nu_grammar **out, nu_error *err) {
-    (void)model, (void)gbnf, (void)root;
-    *out = NULL;
-    return refuse(err);
-}
-
-nu_status nu_tokenize(const nu_model *model, const char *text, size_t len, unsigned flags,
-                      int32_t *tokens, size_t cap, size_t *n_tokens, nu_error *err) {
-    (void)model, (void)text, (void)len, (void)flags, (void)tokens, (void)cap;
-    *n_tokens = 0;
-    return refuse(err);
-}
-
-nu_token_type nu_token_get_type(const nu_model *model, int32_t token) {
-    (void)model, (void)token;
-    return NU_TOKEN_UNDEFINED;
-}
-
-/* Call ids fall back on the clock when the system has no entropy. */
-double nu_time_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 /* ---- the request's tools ------------------------------------------------- */
 
 static char name_weather[] = "get_weather", name_search[] = "search", name_f[] = "f";

@@ -23,7 +23,7 @@ jobs="${NU_FUZZ_JOBS:-1}"
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DNU_FUZZ=ON -DNU_TESTS=OFF >/dev/null
-# Only the fuzzers: each compiles its own copy of the sources it needs.
+# Only the fuzzers (and the layers they link, instrumented).
 cmake --build "$build" --target fuzz_gguf fuzz_tokenizer fuzz_jinja fuzz_grammar fuzz_request \
   fuzz_tools
 
@@ -53,12 +53,14 @@ write_dict() {
 
 # fuzz_capped NAME CAP MAX_LEN WHAT: fuzz_NAME for at most CAP seconds (of
 # the per-fuzzer budget) with NAME.dict, inputs up to MAX_LEN bytes, its
-# working corpus and the seeds in $seeds.
+# working corpus, the seeds in $seeds and the committed regression inputs of
+# fuzz/corpus/NAME (inputs that once failed, kept so they are run every time).
 fuzz_capped() {
-  local name=$1 secs=$(( seconds < $2 ? seconds : $2 ))
+  local name=$1 secs=$(( seconds < $2 ? seconds : $2 )) kept=()
+  [ -d "$root/fuzz/corpus/$name" ] && kept=("$root/fuzz/corpus/$name")
   echo "fuzzing $4 for ${secs}s ..."
   "$build/fuzz/fuzz_$name" "${common[@]/-max_total_time=*/-max_total_time=$secs}" -max_len="$3" \
-    -dict="$build/$name.dict" "${parallel[@]}" "$build/fuzz-corpus/$name" "$seeds"
+    -dict="$build/$name.dict" "${parallel[@]}" "$build/fuzz-corpus/$name" "$seeds" "${kept[@]}"
 }
 
 echo "fuzzing gguf for ${seconds}s ..."

@@ -7,7 +7,7 @@ set -u
 header=$1 core=$2 hub=$3 archive=$4
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 # Declarations may span lines: join them, then take the name before "(".
-tr '\n' ' ' <"$header" | grep -o 'NU_API [^;{]*(' | sed -E 's/\($//; s/.*[ *]//' | sort >"$tmp/declared"
+grep -v "^#" "$header" | tr "\n" " " | grep -o 'NU_API [^;{]*(' | sed -E 's/\($//; s/.*[ *]//' | sort >"$tmp/declared"
 nm -D --defined-only "$core" | awk '$2 ~ /[TDBRVW]/ {print $3}' | sort >"$tmp/core"
 nm -D --defined-only "$hub" | awk '$2 ~ /[TDBRVW]/ {print $3}' | sort >"$tmp/hub"
 sort "$tmp/core" "$tmp/hub" >"$tmp/exported"

@@ -28,18 +28,18 @@
 
 /* Renders src with the JSON object vars (may be NULL); returns the output
  * (caller frees) or NULL with err filled. */
-static char *render_with(const char *src, const char *vars, const jinja_limits *limits,
+static char *render_with(const char *src, const char *vars, const nu_jinja_limits *limits,
                          nu_error *err) {
-    jinja_template *t;
-    if (jinja_parse(src, strlen(src), &t, err) != NU_OK) return NULL;
+    nu_jinja_template *t;
+    if (nu_jinja_parse(src, strlen(src), &t, err) != NU_OK) return NULL;
     cJSON *v = vars ? cJSON_Parse(vars) : NULL;
     if (vars) assert_non_null(v);
     char *out = NULL;
     size_t len;
-    jinja_limits l = limits ? *limits : jinja_default_limits();
-    nu_status st = jinja_render(t, v, &l, &out, &len, err);
+    nu_jinja_limits l = limits ? *limits : nu_jinja_default_limits();
+    nu_status st = nu_jinja_render(t, v, &l, &out, &len, err);
     cJSON_Delete(v);
-    jinja_free(t);
+    nu_jinja_free(t);
     if (st != NU_OK) return NULL;
     assert_int_equal(strlen(out), len);
     return out;
@@ -480,7 +480,7 @@ static void test_shared_templates(void **state) {
         free(src);
     }
     print_message("chat templates: %d/%d cases of %d templates\n", passed, total, n_templates);
-    assert_int_equal(n_templates, 22);
+    assert_true(n_templates >= 29); /* every template of ../shared/chat_templates, 29 today */
     assert_int_equal(passed, total);
     cJSON_Delete(templates);
     cJSON_Delete(cases);
@@ -547,7 +547,7 @@ static void test_render_errors(void **state) {
 
 static void test_limits(void **state) {
     (void)state;
-    jinja_limits small = jinja_default_limits();
+    nu_jinja_limits small = nu_jinja_default_limits();
     small.max_steps = 10000;
     nu_error err = {0};
     char *out = render_with("{% for i in range(100000) %}{% endfor %}", NULL, &small, &err);
@@ -560,7 +560,7 @@ static void test_limits(void **state) {
         NULL, NULL, &err);
     assert_null(out);
     assert_int_equal(err.status, NU_ERR_UNSUPPORTED);
-    small = jinja_default_limits();
+    small = nu_jinja_default_limits();
     small.max_output = 1000;
     out = render_with("{% for i in range(1000) %}xx{% endfor %}", NULL, &small, &err);
     assert_null(out);
@@ -833,7 +833,7 @@ static void test_corrupted_templates(void **state) {
         "\"parameters\": {\"type\": \"object\", \"properties\": {\"x\": {\"type\": "
         "\"string\", \"description\": \"d\"}}}}}], \"add_generation_prompt\": true, "
         "\"bos_token\": \"<s>\", \"eos_token\": \"</s>\"}";
-    jinja_limits small = jinja_default_limits();
+    nu_jinja_limits small = nu_jinja_default_limits();
     small.max_steps = 100000;
     small.max_output = 1 << 20;
     int rendered = 0, failed = 0;

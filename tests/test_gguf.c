@@ -35,10 +35,10 @@ static image emit(gw_writer *w) {
 }
 
 /* Opens an image that must be valid. */
-static gguf_file *open_ok(const image *im) {
-    gguf_file *f = NULL;
+static nu_gguf_file *open_ok(const image *im) {
+    nu_gguf_file *f = NULL;
     nu_error err = {0};
-    nu_status st = gguf_open_memory(im->bytes, im->len, &f, &err);
+    nu_status st = nu_gguf_open_memory(im->bytes, im->len, &f, &err);
     if (st != NU_OK) fail_msg("expected a valid file, got: %s", err.message);
     assert_non_null(f);
     return f;
@@ -53,11 +53,11 @@ static const char *open_bad_len(const uint8_t *bytes, size_t len) {
     uint8_t *copy = malloc(len ? len : 1);
     assert_non_null(copy);
     if (len) memcpy(copy, bytes, len);
-    gguf_file *f = (gguf_file *)1;
-    nu_status st = gguf_open_memory(copy, len, &f, &err);
+    nu_gguf_file *f = (nu_gguf_file *)1;
+    nu_status st = nu_gguf_open_memory(copy, len, &f, &err);
     free(copy);
     if (st != NU_ERR_FORMAT) {
-        gguf_close(st == NU_OK ? f : NULL);
+        nu_gguf_close(st == NU_OK ? f : NULL);
         fail_msg("length %zu: expected a format error, got status %d", len, (int)st);
     }
     assert_null(f);
@@ -137,38 +137,38 @@ static void test_scalars_round_trip(void **state) {
     gw_add_str(w, "empty", "");
     gw_add_strn(w, "nul", "a\0b", 3);
     image im = emit(w);
-    gguf_file *f = open_ok(&im);
+    nu_gguf_file *f = open_ok(&im);
 
     assert_int_equal(f->version, 3);
     assert_int_equal(f->n_kv, 15);
     assert_int_equal(f->n_tensors, 0);
-    assert_true(gguf_str_eq(f->kv[0].key, "u8"));
-    assert_true(gguf_str_eq(f->kv[14].key, "nul"));
-    assert_int_equal(gguf_find(f, "u8")->type, GGUF_UINT8);
-    assert_int_equal(gguf_find(f, "u8")->v.u, 255);
-    assert_int_equal(gguf_find(f, "i8")->v.i, -128);
-    assert_int_equal(gguf_find(f, "u16")->v.u, 65535);
-    assert_int_equal(gguf_find(f, "i16")->v.i, -32768);
-    assert_int_equal(gguf_find(f, "u32")->v.u, UINT32_MAX);
-    assert_int_equal(gguf_find(f, "i32")->v.i, INT32_MIN);
-    assert_true(gguf_find(f, "f32")->v.f == 1.5);
-    assert_int_equal(gguf_find(f, "yes")->type, GGUF_BOOL);
-    assert_int_equal(gguf_find(f, "yes")->v.u, 1);
-    assert_int_equal(gguf_find(f, "no")->v.u, 0);
-    assert_true(gguf_find(f, "u64")->v.u == UINT64_MAX);
-    assert_true(gguf_find(f, "i64")->v.i == INT64_MIN);
-    assert_int_equal(gguf_find(f, "i64")->type, GGUF_INT64);
-    assert_true(gguf_find(f, "f64")->v.f == -2.25e300);
-    assert_int_equal(gguf_find(f, "f64")->type, GGUF_FLOAT64);
-    assert_true(gguf_str_eq(gguf_find(f, "str")->v.s, "hello"));
-    assert_int_equal(gguf_find(f, "empty")->v.s.len, 0);
-    const gguf_value *nul = gguf_find(f, "nul");
+    assert_true(nu_gguf_str_eq(f->kv[0].key, "u8"));
+    assert_true(nu_gguf_str_eq(f->kv[14].key, "nul"));
+    assert_int_equal(nu_gguf_find(f, "u8")->type, GGUF_UINT8);
+    assert_int_equal(nu_gguf_find(f, "u8")->v.u, 255);
+    assert_int_equal(nu_gguf_find(f, "i8")->v.i, -128);
+    assert_int_equal(nu_gguf_find(f, "u16")->v.u, 65535);
+    assert_int_equal(nu_gguf_find(f, "i16")->v.i, -32768);
+    assert_int_equal(nu_gguf_find(f, "u32")->v.u, UINT32_MAX);
+    assert_int_equal(nu_gguf_find(f, "i32")->v.i, INT32_MIN);
+    assert_true(nu_gguf_find(f, "f32")->v.f == 1.5);
+    assert_int_equal(nu_gguf_find(f, "yes")->type, GGUF_BOOL);
+    assert_int_equal(nu_gguf_find(f, "yes")->v.u, 1);
+    assert_int_equal(nu_gguf_find(f, "no")->v.u, 0);
+    assert_true(nu_gguf_find(f, "u64")->v.u == UINT64_MAX);
+    assert_true(nu_gguf_find(f, "i64")->v.i == INT64_MIN);
+    assert_int_equal(nu_gguf_find(f, "i64")->type, GGUF_INT64);
+    assert_true(nu_gguf_find(f, "f64")->v.f == -2.25e300);
+    assert_int_equal(nu_gguf_find(f, "f64")->type, GGUF_FLOAT64);
+    assert_true(nu_gguf_str_eq(nu_gguf_find(f, "str")->v.s, "hello"));
+    assert_int_equal(nu_gguf_find(f, "empty")->v.s.len, 0);
+    const nu_gguf_value *nul = nu_gguf_find(f, "nul");
     assert_int_equal(nul->v.s.len, 3);
     assert_memory_equal(nul->v.s.data, "a\0b", 3);
     /* Strings point into the caller's buffer: no copy. */
     assert_true((const uint8_t *)nul->v.s.data > im.bytes &&
                 (const uint8_t *)nul->v.s.data < im.bytes + im.len);
-    gguf_close(f);
+    nu_gguf_close(f);
     free(im.bytes);
 }
 
@@ -201,46 +201,46 @@ static void test_arrays_round_trip(void **state) {
     gw_add_arr(w, "str", GGUF_STRING, strs, 3);
     gw_add_arr(w, "empty", GGUF_UINT32, NULL, 0);
     image im = emit(w);
-    gguf_file *f = open_ok(&im);
+    nu_gguf_file *f = open_ok(&im);
 
-    const gguf_value *v = gguf_get_arr(f, "u8", GGUF_UINT8);
+    const nu_gguf_value *v = nu_gguf_get_arr(f, "u8", GGUF_UINT8);
     assert_non_null(v);
     assert_int_equal(v->v.arr.n, 3);
     assert_int_equal(v->v.arr.items[2].v.u, 255);
     assert_int_equal(v->v.arr.items[2].type, GGUF_UINT8);
     assert_memory_equal(v->v.arr.raw, u8, sizeof u8);
-    assert_int_equal(gguf_get_arr(f, "i8", GGUF_INT8)->v.arr.items[0].v.i, -128);
-    assert_int_equal(gguf_get_arr(f, "u16", GGUF_UINT16)->v.arr.items[1].v.u, 65535);
-    assert_int_equal(gguf_get_arr(f, "i16", GGUF_INT16)->v.arr.items[0].v.i, -32768);
-    assert_int_equal(gguf_get_arr(f, "u32", GGUF_UINT32)->v.arr.items[2].v.u, UINT32_MAX);
-    v = gguf_get_arr(f, "i32", GGUF_INT32);
+    assert_int_equal(nu_gguf_get_arr(f, "i8", GGUF_INT8)->v.arr.items[0].v.i, -128);
+    assert_int_equal(nu_gguf_get_arr(f, "u16", GGUF_UINT16)->v.arr.items[1].v.u, 65535);
+    assert_int_equal(nu_gguf_get_arr(f, "i16", GGUF_INT16)->v.arr.items[0].v.i, -32768);
+    assert_int_equal(nu_gguf_get_arr(f, "u32", GGUF_UINT32)->v.arr.items[2].v.u, UINT32_MAX);
+    v = nu_gguf_get_arr(f, "i32", GGUF_INT32);
     assert_int_equal(v->v.arr.items[0].v.i, INT32_MIN);
     assert_memory_equal(v->v.arr.raw, i32, sizeof i32); /* the host is little-endian */
-    v = gguf_get_arr(f, "f32", GGUF_FLOAT32);
+    v = nu_gguf_get_arr(f, "f32", GGUF_FLOAT32);
     assert_true(v->v.arr.items[1].v.f == -1e30f);
     assert_memory_equal(v->v.arr.raw, f32, sizeof f32);
-    v = gguf_get_arr(f, "bool", GGUF_BOOL);
+    v = nu_gguf_get_arr(f, "bool", GGUF_BOOL);
     assert_int_equal(v->v.arr.items[0].v.u, 1);
     assert_int_equal(v->v.arr.items[1].v.u, 0);
     assert_non_null(v->v.arr.raw);
-    assert_true(gguf_get_arr(f, "u64", GGUF_UINT64)->v.arr.items[0].v.u == UINT64_MAX);
-    assert_true(gguf_get_arr(f, "i64", GGUF_INT64)->v.arr.items[0].v.i == INT64_MIN);
-    assert_true(gguf_get_arr(f, "i64", GGUF_INT64)->v.arr.items[1].v.i == INT64_MAX);
-    v = gguf_get_arr(f, "f64", GGUF_FLOAT64);
+    assert_true(nu_gguf_get_arr(f, "u64", GGUF_UINT64)->v.arr.items[0].v.u == UINT64_MAX);
+    assert_true(nu_gguf_get_arr(f, "i64", GGUF_INT64)->v.arr.items[0].v.i == INT64_MIN);
+    assert_true(nu_gguf_get_arr(f, "i64", GGUF_INT64)->v.arr.items[1].v.i == INT64_MAX);
+    v = nu_gguf_get_arr(f, "f64", GGUF_FLOAT64);
     assert_true(v->v.arr.items[0].v.f == 1e-300);
     assert_true(signbit(v->v.arr.items[1].v.f));
-    v = gguf_get_arr(f, "str", GGUF_STRING);
+    v = nu_gguf_get_arr(f, "str", GGUF_STRING);
     assert_int_equal(v->v.arr.n, 3);
     assert_null(v->v.arr.raw);
-    assert_true(gguf_str_eq(v->v.arr.items[0].v.s, "a"));
-    assert_true(gguf_str_eq(v->v.arr.items[1].v.s, ""));
-    assert_true(gguf_str_eq(v->v.arr.items[2].v.s, "ccc"));
-    v = gguf_get_arr(f, "empty", GGUF_UINT32);
+    assert_true(nu_gguf_str_eq(v->v.arr.items[0].v.s, "a"));
+    assert_true(nu_gguf_str_eq(v->v.arr.items[1].v.s, ""));
+    assert_true(nu_gguf_str_eq(v->v.arr.items[2].v.s, "ccc"));
+    v = nu_gguf_get_arr(f, "empty", GGUF_UINT32);
     assert_int_equal(v->v.arr.n, 0);
     /* The element type must match. */
-    assert_null(gguf_get_arr(f, "u8", GGUF_INT8));
-    assert_null(gguf_get_arr(f, "missing", GGUF_INT8));
-    gguf_close(f);
+    assert_null(nu_gguf_get_arr(f, "u8", GGUF_INT8));
+    assert_null(nu_gguf_get_arr(f, "missing", GGUF_INT8));
+    nu_gguf_close(f);
     free(im.bytes);
 }
 
@@ -259,29 +259,29 @@ static void test_nested_arrays(void **state) {
     gw_end_arr(w);
     gw_add_u8(w, "after", 9);
     image im = emit(w);
-    gguf_file *f = open_ok(&im);
+    nu_gguf_file *f = open_ok(&im);
 
-    const gguf_value *v = gguf_get_arr(f, "merges_like", GGUF_ARRAY);
+    const nu_gguf_value *v = nu_gguf_get_arr(f, "merges_like", GGUF_ARRAY);
     assert_non_null(v);
     assert_null(v->v.arr.raw);
     assert_int_equal(v->v.arr.n, 4);
-    const gguf_value *it = v->v.arr.items;
+    const nu_gguf_value *it = v->v.arr.items;
     assert_int_equal(it[0].type, GGUF_ARRAY);
     assert_int_equal(it[0].v.arr.elem_type, GGUF_UINT32);
     assert_int_equal(it[0].v.arr.n, 2);
     assert_int_equal(it[0].v.arr.items[1].v.u, 8);
     assert_int_equal(it[1].v.arr.elem_type, GGUF_STRING);
-    assert_true(gguf_str_eq(it[1].v.arr.items[2].v.s, "r"));
+    assert_true(nu_gguf_str_eq(it[1].v.arr.items[2].v.s, "r"));
     assert_int_equal(it[2].v.arr.elem_type, GGUF_INT8);
     assert_int_equal(it[2].v.arr.n, 0);
     assert_int_equal(it[3].v.arr.elem_type, GGUF_ARRAY);
     assert_int_equal(it[3].v.arr.n, 1);
-    const gguf_value *deep = &it[3].v.arr.items[0];
+    const nu_gguf_value *deep = &it[3].v.arr.items[0];
     assert_int_equal(deep->v.arr.elem_type, GGUF_FLOAT64);
     assert_true(deep->v.arr.items[0].v.f == 2.5);
-    assert_int_equal(gguf_get_arr(f, "empty_outer", GGUF_ARRAY)->v.arr.n, 0);
-    assert_int_equal(gguf_find(f, "after")->v.u, 9);
-    gguf_close(f);
+    assert_int_equal(nu_gguf_get_arr(f, "empty_outer", GGUF_ARRAY)->v.arr.n, 0);
+    assert_int_equal(nu_gguf_find(f, "after")->v.u, 9);
+    nu_gguf_close(f);
     free(im.bytes);
 }
 
@@ -293,11 +293,11 @@ static void test_versions_2_and_3(void **state) {
         gw_add_str(w, "general.name", "v");
         gw_add_tensor(w, "t", NU_TYPE_F32, 1, (int64_t[]){4}, (float[]){1, 2, 3, 4});
         image im = emit(w);
-        gguf_file *f = open_ok(&im);
+        nu_gguf_file *f = open_ok(&im);
         assert_int_equal(f->version, version);
         assert_int_equal(f->n_tensors, 1);
         assert_true(((const float *)f->tensors[0].data)[3] == 4.0f);
-        gguf_close(f);
+        nu_gguf_close(f);
         free(im.bytes);
     }
 }
@@ -317,18 +317,18 @@ static void test_alignment_and_tensor_data(void **state) {
         gw_add_tensor(w, "blk.0.q8", NU_TYPE_Q8_0, 2, (int64_t[]){32, 2}, q8);
         gw_add_tensor(w, "four_d", NU_TYPE_F16, 4, (int64_t[]){5, 3, 2, 1}, NULL);
         image im = emit(w);
-        gguf_file *f = open_ok(&im);
+        nu_gguf_file *f = open_ok(&im);
         uint64_t a = alignments[k] ? alignments[k] : 32;
         assert_int_equal(f->alignment, a);
         assert_int_equal(f->data_offset % a, 0);
         assert_true(f->data_offset <= im.len);
         for (uint64_t i = 0; i < f->n_tensors; i++) {
-            const gguf_tensor *t = &f->tensors[i];
+            const nu_gguf_tensor *t = &f->tensors[i];
             assert_int_equal(((const uint8_t *)t->data - f->base) % a, 0);
             assert_int_equal(t->offset % a, 0);
             assert_ptr_equal(t->data, f->base + f->data_offset + t->offset);
         }
-        const gguf_tensor *t = gguf_find_tensor(f, "small");
+        const nu_gguf_tensor *t = nu_gguf_find_tensor(f, "small");
         assert_non_null(t);
         assert_int_equal(t->n_dims, 1);
         assert_int_equal(t->ne[0], 3);
@@ -336,21 +336,21 @@ static void test_alignment_and_tensor_data(void **state) {
         assert_int_equal(t->n_elements, 3);
         assert_int_equal(t->n_bytes, 12);
         assert_memory_equal(t->data, small, sizeof small);
-        t = gguf_find_tensor(f, "blk.0.q8");
+        t = nu_gguf_find_tensor(f, "blk.0.q8");
         assert_int_equal(t->type, NU_TYPE_Q8_0);
         assert_int_equal(t->n_bytes, 68);
         assert_int_equal(t->n_elements, 64);
         assert_memory_equal(t->data, q8, sizeof q8);
-        t = gguf_find_tensor(f, "four_d");
+        t = nu_gguf_find_tensor(f, "four_d");
         assert_int_equal(t->n_dims, 4);
         assert_int_equal(t->ne[0], 5);
         assert_int_equal(t->ne[1], 3);
         assert_int_equal(t->ne[2], 2);
         assert_int_equal(t->ne[3], 1);
         assert_int_equal(t->n_bytes, 5 * 3 * 2 * 2);
-        assert_null(gguf_find_tensor(f, "blk.0"));
-        assert_null(gguf_find_tensor(f, "smal"));
-        gguf_close(f);
+        assert_null(nu_gguf_find_tensor(f, "blk.0"));
+        assert_null(nu_gguf_find_tensor(f, "smal"));
+        nu_gguf_close(f);
         free(im.bytes);
     }
 }
@@ -368,20 +368,20 @@ static void test_many_names(void **state) {
         gw_add_tensor(w, name, NU_TYPE_F32, 1, (int64_t[]){1}, (float[]){(float)i});
     }
     image im = emit(w);
-    gguf_file *f = open_ok(&im);
+    nu_gguf_file *f = open_ok(&im);
     for (int i = 0; i < 300; i++) {
         snprintf(name, sizeof name, "key.%d", i);
         int32_t v;
-        assert_true(gguf_get_i32(f, name, &v));
+        assert_true(nu_gguf_get_i32(f, name, &v));
         assert_int_equal(v, -i);
     }
     for (int i = 0; i < 1000; i++) {
         snprintf(name, sizeof name, "blk.%d.weight", i);
-        const gguf_tensor *t = gguf_find_tensor(f, name);
+        const nu_gguf_tensor *t = nu_gguf_find_tensor(f, name);
         assert_non_null(t);
         assert_true(*(const float *)t->data == (float)i);
     }
-    gguf_close(f);
+    nu_gguf_close(f);
     free(im.bytes);
 }
 
@@ -400,51 +400,51 @@ static void test_getters(void **state) {
     gw_add_bool(w, "bool", true);
     gw_add_str(w, "str", "text");
     image im = emit(w);
-    gguf_file *f = open_ok(&im);
+    nu_gguf_file *f = open_ok(&im);
 
     uint32_t u32;
     int32_t i32;
     uint64_t u64;
     float f32;
     bool b;
-    gguf_string s;
-    assert_true(gguf_get_u32(f, "u8", &u32));
+    nu_gguf_string s;
+    assert_true(nu_gguf_get_u32(f, "u8", &u32));
     assert_int_equal(u32, 7);
-    assert_true(gguf_get_u32(f, "i16_pos", &u32));
+    assert_true(nu_gguf_get_u32(f, "i16_pos", &u32));
     assert_int_equal(u32, 300);
-    assert_false(gguf_get_u32(f, "i64_small", &u32));
-    assert_false(gguf_get_u32(f, "i64_big", &u32));
-    assert_true(gguf_get_u32(f, "u32_big", &u32));
-    assert_false(gguf_get_i32(f, "u32_big", &i32));
-    assert_true(gguf_get_i32(f, "i64_small", &i32));
+    assert_false(nu_gguf_get_u32(f, "i64_small", &u32));
+    assert_false(nu_gguf_get_u32(f, "i64_big", &u32));
+    assert_true(nu_gguf_get_u32(f, "u32_big", &u32));
+    assert_false(nu_gguf_get_i32(f, "u32_big", &i32));
+    assert_true(nu_gguf_get_i32(f, "i64_small", &i32));
     assert_int_equal(i32, -5);
-    assert_false(gguf_get_i32(f, "i64_big", &i32));
-    assert_true(gguf_get_u64(f, "u64_max", &u64));
+    assert_false(nu_gguf_get_i32(f, "i64_big", &i32));
+    assert_true(nu_gguf_get_u64(f, "u64_max", &u64));
     assert_true(u64 == UINT64_MAX);
-    assert_true(gguf_get_u64(f, "i64_big", &u64));
+    assert_true(nu_gguf_get_u64(f, "i64_big", &u64));
     assert_true(u64 == (uint64_t)1 << 40);
-    assert_false(gguf_get_u64(f, "i64_small", &u64));
-    assert_false(gguf_get_u32(f, "f32", &u32));
-    assert_false(gguf_get_u32(f, "bool", &u32));
-    assert_false(gguf_get_u32(f, "str", &u32));
-    assert_false(gguf_get_u32(f, "missing", &u32));
-    assert_true(gguf_get_f32(f, "f32", &f32));
+    assert_false(nu_gguf_get_u64(f, "i64_small", &u64));
+    assert_false(nu_gguf_get_u32(f, "f32", &u32));
+    assert_false(nu_gguf_get_u32(f, "bool", &u32));
+    assert_false(nu_gguf_get_u32(f, "str", &u32));
+    assert_false(nu_gguf_get_u32(f, "missing", &u32));
+    assert_true(nu_gguf_get_f32(f, "f32", &f32));
     assert_true(f32 == 0.1f);
-    assert_true(gguf_get_f32(f, "f64", &f32));
+    assert_true(nu_gguf_get_f32(f, "f64", &f32));
     assert_true(f32 == 0.5f);
-    assert_false(gguf_get_f32(f, "f64_huge", &f32));
-    assert_false(gguf_get_f32(f, "u8", &f32));
-    assert_true(gguf_get_bool(f, "bool", &b));
+    assert_false(nu_gguf_get_f32(f, "f64_huge", &f32));
+    assert_false(nu_gguf_get_f32(f, "u8", &f32));
+    assert_true(nu_gguf_get_bool(f, "bool", &b));
     assert_true(b);
-    assert_false(gguf_get_bool(f, "u8", &b));
-    assert_true(gguf_get_str(f, "str", &s));
-    assert_true(gguf_str_eq(s, "text"));
-    assert_false(gguf_get_str(f, "u8", &s));
-    assert_null(gguf_find(f, "st"));
-    assert_null(gguf_find(f, ""));
-    assert_null(gguf_find(NULL, "str"));
-    assert_null(gguf_find(f, NULL));
-    gguf_close(f);
+    assert_false(nu_gguf_get_bool(f, "u8", &b));
+    assert_true(nu_gguf_get_str(f, "str", &s));
+    assert_true(nu_gguf_str_eq(s, "text"));
+    assert_false(nu_gguf_get_str(f, "u8", &s));
+    assert_null(nu_gguf_find(f, "st"));
+    assert_null(nu_gguf_find(f, ""));
+    assert_null(nu_gguf_find(NULL, "str"));
+    assert_null(nu_gguf_find(f, NULL));
+    nu_gguf_close(f);
     free(im.bytes);
 }
 
@@ -453,19 +453,19 @@ static void test_names(void **state) {
     const char *want[GGUF_TYPE_COUNT] = {"u8",   "i8",  "u16", "i16", "u32", "i32", "f32",
                                          "bool", "str", "arr", "u64", "i64", "f64"};
     for (int t = 0; t < GGUF_TYPE_COUNT; t++)
-        assert_string_equal(gguf_type_name((gguf_value_type)t), want[t]);
-    assert_string_equal(gguf_type_name(GGUF_TYPE_COUNT), "?");
-    gguf_string s = {"abc", 3};
-    assert_true(gguf_str_eq(s, "abc"));
-    assert_false(gguf_str_eq(s, "ab"));
-    assert_false(gguf_str_eq(s, "abcd"));
-    assert_false(gguf_str_eq(s, NULL));
-    gguf_string empty = {NULL, 0};
-    assert_true(gguf_str_eq(empty, ""));
-    gguf_close(NULL); /* allowed */
+        assert_string_equal(nu_gguf_type_name((nu_gguf_value_type)t), want[t]);
+    assert_string_equal(nu_gguf_type_name(GGUF_TYPE_COUNT), "?");
+    nu_gguf_string s = {"abc", 3};
+    assert_true(nu_gguf_str_eq(s, "abc"));
+    assert_false(nu_gguf_str_eq(s, "ab"));
+    assert_false(nu_gguf_str_eq(s, "abcd"));
+    assert_false(nu_gguf_str_eq(s, NULL));
+    nu_gguf_string empty = {NULL, 0};
+    assert_true(nu_gguf_str_eq(empty, ""));
+    nu_gguf_close(NULL); /* allowed */
 }
 
-/* gguf_open maps a file; I/O problems are NU_ERR_IO naming the path. */
+/* nu_gguf_open maps a file; I/O problems are NU_ERR_IO naming the path. */
 static void test_open_file(void **state) {
     image im = rich_image();
     const char *path = nu_test_tmp("gguf_rich.gguf");
@@ -476,23 +476,23 @@ static void test_open_file(void **state) {
     assert_int_equal(fwrite(im.bytes, 1, im.len, out), im.len);
     fclose(out);
 
-    gguf_file *f = NULL;
+    nu_gguf_file *f = NULL;
     nu_error err = {0};
-    assert_int_equal(gguf_open(saved, &f, &err), NU_OK);
+    assert_int_equal(nu_gguf_open(saved, &f, &err), NU_OK);
     assert_true(f->mapped);
     assert_int_equal(f->size, im.len);
     assert_int_equal(f->n_kv, 16);
     assert_int_equal(f->n_tensors, 3);
-    assert_true(gguf_str_eq(gguf_find(f, "general.architecture")->v.s, "llama"));
-    assert_true(((const float *)gguf_find_tensor(f, "a")->data)[7] == 8.0f);
-    gguf_close(f);
+    assert_true(nu_gguf_str_eq(nu_gguf_find(f, "general.architecture")->v.s, "llama"));
+    assert_true(((const float *)nu_gguf_find_tensor(f, "a")->data)[7] == 8.0f);
+    nu_gguf_close(f);
     free(im.bytes);
 
-    f = (gguf_file *)1;
-    assert_int_equal(gguf_open("/nonexistent/dir/x.gguf", &f, &err), NU_ERR_IO);
+    f = (nu_gguf_file *)1;
+    assert_int_equal(nu_gguf_open("/nonexistent/dir/x.gguf", &f, &err), NU_ERR_IO);
     assert_null(f);
     assert_non_null(strstr(err.message, "/nonexistent/dir/x.gguf"));
-    assert_int_equal(gguf_open("/tmp", &f, &err), NU_ERR_IO);
+    assert_int_equal(nu_gguf_open("/tmp", &f, &err), NU_ERR_IO);
     assert_non_null(strstr(err.message, "not a regular file"));
 
     /* An empty or cut file is a format error, prefixed with the path. */
@@ -500,19 +500,19 @@ static void test_open_file(void **state) {
     out = fopen(saved, "wb");
     assert_non_null(out);
     fclose(out);
-    assert_int_equal(gguf_open(saved, &f, &err), NU_ERR_FORMAT);
+    assert_int_equal(nu_gguf_open(saved, &f, &err), NU_ERR_FORMAT);
     assert_non_null(strstr(err.message, saved));
     assert_non_null(strstr(err.message, "truncated"));
     out = fopen(saved, "wb");
     fwrite("GGUF\3\0\0\0", 1, 8, out);
     fclose(out);
-    assert_int_equal(gguf_open(saved, &f, &err), NU_ERR_FORMAT);
+    assert_int_equal(nu_gguf_open(saved, &f, &err), NU_ERR_FORMAT);
     assert_null(f);
     remove(saved);
 
-    assert_int_equal(gguf_open_memory(NULL, 5, &f, &err), NU_ERR_INVALID_ARG);
-    assert_int_equal(gguf_open_memory("x", 1, NULL, &err), NU_ERR_INVALID_ARG);
-    assert_int_equal(gguf_open(NULL, &f, NULL), NU_ERR_INVALID_ARG); /* err may be NULL */
+    assert_int_equal(nu_gguf_open_memory(NULL, 5, &f, &err), NU_ERR_INVALID_ARG);
+    assert_int_equal(nu_gguf_open_memory("x", 1, NULL, &err), NU_ERR_INVALID_ARG);
+    assert_int_equal(nu_gguf_open(NULL, &f, NULL), NU_ERR_INVALID_ARG); /* err may be NULL */
 }
 
 /* ------------------------------------------------------------------------ */
@@ -523,8 +523,8 @@ static void test_open_file(void **state) {
  * or a read past the end. */
 static void test_truncated_everywhere(void **state) {
     image im = rich_image();
-    gguf_file *f = open_ok(&im);
-    gguf_close(f);
+    nu_gguf_file *f = open_ok(&im);
+    nu_gguf_close(f);
     for (size_t len = 0; len < im.len; len++) open_bad_len(im.bytes, len);
     const char *msg = open_bad_len(im.bytes, 2);
     assert_string_equal(msg, "truncated: header needs 4 bytes at byte 0 but the file ends at 2");
@@ -562,9 +562,9 @@ static void test_random_mutations(void **state) {
             uint8_t b = (uint8_t)(rng >> 32);
             copy[at] = (iter & 1) ? b : (uint8_t)(b & 1 ? 0xff : copy[at] ^ (1u << (b % 8)));
         }
-        gguf_file *f = NULL;
+        nu_gguf_file *f = NULL;
         nu_error err = {0};
-        nu_status st = gguf_open_memory(copy, im.len, &f, &err);
+        nu_status st = nu_gguf_open_memory(copy, im.len, &f, &err);
         if (st == NU_OK) {
             n_ok++;
             uint64_t sum = 0;
@@ -573,7 +573,7 @@ static void test_random_mutations(void **state) {
                 for (uint64_t j = 0; j < f->tensors[i].n_bytes; j++) sum += d[j];
             }
             (void)sum;
-            gguf_close(f);
+            nu_gguf_close(f);
         } else {
             assert_int_equal(st, NU_ERR_FORMAT);
             assert_null(f);
@@ -643,7 +643,7 @@ static void test_absurd_lengths(void **state) {
         free(im.bytes);
 
         /* Array counts, for scalar, string and array elements. */
-        const gguf_value_type elems[] = {GGUF_UINT8, GGUF_FLOAT64, GGUF_STRING, GGUF_ARRAY};
+        const nu_gguf_value_type elems[] = {GGUF_UINT8, GGUF_FLOAT64, GGUF_STRING, GGUF_ARRAY};
         for (size_t e = 0; e < 4; e++) {
             w = gw_new();
             if (elems[e] == GGUF_ARRAY) {
@@ -758,9 +758,9 @@ static void test_bad_tensor_offsets(void **state) {
     free(im.bytes);
     /* Exactly at the end is fine: overlapping the valid tensor is allowed. */
     im = raw_tensor_image("t", NU_TYPE_F32, 1, (uint64_t[]){8}, 0);
-    gguf_file *f = open_ok(&im);
+    nu_gguf_file *f = open_ok(&im);
     assert_ptr_equal(f->tensors[1].data, f->tensors[0].data);
-    gguf_close(f);
+    nu_gguf_close(f);
     free(im.bytes);
 }
 
@@ -789,9 +789,9 @@ static void test_bad_alignment(void **state) {
     w = gw_new();
     gw_add_u32(w, "general.alignment", 0x80000000u);
     im = emit(w);
-    gguf_file *f = open_ok(&im);
+    nu_gguf_file *f = open_ok(&im);
     assert_int_equal(f->alignment, 0x80000000u);
-    gguf_close(f);
+    nu_gguf_close(f);
     free(im.bytes);
 }
 
@@ -855,11 +855,11 @@ static void test_nesting_limit(void **state) {
         n += 12;
         image im = raw_kv_image(GGUF_ARRAY, raw, n);
         if (levels <= 32) {
-            gguf_file *f = open_ok(&im);
-            const gguf_value *v = gguf_find(f, "bad");
+            nu_gguf_file *f = open_ok(&im);
+            const nu_gguf_value *v = nu_gguf_find(f, "bad");
             for (int i = 0; i < levels - 1; i++) v = &v->v.arr.items[0];
             assert_int_equal(v->v.arr.elem_type, GGUF_UINT8);
-            gguf_close(f);
+            nu_gguf_close(f);
         } else {
             expect_bad(&im, "arrays nested deeper than 32 levels");
         }
@@ -876,9 +876,9 @@ static void test_stories260k(void **state) {
     char path[4096];
     snprintf(path, sizeof path, "%s", nu_test_shared("models/stories260K.gguf"));
     if (!nu_test_exists(path)) skip();
-    gguf_file *f = NULL;
+    nu_gguf_file *f = NULL;
     nu_error err = {0};
-    nu_status st = gguf_open(path, &f, &err);
+    nu_status st = nu_gguf_open(path, &f, &err);
     if (st != NU_OK) fail_msg("%s", err.message);
     assert_int_equal(f->version, 3);
     assert_int_equal(f->n_kv, 19);
@@ -887,47 +887,47 @@ static void test_stories260k(void **state) {
     assert_int_equal(f->data_offset, 14176);
     assert_int_equal(f->size, 1185376);
 
-    gguf_string s;
-    assert_true(gguf_get_str(f, "general.architecture", &s));
-    assert_true(gguf_str_eq(s, "llama"));
+    nu_gguf_string s;
+    assert_true(nu_gguf_get_str(f, "general.architecture", &s));
+    assert_true(nu_gguf_str_eq(s, "llama"));
     uint32_t u;
-    assert_true(gguf_get_u32(f, "llama.embedding_length", &u));
+    assert_true(nu_gguf_get_u32(f, "llama.embedding_length", &u));
     assert_int_equal(u, 64);
-    assert_true(gguf_get_u32(f, "llama.block_count", &u));
+    assert_true(nu_gguf_get_u32(f, "llama.block_count", &u));
     assert_int_equal(u, 5);
-    assert_true(gguf_get_u32(f, "llama.feed_forward_length", &u));
+    assert_true(nu_gguf_get_u32(f, "llama.feed_forward_length", &u));
     assert_int_equal(u, 172);
-    assert_true(gguf_get_u32(f, "llama.attention.head_count_kv", &u));
+    assert_true(nu_gguf_get_u32(f, "llama.attention.head_count_kv", &u));
     assert_int_equal(u, 4);
     float eps;
-    assert_true(gguf_get_f32(f, "llama.attention.layer_norm_rms_epsilon", &eps));
+    assert_true(nu_gguf_get_f32(f, "llama.attention.layer_norm_rms_epsilon", &eps));
     assert_true(fabsf(eps - 1e-5f) < 1e-9f);
-    const gguf_value *toks = gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_STRING);
+    const nu_gguf_value *toks = nu_gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_STRING);
     assert_non_null(toks);
     assert_int_equal(toks->v.arr.n, 512);
-    assert_true(gguf_str_eq(toks->v.arr.items[1].v.s, "<s>"));
-    assert_true(gguf_str_eq(toks->v.arr.items[13].v.s, "<0x0A>"));
-    const gguf_value *scores = gguf_get_arr(f, "tokenizer.ggml.scores", GGUF_FLOAT32);
+    assert_true(nu_gguf_str_eq(toks->v.arr.items[1].v.s, "<s>"));
+    assert_true(nu_gguf_str_eq(toks->v.arr.items[13].v.s, "<0x0A>"));
+    const nu_gguf_value *scores = nu_gguf_get_arr(f, "tokenizer.ggml.scores", GGUF_FLOAT32);
     assert_non_null(scores);
     assert_true(scores->v.arr.items[300].v.f == -(300.0 - 259.0));
 
-    const gguf_tensor *emb = gguf_find_tensor(f, "token_embd.weight");
+    const nu_gguf_tensor *emb = nu_gguf_find_tensor(f, "token_embd.weight");
     assert_non_null(emb);
     assert_int_equal(emb->type, NU_TYPE_F32);
     assert_int_equal(emb->n_dims, 2);
     assert_int_equal(emb->ne[0], 64);
     assert_int_equal(emb->ne[1], 512);
-    const gguf_tensor *down = gguf_find_tensor(f, "blk.0.ffn_down.weight");
+    const nu_gguf_tensor *down = nu_gguf_find_tensor(f, "blk.0.ffn_down.weight");
     assert_int_equal(down->ne[0], 172);
     assert_int_equal(down->ne[1], 64);
-    const gguf_tensor *k = gguf_find_tensor(f, "blk.4.attn_k.weight");
+    const nu_gguf_tensor *k = nu_gguf_find_tensor(f, "blk.4.attn_k.weight");
     assert_int_equal(k->ne[0], 64);
     assert_int_equal(k->ne[1], 32);
-    const gguf_tensor *norm = gguf_find_tensor(f, "output_norm.weight");
+    const nu_gguf_tensor *norm = nu_gguf_find_tensor(f, "output_norm.weight");
     assert_int_equal(norm->n_dims, 1);
     assert_int_equal(norm->ne[0], 64);
     /* llama2.c ties the classifier to the embedding; the file holds a copy. */
-    const gguf_tensor *out = gguf_find_tensor(f, "output.weight");
+    const nu_gguf_tensor *out = nu_gguf_find_tensor(f, "output.weight");
     assert_memory_equal(out->data, emb->data, emb->n_bytes);
     uint64_t total = 0;
     for (uint64_t i = 0; i < f->n_tensors; i++) {
@@ -935,7 +935,7 @@ static void test_stories260k(void **state) {
         total += f->tensors[i].n_bytes;
     }
     assert_int_equal(total, 1171200);
-    gguf_close(f);
+    nu_gguf_close(f);
 }
 
 /* Token counts from ../shared/vocab/README.md. */
@@ -958,25 +958,25 @@ static int64_t expected_vocab_size(const char *file) {
 static void check_vocab_file(const char *dir, const char *name) {
     char path[8192];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    gguf_file *f = NULL;
+    nu_gguf_file *f = NULL;
     nu_error err = {0};
-    nu_status st = gguf_open(path, &f, &err);
+    nu_status st = nu_gguf_open(path, &f, &err);
     if (st != NU_OK) fail_msg("%s", err.message);
     assert_int_equal(f->version, 3);
     assert_int_equal(f->n_tensors, 0);
-    const gguf_value *toks = gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_STRING);
+    const nu_gguf_value *toks = nu_gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_STRING);
     assert_non_null(toks);
     int64_t want = expected_vocab_size(name);
     if (want >= 0 && (int64_t)toks->v.arr.n != want)
         fail_msg("%s: %llu tokens, expected %lld", name, (unsigned long long)toks->v.arr.n,
                  (long long)want);
-    const gguf_value *types = gguf_get_arr(f, "tokenizer.ggml.token_type", GGUF_INT32);
+    const nu_gguf_value *types = nu_gguf_get_arr(f, "tokenizer.ggml.token_type", GGUF_INT32);
     if (types) assert_int_equal(types->v.arr.n, toks->v.arr.n);
-    const gguf_value *scores = gguf_get_arr(f, "tokenizer.ggml.scores", GGUF_FLOAT32);
+    const nu_gguf_value *scores = nu_gguf_get_arr(f, "tokenizer.ggml.scores", GGUF_FLOAT32);
     if (scores) assert_int_equal(scores->v.arr.n, toks->v.arr.n);
-    gguf_string model;
-    assert_true(gguf_get_str(f, "tokenizer.ggml.model", &model));
-    gguf_close(f);
+    nu_gguf_string model;
+    assert_true(nu_gguf_get_str(f, "tokenizer.ggml.model", &model));
+    nu_gguf_close(f);
 }
 
 static void test_vocab_files(void **state) {
@@ -998,16 +998,16 @@ static void test_vocab_files(void **state) {
     /* llama-spm: the SentencePiece basics. */
     char path[8192];
     snprintf(path, sizeof path, "%s/ggml-vocab-llama-spm.gguf", dir);
-    gguf_file *f = NULL;
-    assert_int_equal(gguf_open(path, &f, NULL), NU_OK);
-    const gguf_value *toks = gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_STRING);
+    nu_gguf_file *f = NULL;
+    assert_int_equal(nu_gguf_open(path, &f, NULL), NU_OK);
+    const nu_gguf_value *toks = nu_gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_STRING);
     assert_int_equal(toks->v.arr.n, 32000);
-    assert_true(gguf_str_eq(toks->v.arr.items[0].v.s, "<unk>"));
-    assert_true(gguf_str_eq(toks->v.arr.items[2].v.s, "</s>"));
-    gguf_string model;
-    assert_true(gguf_get_str(f, "tokenizer.ggml.model", &model));
-    assert_true(gguf_str_eq(model, "llama"));
-    gguf_close(f);
+    assert_true(nu_gguf_str_eq(toks->v.arr.items[0].v.s, "<unk>"));
+    assert_true(nu_gguf_str_eq(toks->v.arr.items[2].v.s, "</s>"));
+    nu_gguf_string model;
+    assert_true(nu_gguf_get_str(f, "tokenizer.ggml.model", &model));
+    assert_true(nu_gguf_str_eq(model, "llama"));
+    nu_gguf_close(f);
 }
 
 int main(void) {

@@ -58,7 +58,7 @@ static nu_context *make_ctx(int32_t n_ctx, int32_t n_batch, int32_t n_seq) {
 }
 
 /* A scheduler with speculation: draft model, or lookup when draft is NULL. */
-static nu_scheduler *spec_scheduler(nu_context *ctx, const nu_model *draft, int32_t draft_max) {
+static nu_scheduler *nu_spec_scheduler(nu_context *ctx, const nu_model *draft, int32_t draft_max) {
     nu_scheduler *s;
     assert_int_equal(nu_scheduler_new(ctx, &s, NULL), NU_OK);
     nu_speculative_params sp = nu_speculative_default_params();
@@ -206,7 +206,7 @@ static double expect_greedy_identical(const nu_model *draft, const char *name, i
     static req_round plain, spec;
     plain_round(&plain, g, n_ctx, n_batch);
     nu_context *ctx = make_ctx(n_ctx, n_batch, 8);
-    nu_scheduler *s = spec_scheduler(ctx, draft, 6);
+    nu_scheduler *s = nu_spec_scheduler(ctx, draft, 6);
     int64_t drafted = 0, accepted = 0;
     for (int pass = 0; pass < 2; pass++) { /* the second one reuses cached prefixes */
         make_params(&spec, g);
@@ -267,7 +267,7 @@ static void test_context_end(void **state) {
     nu_generate_result plain, spec;
     nu_context *ctx = make_ctx(48, 32, 1);
     assert_int_equal(nu_generate(ctx, prompts[0], &p, &plain, NULL), NU_OK);
-    nu_scheduler *s = spec_scheduler(ctx, draft_q8, 8);
+    nu_scheduler *s = nu_spec_scheduler(ctx, draft_q8, 8);
     assert_int_equal(nu_scheduler_submit(s, prompts[0], NULL, 0, &p, &spec, NULL, NULL), NU_OK);
     assert_int_equal(nu_scheduler_run(s, NULL), NU_OK);
     assert_int_equal(plain.finish, NU_FINISH_CONTEXT);
@@ -294,7 +294,7 @@ static void sample_triples(const nu_model *draft, const char *name, const nu_sam
     nu_context *ctx = make_ctx(1024, 128, WAVE);
     nu_scheduler *s;
     if (speculative)
-        s = spec_scheduler(ctx, draft, 4);
+        s = nu_spec_scheduler(ctx, draft, 4);
     else
         assert_int_equal(nu_scheduler_new(ctx, &s, NULL), NU_OK);
     nu_generate_result res[WAVE];

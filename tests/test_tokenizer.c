@@ -22,7 +22,7 @@
 
 /* A vocabulary with the GGUF file it came from. */
 typedef struct loaded_vocab {
-    gguf_file *file;
+    nu_gguf_file *file;
     nu_vocab *vocab;
 } loaded_vocab;
 
@@ -36,7 +36,7 @@ static loaded_vocab load_vocab(const char *rel) {
 
 static void unload_vocab(loaded_vocab *lv) {
     nu_vocab_free(lv->vocab);
-    gguf_close(lv->file);
+    nu_gguf_close(lv->file);
 }
 
 
@@ -614,13 +614,13 @@ static void test_buffer_and_args(void **state) {
 /* ------------------------------------------------------------------------ */
 
 /* A growing GGUF v3 image with no tensors. */
-typedef struct gguf_builder {
+typedef struct nu_gguf_builder {
     unsigned char *buf;
     size_t n, cap;
     uint64_t n_kv;
-} gguf_builder;
+} nu_gguf_builder;
 
-static void gb_bytes(gguf_builder *b, const void *p, size_t n) {
+static void gb_bytes(nu_gguf_builder *b, const void *p, size_t n) {
     if (b->n + n > b->cap) {
         b->cap = (b->n + n) * 2 + 256;
         b->buf = realloc(b->buf, b->cap);
@@ -630,55 +630,55 @@ static void gb_bytes(gguf_builder *b, const void *p, size_t n) {
     b->n += n;
 }
 
-static void gb_u32(gguf_builder *b, uint32_t x) {
+static void gb_u32(nu_gguf_builder *b, uint32_t x) {
     gb_bytes(b, &x, 4);
 }
-static void gb_u64(gguf_builder *b, uint64_t x) {
+static void gb_u64(nu_gguf_builder *b, uint64_t x) {
     gb_bytes(b, &x, 8);
 }
 
-static void gb_str(gguf_builder *b, const char *s) {
+static void gb_str(nu_gguf_builder *b, const char *s) {
     gb_u64(b, strlen(s));
     gb_bytes(b, s, strlen(s));
 }
 
-static void gb_key(gguf_builder *b, const char *key, uint32_t type) {
+static void gb_key(nu_gguf_builder *b, const char *key, uint32_t type) {
     gb_str(b, key);
     gb_u32(b, type);
     b->n_kv++;
 }
 
-static void gb_kv_str(gguf_builder *b, const char *key, const char *val) {
+static void gb_kv_str(nu_gguf_builder *b, const char *key, const char *val) {
     gb_key(b, key, GGUF_STRING);
     gb_str(b, val);
 }
 
-static void gb_kv_u32(gguf_builder *b, const char *key, uint32_t val) {
+static void gb_kv_u32(nu_gguf_builder *b, const char *key, uint32_t val) {
     gb_key(b, key, GGUF_UINT32);
     gb_u32(b, val);
 }
 
-static void gb_kv_bool(gguf_builder *b, const char *key, bool val) {
+static void gb_kv_bool(nu_gguf_builder *b, const char *key, bool val) {
     gb_key(b, key, GGUF_BOOL);
     unsigned char c = val;
     gb_bytes(b, &c, 1);
 }
 
-static void gb_kv_strs(gguf_builder *b, const char *key, const char *const *s, size_t n) {
+static void gb_kv_strs(nu_gguf_builder *b, const char *key, const char *const *s, size_t n) {
     gb_key(b, key, GGUF_ARRAY);
     gb_u32(b, GGUF_STRING);
     gb_u64(b, n);
     for (size_t i = 0; i < n; i++) gb_str(b, s[i]);
 }
 
-static void gb_kv_f32s(gguf_builder *b, const char *key, const float *x, size_t n) {
+static void gb_kv_f32s(nu_gguf_builder *b, const char *key, const float *x, size_t n) {
     gb_key(b, key, GGUF_ARRAY);
     gb_u32(b, GGUF_FLOAT32);
     gb_u64(b, n);
     gb_bytes(b, x, 4 * n);
 }
 
-static void gb_kv_i32s(gguf_builder *b, const char *key, const int32_t *x, size_t n) {
+static void gb_kv_i32s(nu_gguf_builder *b, const char *key, const int32_t *x, size_t n) {
     gb_key(b, key, GGUF_ARRAY);
     gb_u32(b, GGUF_INT32);
     gb_u64(b, n);
@@ -686,8 +686,8 @@ static void gb_kv_i32s(gguf_builder *b, const char *key, const int32_t *x, size_
 }
 
 /* The final image: header, then the key-value pairs written so far. */
-static unsigned char *gb_finish(gguf_builder *b, size_t *size) {
-    gguf_builder out = {0};
+static unsigned char *gb_finish(nu_gguf_builder *b, size_t *size) {
+    nu_gguf_builder out = {0};
     gb_bytes(&out, "GGUF", 4);
     gb_u32(&out, 3);
     gb_u64(&out, 0);
@@ -700,14 +700,14 @@ static unsigned char *gb_finish(gguf_builder *b, size_t *size) {
 
 /* Loads a vocabulary from a built image; returns the status (and the vocab
  * and file in *lv on success, the message in err). */
-static nu_status gb_load(gguf_builder *b, loaded_vocab *lv, unsigned char **image, nu_error *err) {
+static nu_status gb_load(nu_gguf_builder *b, loaded_vocab *lv, unsigned char **image, nu_error *err) {
     size_t size;
     *image = gb_finish(b, &size);
     memset(lv, 0, sizeof *lv);
-    nu_status st = gguf_open_memory(*image, size, &lv->file, err);
-    if (st) fail_msg("gguf_open_memory: %s", err->message);
+    nu_status st = nu_gguf_open_memory(*image, size, &lv->file, err);
+    if (st) fail_msg("nu_gguf_open_memory: %s", err->message);
     st = nu_vocab_load(lv->file, &lv->vocab, err);
-    if (st) gguf_close(lv->file);
+    if (st) nu_gguf_close(lv->file);
     return st;
 }
 
@@ -718,7 +718,7 @@ static const float tiny_scores[] = {0, 0, 0, -1, -2, -2, -2, -1, 0, -3, -1, 0};
 static const int32_t tiny_types[] = {2, 3, 3, 1, 1, 1, 1, 1, 5, 1, 1, 4};
 #define TINY_N (sizeof tiny_tokens / sizeof tiny_tokens[0])
 
-static void tiny_vocab(gguf_builder *b) {
+static void tiny_vocab(nu_gguf_builder *b) {
     gb_kv_str(b, "tokenizer.ggml.model", "llama");
     gb_kv_strs(b, "tokenizer.ggml.tokens", tiny_tokens, TINY_N);
     gb_kv_f32s(b, "tokenizer.ggml.scores", tiny_scores, TINY_N);
@@ -727,7 +727,7 @@ static void tiny_vocab(gguf_builder *b) {
 
 static void test_synthetic_merges(void **state) {
     (void)state;
-    gguf_builder b = {0};
+    nu_gguf_builder b = {0};
     tiny_vocab(&b);
     gb_kv_bool(&b, "tokenizer.ggml.add_space_prefix", false);
     gb_kv_bool(&b, "tokenizer.ggml.add_eos_token", true);
@@ -761,13 +761,13 @@ static void test_synthetic_merges(void **state) {
     char out[8];
     assert_int_equal(nu_vocab_token_to_bytes(v, 8, false, out, sizeof out), 3);
     nu_vocab_free(lv.vocab);
-    gguf_close(lv.file);
+    nu_gguf_close(lv.file);
     free(image);
 }
 
 /* Builds the tiny vocabulary with one change made by edit, expecting status. */
-static void expect_load_error(void (*edit)(gguf_builder *), nu_status want, const char *needle) {
-    gguf_builder b = {0};
+static void expect_load_error(void (*edit)(nu_gguf_builder *), nu_status want, const char *needle) {
+    nu_gguf_builder b = {0};
     edit(&b);
     loaded_vocab lv;
     unsigned char *image;
@@ -779,26 +779,26 @@ static void expect_load_error(void (*edit)(gguf_builder *), nu_status want, cons
     free(image);
 }
 
-static void edit_bert(gguf_builder *b) {
+static void edit_bert(nu_gguf_builder *b) {
     gb_kv_str(b, "tokenizer.ggml.model", "bert");
     gb_kv_strs(b, "tokenizer.ggml.tokens", tiny_tokens, TINY_N);
 }
 
-static void edit_no_tokens(gguf_builder *b) {
+static void edit_no_tokens(nu_gguf_builder *b) {
     gb_kv_str(b, "tokenizer.ggml.model", "llama");
 }
 
-static void edit_no_model(gguf_builder *b) {
+static void edit_no_model(nu_gguf_builder *b) {
     gb_kv_strs(b, "tokenizer.ggml.tokens", tiny_tokens, TINY_N);
 }
 
-static void edit_short_scores(gguf_builder *b) {
+static void edit_short_scores(nu_gguf_builder *b) {
     gb_kv_str(b, "tokenizer.ggml.model", "llama");
     gb_kv_strs(b, "tokenizer.ggml.tokens", tiny_tokens, TINY_N);
     gb_kv_f32s(b, "tokenizer.ggml.scores", tiny_scores, TINY_N - 1);
 }
 
-static void edit_bad_type(gguf_builder *b) {
+static void edit_bad_type(nu_gguf_builder *b) {
     int32_t types[TINY_N];
     memcpy(types, tiny_types, sizeof types);
     types[4] = 9;
@@ -807,13 +807,13 @@ static void edit_bad_type(gguf_builder *b) {
     gb_kv_i32s(b, "tokenizer.ggml.token_type", types, TINY_N);
 }
 
-static void edit_bad_utf8(gguf_builder *b) {
+static void edit_bad_utf8(nu_gguf_builder *b) {
     const char *tokens[] = {"<unk>", "ok", "bad\xC3"};
     gb_kv_str(b, "tokenizer.ggml.model", "llama");
     gb_kv_strs(b, "tokenizer.ggml.tokens", tokens, 3);
 }
 
-static void edit_bad_byte_token(gguf_builder *b) {
+static void edit_bad_byte_token(nu_gguf_builder *b) {
     int32_t types[TINY_N];
     memcpy(types, tiny_types, sizeof types);
     types[10] = 6; /* "xy" as a byte token */
@@ -822,17 +822,17 @@ static void edit_bad_byte_token(gguf_builder *b) {
     gb_kv_i32s(b, "tokenizer.ggml.token_type", types, TINY_N);
 }
 
-static void edit_bos_string(gguf_builder *b) {
+static void edit_bos_string(nu_gguf_builder *b) {
     tiny_vocab(b);
     gb_kv_str(b, "tokenizer.ggml.bos_token_id", "1");
 }
 
-static void edit_flag_int(gguf_builder *b) {
+static void edit_flag_int(nu_gguf_builder *b) {
     tiny_vocab(b);
     gb_kv_u32(b, "tokenizer.ggml.add_bos_token", 1);
 }
 
-static void edit_scores_strings(gguf_builder *b) {
+static void edit_scores_strings(nu_gguf_builder *b) {
     gb_kv_str(b, "tokenizer.ggml.model", "llama");
     gb_kv_strs(b, "tokenizer.ggml.tokens", tiny_tokens, TINY_N);
     gb_kv_strs(b, "tokenizer.ggml.scores", tiny_tokens, TINY_N);
@@ -855,7 +855,7 @@ static void test_metadata_errors(void **state) {
 /* Out-of-range special ids mean "none"; minimal metadata gets defaults. */
 static void test_metadata_defaults(void **state) {
     (void)state;
-    gguf_builder b = {0};
+    nu_gguf_builder b = {0};
     gb_kv_str(&b, "tokenizer.ggml.model", "llama");
     gb_kv_strs(&b, "tokenizer.ggml.tokens", tiny_tokens, TINY_N);
     gb_kv_u32(&b, "tokenizer.ggml.eos_token_id", 500);
@@ -869,7 +869,7 @@ static void test_metadata_defaults(void **state) {
     assert_true(nu_vocab_adds_space_prefix(lv.vocab));
     assert_int_equal(nu_vocab_token_type(lv.vocab, 4), NU_TOKEN_NORMAL);
     nu_vocab_free(lv.vocab);
-    gguf_close(lv.file);
+    nu_gguf_close(lv.file);
     free(image);
 }
 

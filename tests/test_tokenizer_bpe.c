@@ -24,13 +24,13 @@
 /* Helpers                                                                  */
 /* ------------------------------------------------------------------------ */
 
-static const char *const bpe_vocabs[] = {"gpt-2", "deepseek-coder", "falcon", "starcoder",
+static const char *const nu_bpe_vocabs[] = {"gpt-2", "deepseek-coder", "falcon", "starcoder",
                                          "gpt-neox"};
-#define N_BPE_VOCABS (sizeof bpe_vocabs / sizeof bpe_vocabs[0])
+#define N_BPE_VOCABS (sizeof nu_bpe_vocabs / sizeof nu_bpe_vocabs[0])
 
 /* A vocabulary with the GGUF file (and image, if built here) it came from. */
 typedef struct loaded_vocab {
-    gguf_file *file;
+    nu_gguf_file *file;
     nu_vocab *vocab;
     uint8_t *image;
 } loaded_vocab;
@@ -47,7 +47,7 @@ static loaded_vocab load_named(const char *name) {
 
 static void unload(loaded_vocab *lv) {
     nu_vocab_free(lv->vocab);
-    gguf_close(lv->file);
+    nu_gguf_close(lv->file);
     free(lv->image);
 }
 
@@ -227,17 +227,17 @@ static nu_status log_piece(void *ctx, const char *s, size_t n, nu_error *err) {
 /* Checks the pieces a family cuts text into (joined with '|'). */
 static void expect_pieces(const char *family, const char *text, const char *want) {
     pretokenizer *p;
-    pretok_scratch *s;
+    nu_pretok_scratch *s;
     bool known;
     nu_error err = {0};
-    assert_int_equal(pretokenizer_new(family, strlen(family), &p, &known, &err), NU_OK);
+    assert_int_equal(nu_pretokenizer_new(family, strlen(family), &p, &known, &err), NU_OK);
     assert_true(known);
-    assert_int_equal(pretok_scratch_new(&s, &err), NU_OK);
+    assert_int_equal(nu_pretok_scratch_new(&s, &err), NU_OK);
     piece_log log = {{0}, 0};
-    assert_int_equal(pretokenize(p, s, text, strlen(text), log_piece, &log, &err), NU_OK);
+    assert_int_equal(nu_pretokenize(p, s, text, strlen(text), log_piece, &log, &err), NU_OK);
     if (strcmp(log.buf, want) != 0) fail_msg("%s:\n got  %s\n want %s", family, log.buf, want);
-    pretok_scratch_free(s);
-    pretokenizer_free(p);
+    nu_pretok_scratch_free(s);
+    nu_pretokenizer_free(p);
 }
 
 /* The pieces of two texts for each family, as Hugging Face's pre-tokenizers
@@ -302,19 +302,19 @@ static void test_pretokenizer_unknown(void **state) {
     pretokenizer *p;
     bool known = true;
     nu_error err = {0};
-    assert_int_equal(pretokenizer_new("made-up", 7, &p, &known, &err), NU_OK);
+    assert_int_equal(nu_pretokenizer_new("made-up", 7, &p, &known, &err), NU_OK);
     assert_false(known);
-    assert_string_equal(pretokenizer_family(p), "gpt-2");
-    pretokenizer_free(p);
-    assert_int_equal(pretokenizer_new("", 0, &p, &known, &err), NU_OK);
+    assert_string_equal(nu_pretokenizer_family(p), "gpt-2");
+    nu_pretokenizer_free(p);
+    assert_int_equal(nu_pretokenizer_new("", 0, &p, &known, &err), NU_OK);
     assert_true(known);
-    assert_string_equal(pretokenizer_family(p), "gpt-2");
-    assert_false(pretokenizer_ignores_merges(p));
-    pretokenizer_free(p);
-    assert_int_equal(pretokenizer_new("llama3", 6, &p, &known, &err), NU_OK);
-    assert_true(pretokenizer_ignores_merges(p));
-    assert_true(pretokenizer_adds_bos(p));
-    pretokenizer_free(p);
+    assert_string_equal(nu_pretokenizer_family(p), "gpt-2");
+    assert_false(nu_pretokenizer_ignores_merges(p));
+    nu_pretokenizer_free(p);
+    assert_int_equal(nu_pretokenizer_new("llama3", 6, &p, &known, &err), NU_OK);
+    assert_true(nu_pretokenizer_ignores_merges(p));
+    assert_true(nu_pretokenizer_adds_bos(p));
+    nu_pretokenizer_free(p);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -352,12 +352,12 @@ static void check_round_trip(const nu_vocab *v, const char *name, const char *te
 static void test_round_trip(void **state) {
     (void)state;
     for (size_t k = 0; k < N_BPE_VOCABS; k++) {
-        loaded_vocab lv = load_named(bpe_vocabs[k]);
+        loaded_vocab lv = load_named(nu_bpe_vocabs[k]);
         test_texts t = read_texts(nu_test_shared("vocab/ggml-vocab-gpt-2.gguf.inp"));
         for (size_t i = 0; i < t.n; i++)
-            check_round_trip(lv.vocab, bpe_vocabs[k], t.text[i], t.len[i]);
+            check_round_trip(lv.vocab, nu_bpe_vocabs[k], t.text[i], t.len[i]);
         for (size_t i = 0; i < sizeof extra_texts / sizeof extra_texts[0]; i++) {
-            check_round_trip(lv.vocab, bpe_vocabs[k], extra_texts[i], strlen(extra_texts[i]));
+            check_round_trip(lv.vocab, nu_bpe_vocabs[k], extra_texts[i], strlen(extra_texts[i]));
         }
         free(t.data);
         unload(&lv);
@@ -553,9 +553,9 @@ static void test_invalid_utf8(void **state) {
     };
     uint32_t seed = 12345;
     for (size_t k = 0; k < N_BPE_VOCABS; k++) {
-        loaded_vocab lv = load_named(bpe_vocabs[k]);
+        loaded_vocab lv = load_named(nu_bpe_vocabs[k]);
         const nu_vocab *v = lv.vocab;
-        bool exact = strcmp(bpe_vocabs[k], "gpt-2") == 0;
+        bool exact = strcmp(nu_bpe_vocabs[k], "gpt-2") == 0;
         for (size_t c = 0; c < 300; c++) {
             char rnd[64];
             const char *text = c < 12 ? cases[c] : rnd;
@@ -658,10 +658,10 @@ static nu_status build_vocab(const char *const *extra, size_t n_extra, const cha
     memset(lv, 0, sizeof *lv);
     assert_true(gw_emit(w, &lv->image, &size));
     gw_free(w);
-    assert_int_equal(gguf_open_memory(lv->image, size, &lv->file, err), NU_OK);
+    assert_int_equal(nu_gguf_open_memory(lv->image, size, &lv->file, err), NU_OK);
     nu_status st = nu_vocab_load(lv->file, &lv->vocab, err);
     if (st) {
-        gguf_close(lv->file);
+        nu_gguf_close(lv->file);
         free(lv->image);
     }
     return st;

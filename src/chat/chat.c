@@ -16,7 +16,7 @@
 #include "nucleus.h"
 
 struct nu_chat_template {
-    jinja_template *tpl;
+    nu_jinja_template *tpl;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -148,7 +148,7 @@ nu_status nu_chat_template_parse(const char *source, size_t len, nu_chat_templat
     if (!source && len) return nu_fail(err, NU_ERR_INVALID_ARG, "no template source");
     nu_chat_template *t = calloc(1, sizeof *t);
     if (!t) return nu_fail(err, NU_ERR_NOMEM, "out of memory");
-    nu_status st = jinja_parse(source, len, &t->tpl, err);
+    nu_status st = nu_jinja_parse(source, len, &t->tpl, err);
     if (st != NU_OK) {
         free(t);
         return st;
@@ -160,8 +160,8 @@ nu_status nu_chat_template_parse(const char *source, size_t len, nu_chat_templat
 nu_status nu_chat_template_from_model(const nu_model *model, nu_chat_template **out,
                                       nu_error *err) {
     *out = NULL;
-    gguf_string s;
-    if (!model || !model->file || !gguf_get_str(model->file, "tokenizer.chat_template", &s))
+    nu_gguf_string s;
+    if (!model || !model->file || !nu_gguf_get_str(model->file, "tokenizer.chat_template", &s))
         return nu_fail(err, NU_ERR_UNSUPPORTED,
                        "the model has no chat template "
                        "(tokenizer.chat_template); choose a built-in one");
@@ -189,13 +189,13 @@ const char *nu_chat_template_guess_builtin(const nu_model *model) {
 }
 
 const char *nu_chat_template_source(const nu_chat_template *t, size_t *len) {
-    if (len) *len = t ? jinja_source_len(t->tpl) : 0;
-    return t ? jinja_source(t->tpl) : NULL;
+    if (len) *len = t ? nu_jinja_source_len(t->tpl) : 0;
+    return t ? nu_jinja_source(t->tpl) : NULL;
 }
 
 void nu_chat_template_free(nu_chat_template *t) {
     if (!t) return;
-    jinja_free(t->tpl);
+    nu_jinja_free(t->tpl);
     free(t);
 }
 
@@ -271,8 +271,8 @@ nu_status nu_chat_render(const nu_chat_template *t, const nu_chat_render_params 
     cJSON *vars = NULL;
     nu_status st = build_vars(params, &vars, err);
     if (st != NU_OK) return st;
-    jinja_limits limits = jinja_default_limits();
-    st = jinja_render(t->tpl, vars, &limits, out, len, err);
+    nu_jinja_limits limits = nu_jinja_default_limits();
+    st = nu_jinja_render(t->tpl, vars, &limits, out, len, err);
     cJSON_Delete(vars);
     return st;
 }

@@ -20,30 +20,30 @@
 
 #include "nucleus.h"
 
-typedef struct jinja_template jinja_template;
+typedef struct nu_jinja_template nu_jinja_template;
 
 /* Parses template source (UTF-8; any bytes are accepted and never read past
  * len). Syntax errors, unknown tags, filters and tests fail here with
  * NU_ERR_FORMAT and "line L, column C: ...". */
-nu_status jinja_parse(const char *source, size_t len, jinja_template **out, nu_error *err);
-void jinja_free(jinja_template *t);
+nu_status nu_jinja_parse(const char *source, size_t len, nu_jinja_template **out, nu_error *err);
+void nu_jinja_free(nu_jinja_template *t);
 
 /* The normalised source the template was parsed from, and its length. */
-const char *jinja_source(const jinja_template *t);
-size_t jinja_source_len(const jinja_template *t);
+const char *nu_jinja_source(const nu_jinja_template *t);
+size_t nu_jinja_source_len(const nu_jinja_template *t);
 
 /* Bounds on one render; a render that goes past one fails. */
-typedef struct jinja_limits {
+typedef struct nu_jinja_limits {
     uint64_t max_steps;       /* statements and expressions evaluated */
     uint64_t max_alloc_bytes; /* bytes of strings and lists created, in total */
     size_t max_output;        /* bytes of output (and of any one string) */
     int max_depth;            /* nesting of evaluation (macro recursion, ...) */
-} jinja_limits;
+} nu_jinja_limits;
 
 /* Generous defaults for real conversations (a render takes a second or two
  * at worst): 5M steps, 256 MiB allocated in total, 64 MiB of output, depth
  * 400. */
-jinja_limits jinja_default_limits(void);
+nu_jinja_limits nu_jinja_default_limits(void);
 
 /* Renders with the members of vars (a JSON object, or NULL) as variables:
  * JSON null is None; a number is an int when its value is a whole number
@@ -52,7 +52,7 @@ jinja_limits jinja_default_limits(void);
  * template itself rejects the input with raise_exception(message) (the message is kept verbatim
  * after the position), NU_ERR_FORMAT for any other failure (undefined values used, type errors,
  * ...), NU_ERR_UNSUPPORTED when a limit is exceeded, NU_ERR_NOMEM. */
-nu_status jinja_render(const jinja_template *t, const cJSON *vars, const jinja_limits *limits,
+nu_status nu_jinja_render(const nu_jinja_template *t, const cJSON *vars, const nu_jinja_limits *limits,
                        char **out, size_t *out_len, nu_error *err);
 
 #endif

@@ -14,27 +14,27 @@
 
 #define BIND(what, ...)                                                                            \
     static const char *const names[] = {__VA_ARGS__};                                              \
-    jv p[sizeof names / sizeof *names];                                                            \
-    if (!jargs_bind(C, at, what, a, names, sizeof names / sizeof *names, p)) return false
+    nu_jv p[sizeof names / sizeof *names];                                                            \
+    if (!nu_jargs_bind(C, at, what, a, names, sizeof names / sizeof *names, p)) return false
 
 #define NO_ARGS(what)                                                                              \
-    if (!jargs_bind(C, at, what, a, NULL, 0, NULL)) return false
+    if (!nu_jargs_bind(C, at, what, a, NULL, 0, NULL)) return false
 
 /* ------------------------------------------------------------------------ */
 /* Helpers                                                                  */
 /* ------------------------------------------------------------------------ */
 
 /* Applies fn to str(v) (a new string reference on success). */
-static bool with_str(jctx *C, const jnode *at, jv v, jv *s) {
-    return jv_to_str(C, at, v, s);
+static bool with_str(nu_jctx *C, const jnode *at, nu_jv v, nu_jv *s) {
+    return nu_jv_to_str(C, at, v, s);
 }
 
-static bool opt_bool(jv v, bool dflt) {
-    return jarg_given(v) ? jv_truthy(v) : dflt;
+static bool opt_bool(nu_jv v, bool dflt) {
+    return jarg_given(v) ? nu_jv_truthy(v) : dflt;
 }
 
 /* An int argument, the default when not given. */
-static bool opt_int(jctx *C, const jnode *at, jv v, int64_t dflt, int64_t *out) {
+static bool opt_int(nu_jctx *C, const jnode *at, nu_jv v, int64_t dflt, int64_t *out) {
     if (!jarg_given(v) || v.type == JV_NONE)
         *out = dflt;
     else if (v.type == JV_INT)
@@ -44,30 +44,30 @@ static bool opt_int(jctx *C, const jnode *at, jv v, int64_t dflt, int64_t *out) 
     else if (v.type == JV_FLOAT)
         *out = (int64_t)v.u.f;
     else
-        return jfail(C, at, "expected an integer argument, got %s", jv_type_name(v));
+        return nu_jfail(C, at, "expected an integer argument, got %s", nu_jv_type_name(v));
     return true;
 }
 
 /* item.a.b.0: each dotted part looked up like a subscript (keys first,
  * digits as indices). */
-static bool attr_path(jctx *C, const jnode *at, jv item, jv path, jv *out) {
-    if (path.type == JV_INT) return jv_getitem(C, at, item, path, NULL, out);
-    if (path.type != JV_STR) return jfail(C, at, "attribute must be a string");
-    jv cur = jv_ref(item);
-    const char *s = jv_str(path)->data;
-    size_t n = jv_str(path)->len, i = 0;
+static bool attr_path(nu_jctx *C, const jnode *at, nu_jv item, nu_jv path, nu_jv *out) {
+    if (path.type == JV_INT) return nu_jv_getitem(C, at, item, path, NULL, out);
+    if (path.type != JV_STR) return nu_jfail(C, at, "attribute must be a string");
+    nu_jv cur = nu_jv_ref(item);
+    const char *s = nu_jv_str(path)->data;
+    size_t n = nu_jv_str(path)->len, i = 0;
     do {
         size_t j = i;
         while (j < n && s[j] != '.') j++;
-        jv key;
+        nu_jv key;
         bool digits = j > i;
         for (size_t k = i; k < j; k++) digits = digits && s[k] >= '0' && s[k] <= '9';
-        bool ok = digits && j - i < 18 ? (key = jv_int(strtoll(s + i, NULL, 10)), true)
-                                       : jv_new_str(C, at, s + i, j - i, &key);
-        jv next;
-        ok = ok && jv_getitem(C, at, cur, key, NULL, &next);
-        jv_unref(C, key);
-        jv_unref(C, cur);
+        bool ok = digits && j - i < 18 ? (key = nu_jv_int(strtoll(s + i, NULL, 10)), true)
+                                       : nu_jv_new_str(C, at, s + i, j - i, &key);
+        nu_jv next;
+        ok = ok && nu_jv_getitem(C, at, cur, key, NULL, &next);
+        nu_jv_unref(C, key);
+        nu_jv_unref(C, cur);
         if (!ok) return false;
         cur = next;
         i = j + 1;
@@ -78,25 +78,25 @@ static bool attr_path(jctx *C, const jnode *at, jv item, jv path, jv *out) {
 
 /* Key of an item for sort / unique / min / max: the attribute (or item
  * itself), lowercased unless case-sensitive. */
-static bool sort_key(jctx *C, const jnode *at, jv item, jv attribute, bool case_sensitive,
-                     jv *out) {
-    jv k;
+static bool sort_key(nu_jctx *C, const jnode *at, nu_jv item, nu_jv attribute, bool case_sensitive,
+                     nu_jv *out) {
+    nu_jv k;
     if (jarg_given(attribute) && attribute.type != JV_NONE) {
         if (!attr_path(C, at, item, attribute, &k)) return false;
     } else {
-        k = jv_ref(item);
+        k = nu_jv_ref(item);
     }
     if (case_sensitive || k.type != JV_STR) {
         *out = k;
         return true;
     }
-    bool ok = jinja_case(C, at, k, 1, out);
-    jv_unref(C, k);
+    bool ok = nu_jinja_case(C, at, k, 1, out);
+    nu_jv_unref(C, k);
     return ok;
 }
 
 /* Stable merge sort of idx[0..n) by keys. */
-static bool merge_sort(jctx *C, const jnode *at, const jv *keys, size_t *idx, size_t *tmp, size_t n,
+static bool merge_sort(nu_jctx *C, const jnode *at, const nu_jv *keys, size_t *idx, size_t *tmp, size_t n,
                        bool reverse) {
     if (n < 2) return true;
     size_t h = n / 2;
@@ -106,7 +106,7 @@ static bool merge_sort(jctx *C, const jnode *at, const jv *keys, size_t *idx, si
     size_t i = 0, j = h, k = 0;
     while (i < h && j < n) {
         int c;
-        if (!jv_cmp3(C, at, keys[idx[j]], keys[idx[i]], false, &c)) return false;
+        if (!nu_jv_cmp3(C, at, keys[idx[j]], keys[idx[i]], false, &c)) return false;
         bool take_right = reverse ? c > 0 : c < 0;
         tmp[k++] = take_right ? idx[j++] : idx[i++];
     }
@@ -117,30 +117,30 @@ static bool merge_sort(jctx *C, const jnode *at, const jv *keys, size_t *idx, si
 }
 
 /* The items of a list sorted by their keys (a new list). */
-static bool sorted_by(jctx *C, const jnode *at, jlist *l, jv *keys, bool reverse, jv *out) {
+static bool sorted_by(nu_jctx *C, const jnode *at, nu_jlist *l, nu_jv *keys, bool reverse, nu_jv *out) {
     size_t n = l->len;
     size_t *idx = malloc((n + 1) * sizeof *idx), *tmp = malloc((n + 1) * sizeof *tmp);
     bool ok = idx && tmp;
-    if (!ok) jfail_status(C, at, NU_ERR_NOMEM, "out of memory");
+    if (!ok) nu_jfail_status(C, at, NU_ERR_NOMEM, "out of memory");
     for (size_t i = 0; ok && i < n; i++) idx[i] = i;
-    ok = ok && merge_sort(C, at, keys, idx, tmp, n, reverse) && jv_new_list(C, at, n, out);
+    ok = ok && merge_sort(C, at, keys, idx, tmp, n, reverse) && nu_jv_new_list(C, at, n, out);
     for (size_t i = 0; ok && i < n; i++)
-        ok = jlist_push(C, at, jv_list(*out), jv_ref(l->items[idx[i]]));
+        ok = nu_jlist_push(C, at, nu_jv_list(*out), nu_jv_ref(l->items[idx[i]]));
     free(idx);
     free(tmp);
     return ok;
 }
 
 /* Keys of every item of a list (a malloc'd array of new references). */
-static jv *keys_of(jctx *C, const jnode *at, jlist *l, jv attribute, bool cs) {
-    jv *keys = calloc(l->len + 1, sizeof *keys);
+static nu_jv *keys_of(nu_jctx *C, const jnode *at, nu_jlist *l, nu_jv attribute, bool cs) {
+    nu_jv *keys = calloc(l->len + 1, sizeof *keys);
     if (!keys) {
-        jfail_status(C, at, NU_ERR_NOMEM, "out of memory");
+        nu_jfail_status(C, at, NU_ERR_NOMEM, "out of memory");
         return NULL;
     }
     for (size_t i = 0; i < l->len; i++) {
         if (!sort_key(C, at, l->items[i], attribute, cs, &keys[i])) {
-            for (size_t k = 0; k < i; k++) jv_unref(C, keys[k]);
+            for (size_t k = 0; k < i; k++) nu_jv_unref(C, keys[k]);
             free(keys);
             return NULL;
         }
@@ -148,8 +148,8 @@ static jv *keys_of(jctx *C, const jnode *at, jlist *l, jv attribute, bool cs) {
     return keys;
 }
 
-static void free_keys(jctx *C, jv *keys, size_t n) {
-    for (size_t i = 0; i < n; i++) jv_unref(C, keys[i]);
+static void free_keys(nu_jctx *C, nu_jv *keys, size_t n) {
+    for (size_t i = 0; i < n; i++) nu_jv_unref(C, keys[i]);
     free(keys);
 }
 
@@ -157,207 +157,207 @@ static void free_keys(jctx *C, jv *keys, size_t n) {
 /* String filters                                                           */
 /* ------------------------------------------------------------------------ */
 
-static bool f_trim(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
+static bool f_trim(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     BIND("trim", "chars");
-    jv s;
+    nu_jv s;
     if (!with_str(C, at, v, &s)) return false;
-    bool ok = jinja_strip(C, at, s, p[0], 3, out);
-    jv_unref(C, s);
+    bool ok = nu_jinja_strip(C, at, s, p[0], 3, out);
+    nu_jv_unref(C, s);
     return ok;
 }
 
 /* upper, lower, capitalize: str() then the case mapping. */
-static bool case_filter(jctx *C, const jnode *at, jv v, const jargs *a, jv *out, int mode) {
+static bool case_filter(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out, int mode) {
     NO_ARGS("filter");
-    jv s;
+    nu_jv s;
     if (!with_str(C, at, v, &s)) return false;
-    bool ok = jinja_case(C, at, s, mode, out);
-    jv_unref(C, s);
+    bool ok = nu_jinja_case(C, at, s, mode, out);
+    nu_jv_unref(C, s);
     return ok;
 }
 
-static bool f_upper(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
+static bool f_upper(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     return case_filter(C, at, v, a, out, 0);
 }
-static bool f_lower(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
+static bool f_lower(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     return case_filter(C, at, v, a, out, 1);
 }
-static bool f_capitalize(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
+static bool f_capitalize(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     return case_filter(C, at, v, a, out, 3);
 }
 
 /* Jinja's title: the first character after a run of whitespace, '-', '(',
  * '{', '[' or '<' (or at the start) uppercased, every other lowercased. */
-static bool f_title(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
+static bool f_title(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     NO_ARGS("title");
-    jv sv;
+    nu_jv sv;
     if (!with_str(C, at, v, &sv)) return false;
-    jstr *s = jv_str(sv);
-    jbuf b = {.limit = C->limits.max_output};
+    nu_jstr *s = nu_jv_str(sv);
+    nu_jbuf b = {.limit = C->limits.max_output};
     bool word_start = true;
     for (size_t i = 0; i < s->len;) {
-        uint32_t cp = utf8_decode(s->data, s->len, &i), m[3];
+        uint32_t cp = nu_utf8_decode(s->data, s->len, &i), m[3];
         bool delim =
-            uni_isspace(cp) || cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<';
-        int k = delim ? (m[0] = cp, 1) : word_start ? uni_upper(cp, m) : uni_lower(cp, m);
-        for (int j = 0; j < k; j++) utf8_encode(&b, m[j]);
+            nu_uni_isspace(cp) || cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<';
+        int k = delim ? (m[0] = cp, 1) : word_start ? nu_uni_upper(cp, m) : nu_uni_lower(cp, m);
+        for (int j = 0; j < k; j++) nu_utf8_encode(&b, m[j]);
         word_start = delim;
     }
-    jv_unref(C, sv);
-    return jv_new_str_from_buf(C, at, &b, out);
+    nu_jv_unref(C, sv);
+    return nu_jv_new_str_from_buf(C, at, &b, out);
 }
 
-static bool f_replace(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
+static bool f_replace(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     BIND("replace", "old", "new", "count");
-    if (!jarg_given(p[0]) || !jarg_given(p[1])) return jfail(C, at, "replace needs old and new");
-    jv s = jv_undef(), o = jv_undef(), n = jv_undef();
+    if (!jarg_given(p[0]) || !jarg_given(p[1])) return nu_jfail(C, at, "replace needs old and new");
+    nu_jv s = nu_jv_undef(), o = nu_jv_undef(), n = nu_jv_undef();
     int64_t count = 0;
     bool ok = opt_int(C, at, p[2], -1, &count) && with_str(C, at, v, &s) &&
               with_str(C, at, p[0], &o) && with_str(C, at, p[1], &n) &&
-              jinja_replace(C, at, s, o, n, count, out);
-    jv_unref(C, s);
-    jv_unref(C, o);
-    jv_unref(C, n);
+              nu_jinja_replace(C, at, s, o, n, count, out);
+    nu_jv_unref(C, s);
+    nu_jv_unref(C, o);
+    nu_jv_unref(C, n);
     return ok;
 }
 
-static bool f_string(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
+static bool f_string(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     NO_ARGS("string");
-    return jv_to_str(C, at, v, out);
+    return nu_jv_to_str(C, at, v, out);
 }
 
-static bool f_safe(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
+static bool f_safe(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     NO_ARGS("safe");
-    *out = jv_ref(v);
+    *out = nu_jv_ref(v);
     return true;
 }
 
 /* HTML escaping, which Jinja2's escape filter applies even with
  * autoescape off. */
-static bool f_escape(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
+static bool f_escape(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     NO_ARGS("escape");
-    jv sv;
+    nu_jv sv;
     if (!with_str(C, at, v, &sv)) return false;
-    jstr *s = jv_str(sv);
-    jbuf b = {.limit = C->limits.max_output};
+    nu_jstr *s = nu_jv_str(sv);
+    nu_jbuf b = {.limit = C->limits.max_output};
     for (size_t i = 0; i < s->len; i++) {
         switch (s->data[i]) {
-        case '&': jbuf_puts(&b, "&amp;"); break;
-        case '<': jbuf_puts(&b, "&lt;"); break;
-        case '>': jbuf_puts(&b, "&gt;"); break;
-        case '"': jbuf_puts(&b, "&#34;"); break;
-        case '\'': jbuf_puts(&b, "&#39;"); break;
-        default: jbuf_putc(&b, s->data[i]);
+        case '&': nu_jbuf_puts(&b, "&amp;"); break;
+        case '<': nu_jbuf_puts(&b, "&lt;"); break;
+        case '>': nu_jbuf_puts(&b, "&gt;"); break;
+        case '"': nu_jbuf_puts(&b, "&#34;"); break;
+        case '\'': nu_jbuf_puts(&b, "&#39;"); break;
+        default: nu_jbuf_putc(&b, s->data[i]);
         }
     }
-    jv_unref(C, sv);
-    return jv_new_str_from_buf(C, at, &b, out);
+    nu_jv_unref(C, sv);
+    return nu_jv_new_str_from_buf(C, at, &b, out);
 }
 
 /* indent(width=4, first=False, blank=False), Jinja 3's rules: a newline
  * is appended, the text split with str.splitlines() and joined again with
  * the indentation after each newline (blank lines only when blank). */
-static bool f_indent(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
+static bool f_indent(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     BIND("indent", "width", "first", "blank");
-    jbuf pad = {0}, b = {.limit = C->limits.max_output};
+    nu_jbuf pad = {0}, b = {.limit = C->limits.max_output};
     if (jarg_given(p[0]) && p[0].type == JV_STR) {
-        jbuf_put(&pad, jv_str(p[0])->data, jv_str(p[0])->len);
+        nu_jbuf_put(&pad, nu_jv_str(p[0])->data, nu_jv_str(p[0])->len);
     } else {
         int64_t w = 0;
         if (!opt_int(C, at, p[0], 4, &w)) return false;
-        for (int64_t i = 0; i < w && i < 4096; i++) jbuf_putc(&pad, ' ');
+        for (int64_t i = 0; i < w && i < 4096; i++) nu_jbuf_putc(&pad, ' ');
     }
-    jv sv, text = jv_undef(), lines = jv_undef();
-    jargs none = {0};
+    nu_jv sv, text = nu_jv_undef(), lines = nu_jv_undef();
+    nu_jargs none = {0};
     bool ok = with_str(C, at, v, &sv);
     if (ok) {
-        jbuf t = {.limit = C->limits.max_output};
-        jbuf_put(&t, jv_str(sv)->data, jv_str(sv)->len);
-        jbuf_putc(&t, '\n');
-        jv_unref(C, sv);
-        ok = jv_new_str_from_buf(C, at, &t, &text) &&
-             jcall_method(C, at, text, "splitlines", &none, &lines);
+        nu_jbuf t = {.limit = C->limits.max_output};
+        nu_jbuf_put(&t, nu_jv_str(sv)->data, nu_jv_str(sv)->len);
+        nu_jbuf_putc(&t, '\n');
+        nu_jv_unref(C, sv);
+        ok = nu_jv_new_str_from_buf(C, at, &t, &text) &&
+             nu_jcall_method(C, at, text, "splitlines", &none, &lines);
     }
     if (ok) {
-        jlist *l = jv_list(lines);
+        nu_jlist *l = nu_jv_list(lines);
         bool blank = opt_bool(p[2], false);
-        if (opt_bool(p[1], false)) jbuf_put(&b, pad.data, pad.len);
+        if (opt_bool(p[1], false)) nu_jbuf_put(&b, pad.data, pad.len);
         for (size_t i = 0; i < l->len; i++) {
-            jstr *line = jv_str(l->items[i]);
+            nu_jstr *line = nu_jv_str(l->items[i]);
             if (i > 0) {
-                jbuf_putc(&b, '\n');
-                if (blank || line->len > 0) jbuf_put(&b, pad.data, pad.len);
+                nu_jbuf_putc(&b, '\n');
+                if (blank || line->len > 0) nu_jbuf_put(&b, pad.data, pad.len);
             }
-            jbuf_put(&b, line->data, line->len);
+            nu_jbuf_put(&b, line->data, line->len);
         }
     }
-    jv_unref(C, lines);
-    jv_unref(C, text);
-    jbuf_free(&pad);
+    nu_jv_unref(C, lines);
+    nu_jv_unref(C, text);
+    nu_jbuf_free(&pad);
     if (!ok) {
-        jbuf_free(&b);
+        nu_jbuf_free(&b);
         return false;
     }
-    return jv_new_str_from_buf(C, at, &b, out);
+    return nu_jv_new_str_from_buf(C, at, &b, out);
 }
 
-static bool f_center(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
+static bool f_center(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     BIND("center", "width");
     int64_t w = 0;
-    jv sv;
+    nu_jv sv;
     if (!opt_int(C, at, p[0], 80, &w) || !with_str(C, at, v, &sv)) return false;
-    jstr *s = jv_str(sv);
+    nu_jstr *s = nu_jv_str(sv);
     int64_t n = (int64_t)s->nchars, padding = w > n ? w - n : 0;
     if (padding > (int64_t)C->limits.max_output) padding = 0;
     int64_t left = padding / 2 + (padding & w & 1);
-    jbuf b = {.limit = C->limits.max_output};
-    for (int64_t i = 0; i < left; i++) jbuf_putc(&b, ' ');
-    jbuf_put(&b, s->data, s->len);
-    for (int64_t i = left; i < padding; i++) jbuf_putc(&b, ' ');
-    jv_unref(C, sv);
-    return jv_new_str_from_buf(C, at, &b, out);
+    nu_jbuf b = {.limit = C->limits.max_output};
+    for (int64_t i = 0; i < left; i++) nu_jbuf_putc(&b, ' ');
+    nu_jbuf_put(&b, s->data, s->len);
+    for (int64_t i = left; i < padding; i++) nu_jbuf_putc(&b, ' ');
+    nu_jv_unref(C, sv);
+    return nu_jv_new_str_from_buf(C, at, &b, out);
 }
 
-static bool f_wordcount(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
+static bool f_wordcount(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     NO_ARGS("wordcount");
-    jv sv;
+    nu_jv sv;
     if (!with_str(C, at, v, &sv)) return false;
-    jstr *s = jv_str(sv);
+    nu_jstr *s = nu_jv_str(sv);
     int64_t n = 0;
     bool in_word = false;
     for (size_t i = 0; i < s->len;) {
-        uint32_t cp = utf8_decode(s->data, s->len, &i);
-        bool w = cp == '_' || uni_isalnum(cp);
+        uint32_t cp = nu_utf8_decode(s->data, s->len, &i);
+        bool w = cp == '_' || nu_uni_isalnum(cp);
         if (w && !in_word) n++;
         in_word = w;
     }
-    jv_unref(C, sv);
-    *out = jv_int(n);
+    nu_jv_unref(C, sv);
+    *out = nu_jv_int(n);
     return true;
 }
 
-static bool f_format(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
-    jv sv, args = jv_undef();
+static bool f_format(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
+    nu_jv sv, args = nu_jv_undef();
     if (a->n_pos && a->n_kw)
-        return jfail(C, at, "can't handle positional and keyword arguments at the same time");
+        return nu_jfail(C, at, "can't handle positional and keyword arguments at the same time");
     if (!with_str(C, at, v, &sv)) return false;
     bool ok;
     if (a->n_kw) {
-        ok = jv_new_dict(C, at, &args);
+        ok = nu_jv_new_dict(C, at, &args);
         for (size_t k = 0; ok && k < a->n_kw; k++) {
-            jv key;
-            ok = jv_new_str(C, at, a->kw_names[k], strlen(a->kw_names[k]), &key) &&
-                 jdict_set(C, at, jv_dict(args), key, jv_ref(a->kw[k]));
+            nu_jv key;
+            ok = nu_jv_new_str(C, at, a->kw_names[k], strlen(a->kw_names[k]), &key) &&
+                 nu_jdict_set(C, at, nu_jv_dict(args), key, nu_jv_ref(a->kw[k]));
         }
     } else {
-        ok = jv_new_list(C, at, a->n_pos, &args);
+        ok = nu_jv_new_list(C, at, a->n_pos, &args);
         if (ok) args.u.o->flags |= JO_TUPLE;
         for (size_t k = 0; ok && k < a->n_pos; k++)
-            ok = jlist_push(C, at, jv_list(args), jv_ref(a->pos[k]));
+            ok = nu_jlist_push(C, at, nu_jv_list(args), nu_jv_ref(a->pos[k]));
     }
-    ok = ok && jinja_percent_format(C, at, sv, args, out);
-    jv_unref(C, sv);
-    jv_unref(C, args);
+    ok = ok && nu_jinja_percent_format(C, at, sv, args, out);
+    nu_jv_unref(C, sv);
+    nu_jv_unref(C, args);
     return ok;
 }
 
@@ -365,258 +365,258 @@ static bool f_format(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
 /* Sequence filters                                                         */
 /* ------------------------------------------------------------------------ */
 
-static bool f_length(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
+static bool f_length(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     NO_ARGS("length");
     int64_t n;
-    if (!jv_length(C, at, v, &n)) return false;
-    *out = jv_int(n);
+    if (!nu_jv_length(C, at, v, &n)) return false;
+    *out = nu_jv_int(n);
     return true;
 }
 
-static bool f_list(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
+static bool f_list(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     NO_ARGS("list");
-    jv items;
-    if (!jv_iterate(C, at, v, &items)) return false;
-    if (items.u.o != v.u.o || !jv_is_tuple(v)) {
+    nu_jv items;
+    if (!nu_jv_iterate(C, at, v, &items)) return false;
+    if (items.u.o != v.u.o || !nu_jv_is_tuple(v)) {
         *out = items;
         return true;
     }
-    jlist *l = jv_list(items); /* a tuple becomes a list */
-    bool ok = jv_new_list(C, at, l->len, out);
+    nu_jlist *l = nu_jv_list(items); /* a tuple becomes a list */
+    bool ok = nu_jv_new_list(C, at, l->len, out);
     for (size_t i = 0; ok && i < l->len; i++)
-        ok = jlist_push(C, at, jv_list(*out), jv_ref(l->items[i]));
-    jv_unref(C, items);
+        ok = nu_jlist_push(C, at, nu_jv_list(*out), nu_jv_ref(l->items[i]));
+    nu_jv_unref(C, items);
     return ok;
 }
 
 /* first / last item (undefined for an empty sequence). */
-static bool first_last(jctx *C, const jnode *at, jv v, const jargs *a, jv *out, bool last) {
+static bool first_last(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out, bool last) {
     NO_ARGS(last ? "last" : "first");
-    jv items;
-    if (!jv_iterate(C, at, v, &items)) return false;
-    jlist *l = jv_list(items);
+    nu_jv items;
+    if (!nu_jv_iterate(C, at, v, &items)) return false;
+    nu_jlist *l = nu_jv_list(items);
     if (l->len == 0) {
-        *out = jv_undef();
+        *out = nu_jv_undef();
         out->hint = JU_EMPTY;
     } else {
-        *out = jv_ref(l->items[last ? l->len - 1 : 0]);
+        *out = nu_jv_ref(l->items[last ? l->len - 1 : 0]);
     }
-    jv_unref(C, items);
+    nu_jv_unref(C, items);
     return true;
 }
 
-static bool f_first(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
+static bool f_first(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     return first_last(C, at, v, a, out, false);
 }
-static bool f_last(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
+static bool f_last(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     return first_last(C, at, v, a, out, true);
 }
 
-static bool f_join(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
+static bool f_join(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     BIND("join", "d", "attribute");
-    jv items, sep = jv_undef();
-    if (!jv_iterate(C, at, v, &items)) return false;
-    bool ok = jarg_given(p[0]) ? with_str(C, at, p[0], &sep) : jv_new_str(C, at, "", 0, &sep);
-    jbuf b = {.limit = C->limits.max_output};
-    jlist *l = jv_list(items);
+    nu_jv items, sep = nu_jv_undef();
+    if (!nu_jv_iterate(C, at, v, &items)) return false;
+    bool ok = jarg_given(p[0]) ? with_str(C, at, p[0], &sep) : nu_jv_new_str(C, at, "", 0, &sep);
+    nu_jbuf b = {.limit = C->limits.max_output};
+    nu_jlist *l = nu_jv_list(items);
     for (size_t i = 0; ok && i < l->len; i++) {
-        if (i) jbuf_put(&b, jv_str(sep)->data, jv_str(sep)->len);
-        jv item = l->items[i], got = jv_undef();
+        if (i) nu_jbuf_put(&b, nu_jv_str(sep)->data, nu_jv_str(sep)->len);
+        nu_jv item = l->items[i], got = nu_jv_undef();
         if (jarg_given(p[1]) && p[1].type != JV_NONE) {
             ok = attr_path(C, at, item, p[1], &got);
             item = got;
         }
-        ok = ok && jv_print(C, at, &b, item);
-        jv_unref(C, got);
+        ok = ok && nu_jv_print(C, at, &b, item);
+        nu_jv_unref(C, got);
     }
-    jv_unref(C, items);
-    jv_unref(C, sep);
+    nu_jv_unref(C, items);
+    nu_jv_unref(C, sep);
     if (!ok) {
-        jbuf_free(&b);
+        nu_jbuf_free(&b);
         return false;
     }
-    return jv_new_str_from_buf(C, at, &b, out);
+    return nu_jv_new_str_from_buf(C, at, &b, out);
 }
 
-static bool f_default(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
+static bool f_default(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     BIND("default", "default_value", "boolean");
-    bool use = v.type == JV_UNDEF || (opt_bool(p[1], false) && !jv_truthy(v));
+    bool use = v.type == JV_UNDEF || (opt_bool(p[1], false) && !nu_jv_truthy(v));
     if (!use)
-        *out = jv_ref(v);
+        *out = nu_jv_ref(v);
     else if (jarg_given(p[0]))
-        *out = jv_ref(p[0]);
+        *out = nu_jv_ref(p[0]);
     else
-        return jv_new_str(C, at, "", 0, out);
+        return nu_jv_new_str(C, at, "", 0, out);
     return true;
 }
 
 /* dict | items: (key, value) tuples; undefined gives nothing. */
-static bool f_items(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
+static bool f_items(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     NO_ARGS("items");
-    if (v.type == JV_UNDEF) return jv_new_list(C, at, 0, out);
-    if (v.type != JV_DICT || jv_is_namespace(v))
-        return jfail(C, at, "Can only get item pairs from a mapping.");
-    jargs none = {0};
-    return jcall_method(C, at, v, "items", &none, out);
+    if (v.type == JV_UNDEF) return nu_jv_new_list(C, at, 0, out);
+    if (v.type != JV_DICT || nu_jv_is_namespace(v))
+        return nu_jfail(C, at, "Can only get item pairs from a mapping.");
+    nu_jargs none = {0};
+    return nu_jcall_method(C, at, v, "items", &none, out);
 }
 
-static bool f_dictsort(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
+static bool f_dictsort(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     BIND("dictsort", "case_sensitive", "by", "reverse");
-    if (v.type != JV_DICT || jv_is_namespace(v)) return jfail(C, at, "dictsort needs a mapping");
+    if (v.type != JV_DICT || nu_jv_is_namespace(v)) return nu_jfail(C, at, "dictsort needs a mapping");
     int pos = 0;
     if (jarg_given(p[1])) {
-        if (p[1].type == JV_STR && !strcmp(jv_str(p[1])->data, "value"))
+        if (p[1].type == JV_STR && !strcmp(nu_jv_str(p[1])->data, "value"))
             pos = 1;
-        else if (!(p[1].type == JV_STR && !strcmp(jv_str(p[1])->data, "key")))
-            return jfail(C, at, "You can only sort by either \"key\" or \"value\"");
+        else if (!(p[1].type == JV_STR && !strcmp(nu_jv_str(p[1])->data, "key")))
+            return nu_jfail(C, at, "You can only sort by either \"key\" or \"value\"");
     }
-    jv items;
-    jargs none = {0};
-    if (!jcall_method(C, at, v, "items", &none, &items)) return false;
-    jv idx = jv_int(pos);
-    jv *keys = keys_of(C, at, jv_list(items), idx, opt_bool(p[0], false));
-    bool ok = keys && sorted_by(C, at, jv_list(items), keys, opt_bool(p[2], false), out);
-    if (keys) free_keys(C, keys, jv_list(items)->len);
-    jv_unref(C, items);
+    nu_jv items;
+    nu_jargs none = {0};
+    if (!nu_jcall_method(C, at, v, "items", &none, &items)) return false;
+    nu_jv idx = nu_jv_int(pos);
+    nu_jv *keys = keys_of(C, at, nu_jv_list(items), idx, opt_bool(p[0], false));
+    bool ok = keys && sorted_by(C, at, nu_jv_list(items), keys, opt_bool(p[2], false), out);
+    if (keys) free_keys(C, keys, nu_jv_list(items)->len);
+    nu_jv_unref(C, items);
     return ok;
 }
 
-static bool f_sort(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
+static bool f_sort(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     BIND("sort", "reverse", "case_sensitive", "attribute");
-    jv items;
-    if (!jv_iterate(C, at, v, &items)) return false;
-    jv *keys = keys_of(C, at, jv_list(items), p[2], opt_bool(p[1], false));
-    bool ok = keys && sorted_by(C, at, jv_list(items), keys, opt_bool(p[0], false), out);
-    if (keys) free_keys(C, keys, jv_list(items)->len);
-    jv_unref(C, items);
+    nu_jv items;
+    if (!nu_jv_iterate(C, at, v, &items)) return false;
+    nu_jv *keys = keys_of(C, at, nu_jv_list(items), p[2], opt_bool(p[1], false));
+    bool ok = keys && sorted_by(C, at, nu_jv_list(items), keys, opt_bool(p[0], false), out);
+    if (keys) free_keys(C, keys, nu_jv_list(items)->len);
+    nu_jv_unref(C, items);
     return ok;
 }
 
-static bool f_unique(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
+static bool f_unique(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     BIND("unique", "case_sensitive", "attribute");
-    jv items;
-    if (!jv_iterate(C, at, v, &items)) return false;
-    jlist *l = jv_list(items);
-    jv *keys = keys_of(C, at, l, p[1], opt_bool(p[0], false));
-    bool ok = keys && jv_new_list(C, at, 0, out);
+    nu_jv items;
+    if (!nu_jv_iterate(C, at, v, &items)) return false;
+    nu_jlist *l = nu_jv_list(items);
+    nu_jv *keys = keys_of(C, at, l, p[1], opt_bool(p[0], false));
+    bool ok = keys && nu_jv_new_list(C, at, 0, out);
     for (size_t i = 0; ok && i < l->len; i++) {
         bool seen = false;
-        for (size_t j = 0; ok && j < i && !seen; j++) ok = jv_equal(C, at, keys[j], keys[i], &seen);
-        if (ok && !seen) ok = jlist_push(C, at, jv_list(*out), jv_ref(l->items[i]));
+        for (size_t j = 0; ok && j < i && !seen; j++) ok = nu_jv_equal(C, at, keys[j], keys[i], &seen);
+        if (ok && !seen) ok = nu_jlist_push(C, at, nu_jv_list(*out), nu_jv_ref(l->items[i]));
     }
     if (keys) free_keys(C, keys, l->len);
-    jv_unref(C, items);
+    nu_jv_unref(C, items);
     return ok;
 }
 
 /* min / max (undefined for an empty sequence). */
-static bool min_max(jctx *C, const jnode *at, jv v, const jargs *a, jv *out, bool max) {
+static bool min_max(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out, bool max) {
     BIND(max ? "max" : "min", "case_sensitive", "attribute");
-    jv items;
-    if (!jv_iterate(C, at, v, &items)) return false;
-    jlist *l = jv_list(items);
-    jv *keys = keys_of(C, at, l, p[1], opt_bool(p[0], false));
+    nu_jv items;
+    if (!nu_jv_iterate(C, at, v, &items)) return false;
+    nu_jlist *l = nu_jv_list(items);
+    nu_jv *keys = keys_of(C, at, l, p[1], opt_bool(p[0], false));
     bool ok = keys != NULL;
     size_t best = 0;
     for (size_t i = 1; ok && i < l->len; i++) {
         int c;
-        ok = jv_cmp3(C, at, keys[i], keys[best], false, &c);
+        ok = nu_jv_cmp3(C, at, keys[i], keys[best], false, &c);
         if (ok && (max ? c > 0 : c < 0)) best = i;
     }
-    if (ok) *out = l->len ? jv_ref(l->items[best]) : jv_undef();
+    if (ok) *out = l->len ? nu_jv_ref(l->items[best]) : nu_jv_undef();
     if (keys) free_keys(C, keys, l->len);
-    jv_unref(C, items);
+    nu_jv_unref(C, items);
     return ok;
 }
 
-static bool f_min(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
+static bool f_min(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     return min_max(C, at, v, a, out, false);
 }
-static bool f_max(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
+static bool f_max(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     return min_max(C, at, v, a, out, true);
 }
 
-static bool f_reverse(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
+static bool f_reverse(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     NO_ARGS("reverse");
-    if (v.type == JV_STR) return jinja_slice(C, at, v, jv_none(), jv_none(), jv_int(-1), out);
-    jv items;
-    if (!jv_iterate(C, at, v, &items)) return false;
-    jlist *l = jv_list(items);
-    bool ok = jv_new_list(C, at, l->len, out);
+    if (v.type == JV_STR) return nu_jinja_slice(C, at, v, nu_jv_none(), nu_jv_none(), nu_jv_int(-1), out);
+    nu_jv items;
+    if (!nu_jv_iterate(C, at, v, &items)) return false;
+    nu_jlist *l = nu_jv_list(items);
+    bool ok = nu_jv_new_list(C, at, l->len, out);
     for (size_t i = l->len; ok && i-- > 0;)
-        ok = jlist_push(C, at, jv_list(*out), jv_ref(l->items[i]));
-    jv_unref(C, items);
+        ok = nu_jlist_push(C, at, nu_jv_list(*out), nu_jv_ref(l->items[i]));
+    nu_jv_unref(C, items);
     return ok;
 }
 
-static bool f_batch(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
+static bool f_batch(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     BIND("batch", "linecount", "fill_with");
     int64_t n = 0;
     if (!opt_int(C, at, p[0], 0, &n)) return false;
-    if (n <= 0) return jfail(C, at, "batch size must be positive");
-    jv items, row = jv_undef();
-    if (!jv_iterate(C, at, v, &items)) return false;
-    jlist *l = jv_list(items);
-    bool ok = jv_new_list(C, at, 0, out);
+    if (n <= 0) return nu_jfail(C, at, "batch size must be positive");
+    nu_jv items, row = nu_jv_undef();
+    if (!nu_jv_iterate(C, at, v, &items)) return false;
+    nu_jlist *l = nu_jv_list(items);
+    bool ok = nu_jv_new_list(C, at, 0, out);
     for (size_t i = 0; ok && i < l->len; i++) {
-        if (row.type == JV_UNDEF) ok = jv_new_list(C, at, (size_t)n, &row);
-        ok = ok && jlist_push(C, at, jv_list(row), jv_ref(l->items[i]));
-        if (ok && (int64_t)jv_list(row)->len == n) {
-            ok = jlist_push(C, at, jv_list(*out), row);
-            row = jv_undef();
+        if (row.type == JV_UNDEF) ok = nu_jv_new_list(C, at, (size_t)n, &row);
+        ok = ok && nu_jlist_push(C, at, nu_jv_list(row), nu_jv_ref(l->items[i]));
+        if (ok && (int64_t)nu_jv_list(row)->len == n) {
+            ok = nu_jlist_push(C, at, nu_jv_list(*out), row);
+            row = nu_jv_undef();
         }
     }
     if (ok && row.type != JV_UNDEF) {
-        while (ok && jarg_given(p[1]) && (int64_t)jv_list(row)->len < n)
-            ok = jlist_push(C, at, jv_list(row), jv_ref(p[1]));
-        ok = ok && jlist_push(C, at, jv_list(*out), row);
+        while (ok && jarg_given(p[1]) && (int64_t)nu_jv_list(row)->len < n)
+            ok = nu_jlist_push(C, at, nu_jv_list(row), nu_jv_ref(p[1]));
+        ok = ok && nu_jlist_push(C, at, nu_jv_list(*out), row);
     }
-    jv_unref(C, items);
+    nu_jv_unref(C, items);
     return ok;
 }
 
-static bool f_sum(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
+static bool f_sum(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     BIND("sum", "attribute", "start");
-    jv items, total = jarg_given(p[1]) ? jv_ref(p[1]) : jv_int(0);
-    if (!jv_iterate(C, at, v, &items)) return false;
-    jlist *l = jv_list(items);
+    nu_jv items, total = jarg_given(p[1]) ? nu_jv_ref(p[1]) : nu_jv_int(0);
+    if (!nu_jv_iterate(C, at, v, &items)) return false;
+    nu_jlist *l = nu_jv_list(items);
     bool ok = true;
     for (size_t i = 0; ok && i < l->len; i++) {
-        jv x = l->items[i], got = jv_undef();
+        nu_jv x = l->items[i], got = nu_jv_undef();
         if (jarg_given(p[0]) && p[0].type != JV_NONE) {
             ok = attr_path(C, at, x, p[0], &got);
             x = got;
         }
-        if (ok && !(jv_is_number(x) && jv_is_number(total)))
-            ok = jfail(C, at, "unsupported operand type(s) for +: '%s' and '%s'",
-                       jv_type_name(total), jv_type_name(x));
+        if (ok && !(nu_jv_is_number(x) && nu_jv_is_number(total)))
+            ok = nu_jfail(C, at, "unsupported operand type(s) for +: '%s' and '%s'",
+                       nu_jv_type_name(total), nu_jv_type_name(x));
         if (ok) {
             if (total.type != JV_FLOAT && x.type != JV_FLOAT) {
                 int64_t t = total.type == JV_INT ? total.u.i : total.u.b;
                 int64_t y = x.type == JV_INT ? x.u.i : x.u.b;
-                if (__builtin_add_overflow(t, y, &t)) ok = jfail(C, at, "integer overflow");
-                total = jv_int(t);
+                if (__builtin_add_overflow(t, y, &t)) ok = nu_jfail(C, at, "integer overflow");
+                total = nu_jv_int(t);
             } else {
                 double t = total.type == JV_FLOAT
                                ? total.u.f
                                : (double)(total.type == JV_INT ? total.u.i : total.u.b);
                 double y = x.type == JV_FLOAT ? x.u.f : (double)(x.type == JV_INT ? x.u.i : x.u.b);
-                total = jv_float(t + y);
+                total = nu_jv_float(t + y);
             }
         }
-        jv_unref(C, got);
+        nu_jv_unref(C, got);
     }
-    jv_unref(C, items);
+    nu_jv_unref(C, items);
     if (ok) *out = total;
     return ok;
 }
 
 /* map(attribute=...) or map('filter', args...). */
-static bool f_map(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
-    jv items;
-    if (!jv_iterate(C, at, v, &items)) return false;
-    jlist *l = jv_list(items);
-    jv attribute = jv_undef(), dflt = jv_undef();
+static bool f_map(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
+    nu_jv items;
+    if (!nu_jv_iterate(C, at, v, &items)) return false;
+    nu_jlist *l = nu_jv_list(items);
+    nu_jv attribute = nu_jv_undef(), dflt = nu_jv_undef();
     bool has_attr = false, has_default = false;
     for (size_t k = 0; k < a->n_kw; k++) {
         if (!strcmp(a->kw_names[k], "attribute"))
@@ -625,55 +625,55 @@ static bool f_map(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
             dflt = a->kw[k], has_default = true;
     }
     const jfilter_def *f = NULL;
-    jargs rest = {0};
+    nu_jargs rest = {0};
     bool ok = true;
     if (!has_attr) {
         if (a->n_pos == 0 || a->pos[0].type != JV_STR)
-            ok = jfail(C, at, "map needs a filter name or attribute=");
-        else if (!(f = jinja_find_filter(jv_str(a->pos[0])->data)))
-            ok = jfail(C, at, "no filter named '%s'", jv_str(a->pos[0])->data);
+            ok = nu_jfail(C, at, "map needs a filter name or attribute=");
+        else if (!(f = nu_jinja_find_filter(nu_jv_str(a->pos[0])->data)))
+            ok = nu_jfail(C, at, "no filter named '%s'", nu_jv_str(a->pos[0])->data);
         rest.n_pos = a->n_pos ? a->n_pos - 1 : 0;
         for (size_t k = 0; k < rest.n_pos; k++) rest.pos[k] = a->pos[k + 1];
         rest.n_kw = a->n_kw;
         for (size_t k = 0; k < a->n_kw; k++)
             rest.kw_names[k] = a->kw_names[k], rest.kw[k] = a->kw[k];
     }
-    ok = ok && jv_new_list(C, at, l->len, out);
+    ok = ok && nu_jv_new_list(C, at, l->len, out);
     for (size_t i = 0; ok && i < l->len; i++) {
-        jv r;
+        nu_jv r;
         if (has_attr) {
             ok = attr_path(C, at, l->items[i], attribute, &r);
-            if (ok && r.type == JV_UNDEF && has_default) r = jv_ref(dflt);
+            if (ok && r.type == JV_UNDEF && has_default) r = nu_jv_ref(dflt);
         } else {
             ok = f->fn(C, at, l->items[i], &rest, &r);
         }
-        ok = ok && jlist_push(C, at, jv_list(*out), r);
+        ok = ok && nu_jlist_push(C, at, nu_jv_list(*out), r);
     }
-    jv_unref(C, items);
+    nu_jv_unref(C, items);
     return ok;
 }
 
 /* select / reject / selectattr / rejectattr. */
-static bool select_impl(jctx *C, const jnode *at, jv v, const jargs *a, jv *out, bool attr,
+static bool select_impl(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out, bool attr,
                         bool keep) {
-    jv items;
+    nu_jv items;
     size_t skip = attr ? 1 : 0;
-    if (attr && a->n_pos < 1) return jfail(C, at, "selectattr needs an attribute name");
+    if (attr && a->n_pos < 1) return nu_jfail(C, at, "selectattr needs an attribute name");
     const jtest_def *t = NULL;
     if (a->n_pos > skip) {
-        if (a->pos[skip].type != JV_STR) return jfail(C, at, "test name must be a string");
-        t = jinja_find_test(jv_str(a->pos[skip])->data);
-        if (!t) return jfail(C, at, "no test named '%s'", jv_str(a->pos[skip])->data);
+        if (a->pos[skip].type != JV_STR) return nu_jfail(C, at, "test name must be a string");
+        t = nu_jinja_find_test(nu_jv_str(a->pos[skip])->data);
+        if (!t) return nu_jfail(C, at, "no test named '%s'", nu_jv_str(a->pos[skip])->data);
     }
-    jargs rest = {0};
+    nu_jargs rest = {0};
     for (size_t k = skip + 1; k < a->n_pos; k++) rest.pos[rest.n_pos++] = a->pos[k];
     for (size_t k = 0; k < a->n_kw; k++) rest.kw_names[k] = a->kw_names[k], rest.kw[k] = a->kw[k];
     rest.n_kw = a->n_kw;
-    if (!jv_iterate(C, at, v, &items)) return false;
-    jlist *l = jv_list(items);
-    bool ok = jv_new_list(C, at, 0, out);
+    if (!nu_jv_iterate(C, at, v, &items)) return false;
+    nu_jlist *l = nu_jv_list(items);
+    bool ok = nu_jv_new_list(C, at, 0, out);
     for (size_t i = 0; ok && i < l->len; i++) {
-        jv x = l->items[i], got = jv_undef();
+        nu_jv x = l->items[i], got = nu_jv_undef();
         if (attr) {
             ok = attr_path(C, at, x, a->pos[0], &got);
             x = got;
@@ -683,57 +683,57 @@ static bool select_impl(jctx *C, const jnode *at, jv v, const jargs *a, jv *out,
             if (t)
                 ok = t->fn(C, at, x, &rest, &r);
             else
-                r = jv_truthy(x);
+                r = nu_jv_truthy(x);
         }
-        if (ok && r == keep) ok = jlist_push(C, at, jv_list(*out), jv_ref(l->items[i]));
-        jv_unref(C, got);
+        if (ok && r == keep) ok = nu_jlist_push(C, at, nu_jv_list(*out), nu_jv_ref(l->items[i]));
+        nu_jv_unref(C, got);
     }
-    jv_unref(C, items);
+    nu_jv_unref(C, items);
     return ok;
 }
 
-static bool f_select(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
+static bool f_select(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     return select_impl(C, at, v, a, out, false, true);
 }
-static bool f_reject(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
+static bool f_reject(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     return select_impl(C, at, v, a, out, false, false);
 }
-static bool f_selectattr(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
+static bool f_selectattr(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     return select_impl(C, at, v, a, out, true, true);
 }
-static bool f_rejectattr(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
+static bool f_rejectattr(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     return select_impl(C, at, v, a, out, true, false);
 }
 
-static bool f_attr(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
+static bool f_attr(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     BIND("attr", "name");
-    if (!jarg_given(p[0]) || p[0].type != JV_STR) return jfail(C, at, "attr needs a name");
-    return jv_getitem(C, at, v, p[0], NULL, out);
+    if (!jarg_given(p[0]) || p[0].type != JV_STR) return nu_jfail(C, at, "attr needs a name");
+    return nu_jv_getitem(C, at, v, p[0], NULL, out);
 }
 
 /* ------------------------------------------------------------------------ */
 /* Numbers                                                                  */
 /* ------------------------------------------------------------------------ */
 
-static bool f_abs(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
+static bool f_abs(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     NO_ARGS("abs");
     if (v.type == JV_INT) {
-        if (v.u.i == INT64_MIN) return jfail(C, at, "integer overflow");
-        *out = jv_int(v.u.i < 0 ? -v.u.i : v.u.i);
+        if (v.u.i == INT64_MIN) return nu_jfail(C, at, "integer overflow");
+        *out = nu_jv_int(v.u.i < 0 ? -v.u.i : v.u.i);
     } else if (v.type == JV_BOOL)
-        *out = jv_int(v.u.b);
+        *out = nu_jv_int(v.u.b);
     else if (v.type == JV_FLOAT)
-        *out = jv_float(fabs(v.u.f));
+        *out = nu_jv_float(fabs(v.u.f));
     else if (v.type == JV_UNDEF)
-        return jfail_undefined(C, at, v);
+        return nu_jfail_undefined(C, at, v);
     else
-        return jfail(C, at, "bad operand type for abs(): '%s'", jv_type_name(v));
+        return nu_jfail(C, at, "bad operand type for abs(): '%s'", nu_jv_type_name(v));
     return true;
 }
 
 /* ASCII whitespace (the bytes of other whitespace are not ASCII). */
 static bool ascii_space(char c) {
-    return (unsigned char)c < 0x80 && uni_isspace((unsigned char)c);
+    return (unsigned char)c < 0x80 && nu_uni_isspace((unsigned char)c);
 }
 
 /* Python's float(): optional whitespace, sign, digits with underscores,
@@ -795,35 +795,35 @@ static bool parse_py_int(const char *s, size_t n, int base, int64_t *out) {
     return true;
 }
 
-static bool f_int(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
+static bool f_int(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     BIND("int", "default", "base");
     int64_t base = 0, i;
     double d;
     if (!opt_int(C, at, p[1], 10, &base)) return false;
-    jv dflt = jarg_given(p[0]) ? p[0] : jv_int(0);
+    nu_jv dflt = jarg_given(p[0]) ? p[0] : nu_jv_int(0);
     if (v.type == JV_INT || v.type == JV_BOOL)
-        *out = jv_int(v.type == JV_INT ? v.u.i : v.u.b);
+        *out = nu_jv_int(v.type == JV_INT ? v.u.i : v.u.b);
     else if (v.type == JV_FLOAT && isfinite(v.u.f) && fabs(v.u.f) < 9.2e18)
-        *out = jv_int((int64_t)v.u.f);
-    else if (v.type == JV_STR && parse_py_int(jv_str(v)->data, jv_str(v)->len, (int)base, &i))
-        *out = jv_int(i);
-    else if (v.type == JV_STR && parse_py_float(jv_str(v)->data, jv_str(v)->len, &d) &&
+        *out = nu_jv_int((int64_t)v.u.f);
+    else if (v.type == JV_STR && parse_py_int(nu_jv_str(v)->data, nu_jv_str(v)->len, (int)base, &i))
+        *out = nu_jv_int(i);
+    else if (v.type == JV_STR && parse_py_float(nu_jv_str(v)->data, nu_jv_str(v)->len, &d) &&
              isfinite(d) && fabs(d) < 9.2e18)
-        *out = jv_int((int64_t)d);
+        *out = nu_jv_int((int64_t)d);
     else
-        *out = jv_ref(dflt);
+        *out = nu_jv_ref(dflt);
     return true;
 }
 
-static bool f_float(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
+static bool f_float(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     BIND("float", "default");
     double d;
-    if (jv_is_number(v))
-        *out = jv_float(v.type == JV_FLOAT ? v.u.f : v.type == JV_INT ? (double)v.u.i : v.u.b);
-    else if (v.type == JV_STR && parse_py_float(jv_str(v)->data, jv_str(v)->len, &d))
-        *out = jv_float(d);
+    if (nu_jv_is_number(v))
+        *out = nu_jv_float(v.type == JV_FLOAT ? v.u.f : v.type == JV_INT ? (double)v.u.i : v.u.b);
+    else if (v.type == JV_STR && parse_py_float(nu_jv_str(v)->data, nu_jv_str(v)->len, &d))
+        *out = nu_jv_float(d);
     else
-        *out = jarg_given(p[0]) ? jv_ref(p[0]) : jv_float(0.0);
+        *out = jarg_given(p[0]) ? nu_jv_ref(p[0]) : nu_jv_float(0.0);
     return true;
 }
 
@@ -842,30 +842,30 @@ static double py_round(double x, int64_t n) {
     return r * p;
 }
 
-static bool f_round(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
+static bool f_round(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     BIND("round", "precision", "method");
     int64_t prec = 0;
     if (!opt_int(C, at, p[0], 0, &prec)) return false;
-    const char *method = jarg_given(p[1]) && p[1].type == JV_STR ? jv_str(p[1])->data : "common";
+    const char *method = jarg_given(p[1]) && p[1].type == JV_STR ? nu_jv_str(p[1])->data : "common";
     if (strcmp(method, "common") && strcmp(method, "ceil") && strcmp(method, "floor"))
-        return jfail(C, at, "method must be common, ceil or floor");
-    if (!jv_is_number(v)) {
-        if (v.type == JV_UNDEF) return jfail_undefined(C, at, v);
-        return jfail(C, at, "type %s doesn't define __round__ method", jv_type_name(v));
+        return nu_jfail(C, at, "method must be common, ceil or floor");
+    if (!nu_jv_is_number(v)) {
+        if (v.type == JV_UNDEF) return nu_jfail_undefined(C, at, v);
+        return nu_jfail(C, at, "type %s doesn't define __round__ method", nu_jv_type_name(v));
     }
     double x = v.type == JV_FLOAT ? v.u.f : v.type == JV_INT ? (double)v.u.i : v.u.b;
     if (!strcmp(method, "common")) {
         if (v.type != JV_FLOAT && prec >= 0)
-            *out = jv_int(v.type == JV_INT ? v.u.i : v.u.b);
+            *out = nu_jv_int(v.type == JV_INT ? v.u.i : v.u.b);
         else if (v.type != JV_FLOAT)
-            *out = jv_int((int64_t)py_round(x, prec));
+            *out = nu_jv_int((int64_t)py_round(x, prec));
         else
-            *out = jv_float(py_round(x, prec));
+            *out = nu_jv_float(py_round(x, prec));
         return true;
     }
     double scale = pow(10.0, (double)prec);
     double r = (!strcmp(method, "ceil") ? ceil(x * scale) : floor(x * scale)) / scale;
-    *out = jv_float(r);
+    *out = nu_jv_float(r);
     return true;
 }
 
@@ -875,15 +875,15 @@ static bool f_round(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
 
 /* json.dumps(x, ensure_ascii=False, indent=None, separators=None,
  * sort_keys=False). */
-static bool f_tojson(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
+static bool f_tojson(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     BIND("tojson", "ensure_ascii", "indent", "separators", "sort_keys");
     jjson_opts o = {
         .ensure_ascii = opt_bool(p[0], false), .indent = -1, .sort_keys = opt_bool(p[3], false)};
     char spaces[256];
     if (jarg_given(p[1]) && p[1].type == JV_STR) {
         o.indent = 0;
-        o.indent_str = jv_str(p[1])->data;
-        o.indent_len = jv_str(p[1])->len;
+        o.indent_str = nu_jv_str(p[1])->data;
+        o.indent_len = nu_jv_str(p[1])->len;
     } else if (jarg_given(p[1]) && p[1].type != JV_NONE) {
         int64_t n = 0;
         if (!opt_int(C, at, p[1], 0, &n)) return false;
@@ -895,21 +895,21 @@ static bool f_tojson(jctx *C, const jnode *at, jv v, const jargs *a, jv *out) {
         o.indent_len = (size_t)n;
     }
     if (jarg_given(p[2]) && p[2].type != JV_NONE) {
-        jv s = p[2];
-        if (s.type != JV_LIST || jv_list(s)->len != 2 || jv_list(s)->items[0].type != JV_STR ||
-            jv_list(s)->items[1].type != JV_STR)
-            return jfail(C, at, "separators must be a pair of strings");
-        o.item_sep = jv_str(jv_list(s)->items[0])->data;
-        o.item_sep_len = jv_str(jv_list(s)->items[0])->len;
-        o.key_sep = jv_str(jv_list(s)->items[1])->data;
-        o.key_sep_len = jv_str(jv_list(s)->items[1])->len;
+        nu_jv s = p[2];
+        if (s.type != JV_LIST || nu_jv_list(s)->len != 2 || nu_jv_list(s)->items[0].type != JV_STR ||
+            nu_jv_list(s)->items[1].type != JV_STR)
+            return nu_jfail(C, at, "separators must be a pair of strings");
+        o.item_sep = nu_jv_str(nu_jv_list(s)->items[0])->data;
+        o.item_sep_len = nu_jv_str(nu_jv_list(s)->items[0])->len;
+        o.key_sep = nu_jv_str(nu_jv_list(s)->items[1])->data;
+        o.key_sep_len = nu_jv_str(nu_jv_list(s)->items[1])->len;
     }
-    jbuf b = {.limit = C->limits.max_output};
-    if (!jv_tojson(C, at, &b, v, &o)) {
-        jbuf_free(&b);
+    nu_jbuf b = {.limit = C->limits.max_output};
+    if (!nu_jv_tojson(C, at, &b, v, &o)) {
+        nu_jbuf_free(&b);
         return false;
     }
-    return jv_new_str_from_buf(C, at, &b, out);
+    return nu_jv_new_str_from_buf(C, at, &b, out);
 }
 
 static const jfilter_def filters[] = {
@@ -958,7 +958,7 @@ static const jfilter_def filters[] = {
     {"wordcount", f_wordcount},
 };
 
-const jfilter_def *jinja_find_filter(const char *name) {
+const jfilter_def *nu_jinja_find_filter(const char *name) {
     for (size_t i = 0; i < sizeof filters / sizeof *filters; i++)
         if (!strcmp(filters[i].name, name)) return &filters[i];
     return NULL;
@@ -968,111 +968,111 @@ const jfilter_def *jinja_find_filter(const char *name) {
 /* Tests                                                                    */
 /* ------------------------------------------------------------------------ */
 
-static bool t_defined(jctx *C, const jnode *at, jv v, const jargs *a, bool *r) {
+static bool t_defined(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, bool *r) {
     NO_ARGS("defined");
     *r = v.type != JV_UNDEF;
     return true;
 }
-static bool t_undefined(jctx *C, const jnode *at, jv v, const jargs *a, bool *r) {
+static bool t_undefined(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, bool *r) {
     NO_ARGS("undefined");
     *r = v.type == JV_UNDEF;
     return true;
 }
-static bool t_none(jctx *C, const jnode *at, jv v, const jargs *a, bool *r) {
+static bool t_none(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, bool *r) {
     NO_ARGS("none");
     *r = v.type == JV_NONE;
     return true;
 }
-static bool t_boolean(jctx *C, const jnode *at, jv v, const jargs *a, bool *r) {
+static bool t_boolean(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, bool *r) {
     NO_ARGS("boolean");
     *r = v.type == JV_BOOL;
     return true;
 }
-static bool t_true(jctx *C, const jnode *at, jv v, const jargs *a, bool *r) {
+static bool t_true(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, bool *r) {
     NO_ARGS("true");
     *r = v.type == JV_BOOL && v.u.b;
     return true;
 }
-static bool t_false(jctx *C, const jnode *at, jv v, const jargs *a, bool *r) {
+static bool t_false(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, bool *r) {
     NO_ARGS("false");
     *r = v.type == JV_BOOL && !v.u.b;
     return true;
 }
-static bool t_integer(jctx *C, const jnode *at, jv v, const jargs *a, bool *r) {
+static bool t_integer(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, bool *r) {
     NO_ARGS("integer");
     *r = v.type == JV_INT;
     return true;
 }
-static bool t_float(jctx *C, const jnode *at, jv v, const jargs *a, bool *r) {
+static bool t_float(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, bool *r) {
     NO_ARGS("float");
     *r = v.type == JV_FLOAT;
     return true;
 }
-static bool t_number(jctx *C, const jnode *at, jv v, const jargs *a, bool *r) {
+static bool t_number(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, bool *r) {
     NO_ARGS("number");
-    *r = jv_is_number(v);
+    *r = nu_jv_is_number(v);
     return true;
 }
-static bool t_string(jctx *C, const jnode *at, jv v, const jargs *a, bool *r) {
+static bool t_string(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, bool *r) {
     NO_ARGS("string");
     *r = v.type == JV_STR;
     return true;
 }
-static bool t_mapping(jctx *C, const jnode *at, jv v, const jargs *a, bool *r) {
+static bool t_mapping(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, bool *r) {
     NO_ARGS("mapping");
-    *r = v.type == JV_DICT && !jv_is_namespace(v);
+    *r = v.type == JV_DICT && !nu_jv_is_namespace(v);
     return true;
 }
-static bool t_sequence(jctx *C, const jnode *at, jv v, const jargs *a, bool *r) {
+static bool t_sequence(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, bool *r) {
     NO_ARGS("sequence");
     *r = v.type == JV_UNDEF || v.type == JV_STR || v.type == JV_LIST ||
-         (v.type == JV_DICT && !jv_is_namespace(v));
+         (v.type == JV_DICT && !nu_jv_is_namespace(v));
     return true;
 }
-static bool t_iterable(jctx *C, const jnode *at, jv v, const jargs *a, bool *r) {
+static bool t_iterable(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, bool *r) {
     NO_ARGS("iterable");
     *r = v.type == JV_UNDEF || v.type == JV_STR || v.type == JV_LIST || v.type == JV_LOOP ||
-         (v.type == JV_DICT && !jv_is_namespace(v));
+         (v.type == JV_DICT && !nu_jv_is_namespace(v));
     return true;
 }
-static bool t_callable(jctx *C, const jnode *at, jv v, const jargs *a, bool *r) {
+static bool t_callable(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, bool *r) {
     NO_ARGS("callable");
     *r = v.type == JV_FUNC || v.type == JV_MACRO || v.type == JV_LOOP;
     return true;
 }
-static bool t_escaped(jctx *C, const jnode *at, jv v, const jargs *a, bool *r) {
+static bool t_escaped(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, bool *r) {
     NO_ARGS("escaped");
     *r = false;
     return true;
 }
 
 /* lower / upper: str(value).islower() / isupper(). */
-static bool t_case(jctx *C, const jnode *at, jv v, const jargs *a, bool *r, bool upper) {
+static bool t_case(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, bool *r, bool upper) {
     NO_ARGS(upper ? "upper" : "lower");
-    jv s, res;
-    jargs none = {0};
-    if (!jv_to_str(C, at, v, &s)) return false;
-    bool ok = jcall_method(C, at, s, upper ? "isupper" : "islower", &none, &res);
-    jv_unref(C, s);
+    nu_jv s, res;
+    nu_jargs none = {0};
+    if (!nu_jv_to_str(C, at, v, &s)) return false;
+    bool ok = nu_jcall_method(C, at, s, upper ? "isupper" : "islower", &none, &res);
+    nu_jv_unref(C, s);
     if (ok) *r = res.u.b;
     return ok;
 }
-static bool t_lower(jctx *C, const jnode *at, jv v, const jargs *a, bool *r) {
+static bool t_lower(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, bool *r) {
     return t_case(C, at, v, a, r, false);
 }
-static bool t_upper(jctx *C, const jnode *at, jv v, const jargs *a, bool *r) {
+static bool t_upper(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, bool *r) {
     return t_case(C, at, v, a, r, true);
 }
 
 /* odd / even / divisibleby: value % n == 0 with Python semantics. */
-static bool modulo_test(jctx *C, const jnode *at, jv v, jv n, int64_t want, bool *r) {
-    if (v.type == JV_UNDEF) return jfail_undefined(C, at, v);
-    if (!jv_is_number(v) || !jv_is_number(n))
-        return jfail(C, at, "unsupported operand type(s) for %%: '%s' and '%s'", jv_type_name(v),
-                     jv_type_name(n));
+static bool modulo_test(nu_jctx *C, const jnode *at, nu_jv v, nu_jv n, int64_t want, bool *r) {
+    if (v.type == JV_UNDEF) return nu_jfail_undefined(C, at, v);
+    if (!nu_jv_is_number(v) || !nu_jv_is_number(n))
+        return nu_jfail(C, at, "unsupported operand type(s) for %%: '%s' and '%s'", nu_jv_type_name(v),
+                     nu_jv_type_name(n));
     double x = v.type == JV_FLOAT ? v.u.f : v.type == JV_INT ? (double)v.u.i : v.u.b;
     double y = n.type == JV_FLOAT ? n.u.f : n.type == JV_INT ? (double)n.u.i : n.u.b;
-    if (y == 0) return jfail(C, at, "integer division or modulo by zero");
+    if (y == 0) return nu_jfail(C, at, "integer division or modulo by zero");
     if (v.type != JV_FLOAT && n.type != JV_FLOAT) {
         int64_t xi = v.type == JV_INT ? v.u.i : v.u.b, yi = n.type == JV_INT ? n.u.i : n.u.b;
         int64_t m = yi == -1 ? 0 : xi % yi;
@@ -1085,58 +1085,58 @@ static bool modulo_test(jctx *C, const jnode *at, jv v, jv n, int64_t want, bool
     *r = m == (double)want;
     return true;
 }
-static bool t_odd(jctx *C, const jnode *at, jv v, const jargs *a, bool *r) {
+static bool t_odd(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, bool *r) {
     NO_ARGS("odd");
-    return modulo_test(C, at, v, jv_int(2), 1, r);
+    return modulo_test(C, at, v, nu_jv_int(2), 1, r);
 }
-static bool t_even(jctx *C, const jnode *at, jv v, const jargs *a, bool *r) {
+static bool t_even(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, bool *r) {
     NO_ARGS("even");
-    return modulo_test(C, at, v, jv_int(2), 0, r);
+    return modulo_test(C, at, v, nu_jv_int(2), 0, r);
 }
-static bool t_divisibleby(jctx *C, const jnode *at, jv v, const jargs *a, bool *r) {
+static bool t_divisibleby(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, bool *r) {
     BIND("divisibleby", "num");
-    if (!jarg_given(p[0])) return jfail(C, at, "divisibleby needs a number");
+    if (!jarg_given(p[0])) return nu_jfail(C, at, "divisibleby needs a number");
     return modulo_test(C, at, v, p[0], 0, r);
 }
 
 /* Comparison tests: eq / ne / lt / le / gt / ge and their aliases. */
-static bool compare_test(jctx *C, const jnode *at, jv v, const jargs *a, bool *r, jop op) {
+static bool compare_test(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, bool *r, jop op) {
     BIND("comparison", "other");
-    if (!jarg_given(p[0])) return jfail(C, at, "comparison test needs a value");
+    if (!jarg_given(p[0])) return nu_jfail(C, at, "comparison test needs a value");
     if (op == JOP_EQ || op == JOP_NE) {
-        if (!jv_equal(C, at, v, p[0], r)) return false;
+        if (!nu_jv_equal(C, at, v, p[0], r)) return false;
         if (op == JOP_NE) *r = !*r;
         return true;
     }
-    return jv_compare(C, at, op, v, p[0], r);
+    return nu_jv_compare(C, at, op, v, p[0], r);
 }
-static bool t_eq(jctx *C, const jnode *at, jv v, const jargs *a, bool *r) {
+static bool t_eq(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, bool *r) {
     return compare_test(C, at, v, a, r, JOP_EQ);
 }
-static bool t_ne(jctx *C, const jnode *at, jv v, const jargs *a, bool *r) {
+static bool t_ne(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, bool *r) {
     return compare_test(C, at, v, a, r, JOP_NE);
 }
-static bool t_lt(jctx *C, const jnode *at, jv v, const jargs *a, bool *r) {
+static bool t_lt(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, bool *r) {
     return compare_test(C, at, v, a, r, JOP_LT);
 }
-static bool t_le(jctx *C, const jnode *at, jv v, const jargs *a, bool *r) {
+static bool t_le(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, bool *r) {
     return compare_test(C, at, v, a, r, JOP_LE);
 }
-static bool t_gt(jctx *C, const jnode *at, jv v, const jargs *a, bool *r) {
+static bool t_gt(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, bool *r) {
     return compare_test(C, at, v, a, r, JOP_GT);
 }
-static bool t_ge(jctx *C, const jnode *at, jv v, const jargs *a, bool *r) {
+static bool t_ge(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, bool *r) {
     return compare_test(C, at, v, a, r, JOP_GE);
 }
 
 /* sameas: Python's `is` (scalars by value and type, objects by identity). */
-static bool t_sameas(jctx *C, const jnode *at, jv v, const jargs *a, bool *r) {
+static bool t_sameas(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, bool *r) {
     BIND("sameas", "other");
-    jv o = p[0];
-    if (!jarg_given(o)) return jfail(C, at, "sameas needs a value");
+    nu_jv o = p[0];
+    if (!jarg_given(o)) return nu_jfail(C, at, "sameas needs a value");
     if (v.type != o.type)
         *r = false;
-    else if (jv_is_obj(v))
+    else if (nu_jv_is_obj(v))
         *r = v.u.o == o.u.o;
     else if (v.type == JV_BOOL)
         *r = v.u.b == o.u.b;
@@ -1149,40 +1149,40 @@ static bool t_sameas(jctx *C, const jnode *at, jv v, const jargs *a, bool *r) {
     return true;
 }
 
-static bool t_in(jctx *C, const jnode *at, jv v, const jargs *a, bool *r) {
+static bool t_in(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, bool *r) {
     BIND("in", "seq");
-    if (!jarg_given(p[0])) return jfail(C, at, "in needs a sequence");
-    jv container = p[0];
+    if (!jarg_given(p[0])) return nu_jfail(C, at, "in needs a sequence");
+    nu_jv container = p[0];
     if (container.type == JV_UNDEF) return *r = false, true;
     if (container.type == JV_STR) {
         if (v.type != JV_STR)
-            return jfail(C, at, "'in <string>' requires string as left operand, not %s",
-                         jv_type_name(v));
-        *r = jv_str(v)->len == 0 || memmem(jv_str(container)->data, jv_str(container)->len,
-                                           jv_str(v)->data, jv_str(v)->len);
+            return nu_jfail(C, at, "'in <string>' requires string as left operand, not %s",
+                         nu_jv_type_name(v));
+        *r = nu_jv_str(v)->len == 0 || memmem(nu_jv_str(container)->data, nu_jv_str(container)->len,
+                                           nu_jv_str(v)->data, nu_jv_str(v)->len);
         return true;
     }
-    if (container.type == JV_DICT && !jv_is_namespace(container)) {
-        *r = jdict_find(jv_dict(container), v) != NULL;
+    if (container.type == JV_DICT && !nu_jv_is_namespace(container)) {
+        *r = nu_jdict_find(nu_jv_dict(container), v) != NULL;
         return true;
     }
     if (container.type != JV_LIST)
-        return jfail(C, at, "argument of type '%s' is not iterable", jv_type_name(container));
+        return nu_jfail(C, at, "argument of type '%s' is not iterable", nu_jv_type_name(container));
     *r = false;
-    for (size_t i = 0; i < jv_list(container)->len && !*r; i++)
-        if (!jv_equal(C, at, jv_list(container)->items[i], v, r)) return false;
+    for (size_t i = 0; i < nu_jv_list(container)->len && !*r; i++)
+        if (!nu_jv_equal(C, at, nu_jv_list(container)->items[i], v, r)) return false;
     return true;
 }
 
 /* filter / test: whether a filter or test of that name exists. */
-static bool t_filter(jctx *C, const jnode *at, jv v, const jargs *a, bool *r) {
+static bool t_filter(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, bool *r) {
     NO_ARGS("filter");
-    *r = v.type == JV_STR && jinja_find_filter(jv_str(v)->data) != NULL;
+    *r = v.type == JV_STR && nu_jinja_find_filter(nu_jv_str(v)->data) != NULL;
     return true;
 }
-static bool t_test(jctx *C, const jnode *at, jv v, const jargs *a, bool *r) {
+static bool t_test(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, bool *r) {
     NO_ARGS("test");
-    *r = v.type == JV_STR && jinja_find_test(jv_str(v)->data) != NULL;
+    *r = v.type == JV_STR && nu_jinja_find_test(nu_jv_str(v)->data) != NULL;
     return true;
 }
 
@@ -1228,7 +1228,7 @@ static const jtest_def tests[] = {
     {"upper", t_upper},
 };
 
-const jtest_def *jinja_find_test(const char *name) {
+const jtest_def *nu_jinja_find_test(const char *name) {
     for (size_t i = 0; i < sizeof tests / sizeof *tests; i++)
         if (!strcmp(tests[i].name, name)) return &tests[i];
     return NULL;

@@ -13,23 +13,23 @@
 
 /* Appends s padded to width characters: left-aligned when left, else
  * right-aligned with fill. */
-static void pad_put(jbuf *b, const char *s, size_t n, int64_t width, bool left, char fill) {
-    int64_t chars = (int64_t)utf8_count_chars(s, n);
+static void pad_put(nu_jbuf *b, const char *s, size_t n, int64_t width, bool left, char fill) {
+    int64_t chars = (int64_t)nu_utf8_count_chars(s, n);
     if (!left)
-        for (int64_t i = chars; i < width; i++) jbuf_putc(b, fill);
-    jbuf_put(b, s, n);
+        for (int64_t i = chars; i < width; i++) nu_jbuf_putc(b, fill);
+    nu_jbuf_put(b, s, n);
     if (left)
-        for (int64_t i = chars; i < width; i++) jbuf_putc(b, ' ');
+        for (int64_t i = chars; i < width; i++) nu_jbuf_putc(b, ' ');
 }
 
 /* The first `chars` characters of s (precision of %s / {:.N}). */
 static size_t prefix_bytes(const char *s, size_t n, int64_t chars) {
     if (chars < 0) return n;
-    return utf8_offset(s, n, (size_t)chars);
+    return nu_utf8_offset(s, n, (size_t)chars);
 }
 
 /* A number as an int64 for %d / %x (floats truncate; others fail). */
-static bool as_int(jctx *C, const jnode *at, jv v, char conv, bool allow_float, int64_t *out) {
+static bool as_int(nu_jctx *C, const jnode *at, nu_jv v, char conv, bool allow_float, int64_t *out) {
     if (v.type == JV_INT)
         *out = v.u.i;
     else if (v.type == JV_BOOL)
@@ -37,14 +37,14 @@ static bool as_int(jctx *C, const jnode *at, jv v, char conv, bool allow_float, 
     else if (v.type == JV_FLOAT && allow_float && isfinite(v.u.f) && fabs(v.u.f) < 9.2e18)
         *out = (int64_t)v.u.f;
     else if (v.type == JV_UNDEF)
-        return jfail_undefined(C, at, v);
+        return nu_jfail_undefined(C, at, v);
     else
-        return jfail(C, at, "%%%c format: %s is required, not %s", conv,
-                     allow_float ? "a real number" : "an integer", jv_type_name(v));
+        return nu_jfail(C, at, "%%%c format: %s is required, not %s", conv,
+                     allow_float ? "a real number" : "an integer", nu_jv_type_name(v));
     return true;
 }
 
-static bool as_float(jctx *C, const jnode *at, jv v, char conv, double *out) {
+static bool as_float(nu_jctx *C, const jnode *at, nu_jv v, char conv, double *out) {
     if (v.type == JV_FLOAT)
         *out = v.u.f;
     else if (v.type == JV_INT)
@@ -52,39 +52,39 @@ static bool as_float(jctx *C, const jnode *at, jv v, char conv, double *out) {
     else if (v.type == JV_BOOL)
         *out = v.u.b;
     else if (v.type == JV_UNDEF)
-        return jfail_undefined(C, at, v);
+        return nu_jfail_undefined(C, at, v);
     else
-        return jfail(C, at, "%%%c format: a real number is required, not %s", conv,
-                     jv_type_name(v));
+        return nu_jfail(C, at, "%%%c format: a real number is required, not %s", conv,
+                     nu_jv_type_name(v));
     return true;
 }
 
 /* One printf-style conversion of v. flags holds the '-', '+', ' ', '#',
  * '0' characters seen. */
-static bool percent_one(jctx *C, const jnode *at, jbuf *b, jv v, const char *flags, int64_t width,
+static bool percent_one(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v, const char *flags, int64_t width,
                         int64_t prec, char conv) {
     bool left = strchr(flags, '-') != NULL;
     char tmp[MAX_WIDTH + 400];
     if (conv == 's' || conv == 'r' || conv == 'a') {
-        jbuf s = {.limit = C->limits.max_output};
-        bool ok = conv == 's' ? jv_print(C, at, &s, v) : jv_repr(C, at, &s, v);
+        nu_jbuf s = {.limit = C->limits.max_output};
+        bool ok = conv == 's' ? nu_jv_print(C, at, &s, v) : nu_jv_repr(C, at, &s, v);
         if (ok)
             pad_put(b, s.data ? s.data : "", prefix_bytes(s.data ? s.data : "", s.len, prec), width,
                     left, ' ');
-        jbuf_free(&s);
+        nu_jbuf_free(&s);
         return ok;
     }
     if (conv == 'c') {
-        jbuf s = {0};
+        nu_jbuf s = {0};
         int64_t cp = 0;
-        if (v.type == JV_STR && jv_str(v)->nchars == 1)
-            jbuf_put(&s, jv_str(v)->data, jv_str(v)->len);
+        if (v.type == JV_STR && nu_jv_str(v)->nchars == 1)
+            nu_jbuf_put(&s, nu_jv_str(v)->data, nu_jv_str(v)->len);
         else if (as_int(C, at, v, 'c', false, &cp) && cp >= 0 && cp <= 0x10FFFF)
-            utf8_encode(&s, (uint32_t)cp);
+            nu_utf8_encode(&s, (uint32_t)cp);
         else
-            return C->failed ? false : jfail(C, at, "%%c arg not in range(0x110000)");
+            return C->failed ? false : nu_jfail(C, at, "%%c arg not in range(0x110000)");
         pad_put(b, s.data ? s.data : "", s.len, width, left, ' ');
-        jbuf_free(&s);
+        nu_jbuf_free(&s);
         return true;
     }
     char spec[32];
@@ -103,7 +103,7 @@ static bool percent_one(jctx *C, const jnode *at, jbuf *b, jv v, const char *fla
             snprintf(tmp, sizeof tmp, spec, (int)width, (int)prec, (long long)i);
         else
             snprintf(tmp, sizeof tmp, spec, (int)width, (long long)i);
-        jbuf_puts(b, tmp);
+        nu_jbuf_puts(b, tmp);
         return true;
     }
     if (strchr("eEfFgG", conv)) {
@@ -116,28 +116,28 @@ static bool percent_one(jctx *C, const jnode *at, jbuf *b, jv v, const char *fla
             snprintf(tmp, sizeof tmp, spec, (int)width, (int)prec, d);
         else
             snprintf(tmp, sizeof tmp, spec, (int)width, d);
-        jbuf_puts(b, tmp);
+        nu_jbuf_puts(b, tmp);
         return true;
     }
-    return jfail(C, at, "unsupported format character '%c'", conv);
+    return nu_jfail(C, at, "unsupported format character '%c'", conv);
 }
 
 /* Reads a width or precision: digits, or '*' taking the next argument. */
-static bool read_number(jctx *C, const jnode *at, const char *s, size_t n, size_t *i, jlist *args,
+static bool read_number(nu_jctx *C, const jnode *at, const char *s, size_t n, size_t *i, nu_jlist *args,
                         size_t *next, int64_t *out) {
     if (*i < n && s[*i] == '*') {
         (*i)++;
         if (!args || *next >= args->len)
-            return jfail(C, at, "not enough arguments for format string");
-        jv v = args->items[(*next)++];
-        if (v.type != JV_INT) return jfail(C, at, "* wants int");
+            return nu_jfail(C, at, "not enough arguments for format string");
+        nu_jv v = args->items[(*next)++];
+        if (v.type != JV_INT) return nu_jfail(C, at, "* wants int");
         *out = v.u.i;
         return true;
     }
     int64_t x = 0;
     while (*i < n && s[*i] >= '0' && s[*i] <= '9') {
         x = x * 10 + (s[*i] - '0');
-        if (x > MAX_WIDTH) return jfail(C, at, "format width or precision too large");
+        if (x > MAX_WIDTH) return nu_jfail(C, at, "format width or precision too large");
         (*i)++;
     }
     *out = x;
@@ -146,8 +146,8 @@ static bool read_number(jctx *C, const jnode *at, const char *s, size_t n, size_
 
 /* The next value for a conversion: by %(key)s from a mapping, else the
  * next positional argument. */
-static bool next_arg(jctx *C, const jnode *at, const char *s, size_t n, size_t *i, jv args,
-                     jlist *list, size_t *next, jv *out) {
+static bool next_arg(nu_jctx *C, const jnode *at, const char *s, size_t n, size_t *i, nu_jv args,
+                     nu_jlist *list, size_t *next, nu_jv *out) {
     if (*i < n && s[*i] == '(') {
         size_t start = ++*i;
         int depth = 1;
@@ -156,45 +156,45 @@ static bool next_arg(jctx *C, const jnode *at, const char *s, size_t n, size_t *
             if (s[*i] == ')') depth--;
             (*i)++;
         }
-        if (depth) return jfail(C, at, "incomplete format key");
-        if (args.type != JV_DICT) return jfail(C, at, "format requires a mapping");
-        jv *v = jdict_find_str(jv_dict(args), s + start, *i - 1 - start);
+        if (depth) return nu_jfail(C, at, "incomplete format key");
+        if (args.type != JV_DICT) return nu_jfail(C, at, "format requires a mapping");
+        nu_jv *v = nu_jdict_find_str(nu_jv_dict(args), s + start, *i - 1 - start);
         if (!v)
-            return jfail(C, at, "format key '%.*s' not found", (int)(*i - 1 - start), s + start);
+            return nu_jfail(C, at, "format key '%.*s' not found", (int)(*i - 1 - start), s + start);
         *out = *v;
         return true;
     }
     if (list) {
-        if (*next >= list->len) return jfail(C, at, "not enough arguments for format string");
+        if (*next >= list->len) return nu_jfail(C, at, "not enough arguments for format string");
         *out = list->items[(*next)++];
         return true;
     }
-    if (*next >= 1) return jfail(C, at, "not enough arguments for format string");
+    if (*next >= 1) return nu_jfail(C, at, "not enough arguments for format string");
     (*next)++;
     *out = args;
     return true;
 }
 
-bool jinja_percent_format(jctx *C, const jnode *at, jv fmt, jv args, jv *out) {
-    const char *s = jv_str(fmt)->data;
-    size_t n = jv_str(fmt)->len, next = 0;
-    jlist *list = jv_is_tuple(args) ? jv_list(args) : NULL;
-    jbuf b = {.limit = C->limits.max_output};
+bool nu_jinja_percent_format(nu_jctx *C, const jnode *at, nu_jv fmt, nu_jv args, nu_jv *out) {
+    const char *s = nu_jv_str(fmt)->data;
+    size_t n = nu_jv_str(fmt)->len, next = 0;
+    nu_jlist *list = nu_jv_is_tuple(args) ? nu_jv_list(args) : NULL;
+    nu_jbuf b = {.limit = C->limits.max_output};
     bool ok = true, used_mapping = false;
     for (size_t i = 0; i < n && ok;) {
         if (s[i] != '%') {
-            jbuf_putc(&b, s[i++]);
+            nu_jbuf_putc(&b, s[i++]);
             continue;
         }
         if (++i >= n) {
-            ok = jfail(C, at, "incomplete format");
+            ok = nu_jfail(C, at, "incomplete format");
             break;
         }
         if (s[i] == '%') {
-            jbuf_putc(&b, s[i++]);
+            nu_jbuf_putc(&b, s[i++]);
             continue;
         }
-        jv v;
+        nu_jv v;
         used_mapping = used_mapping || s[i] == '(';
         char flags[8] = {0};
         int nf = 0;
@@ -207,16 +207,16 @@ bool jinja_percent_format(jctx *C, const jnode *at, jv fmt, jv args, jv *out) {
             ok = read_number(C, at, s, n, &i, list, &next, &prec);
         }
         while (ok && i < n && strchr("hlL", s[i])) i++;
-        if (ok && i >= n) ok = jfail(C, at, "incomplete format");
+        if (ok && i >= n) ok = nu_jfail(C, at, "incomplete format");
         if (ok) ok = percent_one(C, at, &b, v, flags, width, prec, s[i++]);
     }
     if (ok && !used_mapping && (list ? next < list->len : next == 0) && args.type != JV_DICT)
-        ok = jfail(C, at, "not all arguments converted during string formatting");
+        ok = nu_jfail(C, at, "not all arguments converted during string formatting");
     if (!ok) {
-        jbuf_free(&b);
+        nu_jbuf_free(&b);
         return false;
     }
-    return jv_new_str_from_buf(C, at, &b, out);
+    return nu_jv_new_str_from_buf(C, at, &b, out);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -233,12 +233,12 @@ typedef struct fmt_spec {
 } fmt_spec;
 
 /* Parses [[fill]align][sign][#][0][width][.precision][type]. */
-static bool parse_spec(jctx *C, const jnode *at, const char *s, size_t n, fmt_spec *f) {
+static bool parse_spec(nu_jctx *C, const jnode *at, const char *s, size_t n, fmt_spec *f) {
     memset(f, 0, sizeof *f);
     f->fill = ' ';
     f->prec = -1;
     size_t i = 0, j = 0;
-    uint32_t first = n ? utf8_decode(s, n, &j) : 0;
+    uint32_t first = n ? nu_utf8_decode(s, n, &j) : 0;
     if (n > j && strchr("<>^=", s[j])) {
         f->fill = first;
         f->align = s[j];
@@ -255,42 +255,42 @@ static bool parse_spec(jctx *C, const jnode *at, const char *s, size_t n, fmt_sp
     }
     while (i < n && s[i] >= '0' && s[i] <= '9') {
         f->width = f->width * 10 + (s[i++] - '0');
-        if (f->width > MAX_WIDTH) return jfail(C, at, "format width too large");
+        if (f->width > MAX_WIDTH) return nu_jfail(C, at, "format width too large");
     }
     if (i < n && s[i] == '.') {
         f->prec = 0;
         for (i++; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
             f->prec = f->prec * 10 + (s[i] - '0');
-            if (f->prec > MAX_WIDTH) return jfail(C, at, "format precision too large");
+            if (f->prec > MAX_WIDTH) return nu_jfail(C, at, "format precision too large");
         }
     }
     if (i < n) f->type = s[i++];
-    if (i != n) return jfail(C, at, "invalid or unsupported format specifier '%.*s'", (int)n, s);
+    if (i != n) return nu_jfail(C, at, "invalid or unsupported format specifier '%.*s'", (int)n, s);
     return true;
 }
 
 /* Pads body (after an optional sign / prefix) to the spec's width. */
-static void spec_pad(jbuf *b, const fmt_spec *f, const char *sign, const char *body, size_t n,
+static void nu_spec_pad(nu_jbuf *b, const fmt_spec *f, const char *sign, const char *body, size_t n,
                      char dflt_align) {
-    int64_t len = (int64_t)(strlen(sign) + utf8_count_chars(body, n));
+    int64_t len = (int64_t)(strlen(sign) + nu_utf8_count_chars(body, n));
     int64_t padding = f->width > len ? f->width - len : 0;
     char align = f->align ? f->align : dflt_align;
     int64_t left = align == '>' || align == '=' ? padding : align == '^' ? padding / 2 : 0;
     int64_t right = padding - left;
-    if (align == '=') jbuf_puts(b, sign);
-    for (int64_t i = 0; i < left; i++) utf8_encode(b, f->fill);
-    if (align != '=') jbuf_puts(b, sign);
-    jbuf_put(b, body, n);
-    for (int64_t i = 0; i < right; i++) utf8_encode(b, f->fill);
+    if (align == '=') nu_jbuf_puts(b, sign);
+    for (int64_t i = 0; i < left; i++) nu_utf8_encode(b, f->fill);
+    if (align != '=') nu_jbuf_puts(b, sign);
+    nu_jbuf_put(b, body, n);
+    for (int64_t i = 0; i < right; i++) nu_utf8_encode(b, f->fill);
 }
 
 /* The sign to print before a number's digits. */
-static const char *spec_sign(const fmt_spec *f, bool negative) {
+static const char *nu_spec_sign(const fmt_spec *f, bool negative) {
     return negative ? "-" : f->sign == '+' ? "+" : f->sign == ' ' ? " " : "";
 }
 
 /* An int with type d, x, X, o or b (and '#' for the 0x / 0o / 0b prefix). */
-static void format_int(jbuf *b, const fmt_spec *f, int64_t i) {
+static void format_int(nu_jbuf *b, const fmt_spec *f, int64_t i) {
     uint64_t mag = i < 0 ? 0 - (uint64_t)i : (uint64_t)i;
     int base = f->type == 'x' || f->type == 'X' ? 16 : f->type == 'o' ? 8 : f->type == 'b' ? 2 : 10;
     char digits[80], body[100];
@@ -308,37 +308,37 @@ static void format_int(jbuf *b, const fmt_spec *f, int64_t i) {
         char c = digits[--k];
         body[m++] = f->type == 'X' && c >= 'a' ? (char)(c - 32) : c;
     }
-    spec_pad(b, f, spec_sign(f, i < 0), body, m, '>');
+    nu_spec_pad(b, f, nu_spec_sign(f, i < 0), body, m, '>');
 }
 
 /* A number with type e, E, f, F, g, G or %, or none (repr without a
  * precision, like Python's format(x, '')). */
-static void format_float(jbuf *b, const fmt_spec *f, double d) {
+static void format_float(nu_jbuf *b, const fmt_spec *f, double d) {
     char tmp[800]; /* 309 integer digits and 300 decimals at most */
-    jbuf body = {0};
+    nu_jbuf body = {0};
     if (f->type == 0 && f->prec < 0) {
-        jfloat_repr(&body, fabs(d));
+        nu_jfloat_repr(&body, fabs(d));
     } else {
         char spec[8] = "%.*g";
         spec[3] = f->type == 0 ? 'g' : f->type == '%' ? 'f' : f->type;
         int prec = (int)(f->prec < 0 ? 6 : f->prec > 300 ? 300 : f->prec);
         snprintf(tmp, sizeof tmp, spec, prec, f->type == '%' ? fabs(d) * 100 : fabs(d));
-        jbuf_puts(&body, tmp);
-        if (f->type == '%') jbuf_putc(&body, '%');
+        nu_jbuf_puts(&body, tmp);
+        if (f->type == '%') nu_jbuf_putc(&body, '%');
     }
-    spec_pad(b, f, spec_sign(f, signbit(d) && !isnan(d)), body.data ? body.data : "", body.len,
+    nu_spec_pad(b, f, nu_spec_sign(f, signbit(d) && !isnan(d)), body.data ? body.data : "", body.len,
              '>');
-    jbuf_free(&body);
+    nu_jbuf_free(&body);
 }
 
 /* format(v, spec) for strings, ints, floats and (empty spec only) others. */
-static bool format_value(jctx *C, const jnode *at, jbuf *b, jv v, const char *s, size_t n) {
-    if (n == 0) return jv_print(C, at, b, v);
+static bool format_value(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v, const char *s, size_t n) {
+    if (n == 0) return nu_jv_print(C, at, b, v);
     fmt_spec f;
     if (!parse_spec(C, at, s, n, &f)) return false;
     if (v.type == JV_STR && (f.type == 0 || f.type == 's')) {
-        jstr *str = jv_str(v);
-        spec_pad(b, &f, "", str->data, prefix_bytes(str->data, str->len, f.prec), '<');
+        nu_jstr *str = nu_jv_str(v);
+        nu_spec_pad(b, &f, "", str->data, prefix_bytes(str->data, str->len, f.prec), '<');
         return true;
     }
     bool is_int = v.type == JV_INT || v.type == JV_BOOL;
@@ -351,43 +351,43 @@ static bool format_value(jctx *C, const jnode *at, jbuf *b, jv v, const char *s,
         format_float(b, &f, v.type == JV_FLOAT ? v.u.f : (double)i);
         return true;
     }
-    return jfail(C, at, "unsupported format string passed to %s.__format__", jv_type_name(v));
+    return nu_jfail(C, at, "unsupported format string passed to %s.__format__", nu_jv_type_name(v));
 }
 
 /* Looks up a replacement field's value: an index or name, then .attr and
  * [key] parts. */
-static bool field_value(jctx *C, const jnode *at, const char *s, size_t n, const jargs *a,
-                        size_t *auto_index, int *numbering, jv *out) {
+static bool field_value(nu_jctx *C, const jnode *at, const char *s, size_t n, const nu_jargs *a,
+                        size_t *auto_index, int *numbering, nu_jv *out) {
     size_t i = 0;
     while (i < n && s[i] != '.' && s[i] != '[') i++;
-    jv cur;
+    nu_jv cur;
     if (i == 0 || (s[0] >= '0' && s[0] <= '9')) {
         int mode = i == 0 ? 1 : 2;
         if (*numbering && *numbering != mode)
-            return jfail(C, at, "cannot switch between automatic and manual field numbering");
+            return nu_jfail(C, at, "cannot switch between automatic and manual field numbering");
         *numbering = mode;
         size_t idx = i == 0 ? (*auto_index)++ : (size_t)strtoul(s, NULL, 10);
-        if (idx >= a->n_pos) return jfail(C, at, "Replacement index %zu out of range", idx);
-        cur = jv_ref(a->pos[idx]);
+        if (idx >= a->n_pos) return nu_jfail(C, at, "Replacement index %zu out of range", idx);
+        cur = nu_jv_ref(a->pos[idx]);
     } else {
         size_t k = 0;
         while (k < a->n_kw && !(strlen(a->kw_names[k]) == i && !memcmp(a->kw_names[k], s, i))) k++;
-        if (k == a->n_kw) return jfail(C, at, "format key '%.*s' not found", (int)i, s);
-        cur = jv_ref(a->kw[k]);
+        if (k == a->n_kw) return nu_jfail(C, at, "format key '%.*s' not found", (int)i, s);
+        cur = nu_jv_ref(a->kw[k]);
     }
     while (i < n) {
         bool dot = s[i] == '.';
         size_t start = ++i;
         while (i < n && (dot ? (s[i] != '.' && s[i] != '[') : s[i] != ']')) i++;
-        jv key, next;
+        nu_jv key, next;
         bool digits = !dot && i > start;
         for (size_t k = start; k < i; k++) digits = digits && s[k] >= '0' && s[k] <= '9';
-        bool ok = digits && i - start < 18 ? (key = jv_int(strtoll(s + start, NULL, 10)), true)
-                                           : jv_new_str(C, at, s + start, i - start, &key);
+        bool ok = digits && i - start < 18 ? (key = nu_jv_int(strtoll(s + start, NULL, 10)), true)
+                                           : nu_jv_new_str(C, at, s + start, i - start, &key);
         if (!dot) i++;
-        ok = ok && jv_getitem(C, at, cur, key, NULL, &next);
-        jv_unref(C, key);
-        jv_unref(C, cur);
+        ok = ok && nu_jv_getitem(C, at, cur, key, NULL, &next);
+        nu_jv_unref(C, key);
+        nu_jv_unref(C, cur);
         if (!ok) return false;
         cur = next;
     }
@@ -396,74 +396,74 @@ static bool field_value(jctx *C, const jnode *at, const char *s, size_t n, const
 }
 
 /* One {field!conv:spec} replacement. */
-static bool format_field(jctx *C, const jnode *at, jbuf *b, const char *s, size_t n, const jargs *a,
+static bool format_field(nu_jctx *C, const jnode *at, nu_jbuf *b, const char *s, size_t n, const nu_jargs *a,
                          size_t *auto_index, int *numbering) {
     size_t name_end = 0;
     while (name_end < n && s[name_end] != '!' && s[name_end] != ':') name_end++;
-    size_t spec_at = name_end;
+    size_t nu_spec_at = name_end;
     char conv = 0;
-    if (spec_at < n && s[spec_at] == '!') {
-        if (spec_at + 1 >= n)
-            return jfail(C, at, "end of string while looking for conversion specifier");
-        conv = s[spec_at + 1];
-        spec_at += 2;
+    if (nu_spec_at < n && s[nu_spec_at] == '!') {
+        if (nu_spec_at + 1 >= n)
+            return nu_jfail(C, at, "end of string while looking for conversion specifier");
+        conv = s[nu_spec_at + 1];
+        nu_spec_at += 2;
     }
-    if (spec_at < n && s[spec_at] != ':')
-        return jfail(C, at, "expected ':' after conversion specifier");
-    const char *spec = spec_at < n ? s + spec_at + 1 : "";
-    size_t spec_len = spec_at < n ? n - spec_at - 1 : 0;
-    jv v;
+    if (nu_spec_at < n && s[nu_spec_at] != ':')
+        return nu_jfail(C, at, "expected ':' after conversion specifier");
+    const char *spec = nu_spec_at < n ? s + nu_spec_at + 1 : "";
+    size_t nu_spec_len = nu_spec_at < n ? n - nu_spec_at - 1 : 0;
+    nu_jv v;
     if (!field_value(C, at, s, name_end, a, auto_index, numbering, &v)) return false;
     bool ok = true;
     if (conv == 'r' || conv == 'a' || conv == 's') {
-        jbuf t = {.limit = C->limits.max_output};
-        ok = conv == 's' ? jv_print(C, at, &t, v) : jv_repr(C, at, &t, v);
-        jv str = jv_undef();
-        ok = ok && jv_new_str_from_buf(C, at, &t, &str);
-        if (!ok) jbuf_free(&t);
-        jv_unref(C, v);
+        nu_jbuf t = {.limit = C->limits.max_output};
+        ok = conv == 's' ? nu_jv_print(C, at, &t, v) : nu_jv_repr(C, at, &t, v);
+        nu_jv str = nu_jv_undef();
+        ok = ok && nu_jv_new_str_from_buf(C, at, &t, &str);
+        if (!ok) nu_jbuf_free(&t);
+        nu_jv_unref(C, v);
         v = str;
     } else if (conv) {
-        ok = jfail(C, at, "Unknown conversion specifier %c", conv);
+        ok = nu_jfail(C, at, "Unknown conversion specifier %c", conv);
     }
-    ok = ok && format_value(C, at, b, v, spec, spec_len);
-    jv_unref(C, v);
+    ok = ok && format_value(C, at, b, v, spec, nu_spec_len);
+    nu_jv_unref(C, v);
     return ok;
 }
 
-bool jinja_str_format(jctx *C, const jnode *at, jv fmt, const jargs *a, jv *out) {
-    const char *s = jv_str(fmt)->data;
-    size_t n = jv_str(fmt)->len, auto_index = 0;
+bool nu_jinja_str_format(nu_jctx *C, const jnode *at, nu_jv fmt, const nu_jargs *a, nu_jv *out) {
+    const char *s = nu_jv_str(fmt)->data;
+    size_t n = nu_jv_str(fmt)->len, auto_index = 0;
     int numbering = 0;
-    jbuf b = {.limit = C->limits.max_output};
+    nu_jbuf b = {.limit = C->limits.max_output};
     bool ok = true;
     for (size_t i = 0; i < n && ok;) {
         char c = s[i];
         if ((c == '{' || c == '}') && i + 1 < n && s[i + 1] == c) {
-            jbuf_putc(&b, c);
+            nu_jbuf_putc(&b, c);
             i += 2;
         } else if (c == '}') {
-            ok = jfail(C, at, "Single '}' encountered in format string");
+            ok = nu_jfail(C, at, "Single '}' encountered in format string");
         } else if (c == '{') {
             size_t end = i + 1;
             while (end < n && s[end] != '}' && s[end] != '{') end++;
             if (end >= n || s[end] != '}')
-                ok = jfail(C, at,
+                ok = nu_jfail(C, at,
                            end >= n ? "Single '{' encountered in format string"
                                     : "nested replacement fields are not supported");
             else
                 ok = format_field(C, at, &b, s + i + 1, end - i - 1, a, &auto_index, &numbering);
             i = end + 1;
         } else {
-            jbuf_putc(&b, c);
+            nu_jbuf_putc(&b, c);
             i++;
         }
     }
     if (!ok) {
-        jbuf_free(&b);
+        nu_jbuf_free(&b);
         return false;
     }
-    return jv_new_str_from_buf(C, at, &b, out);
+    return nu_jv_new_str_from_buf(C, at, &b, out);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -477,13 +477,13 @@ static const char *const month_names[] = {"January",   "February", "March",    "
                                           "September", "October",  "November", "December"};
 
 /* A number with glibc's padding flags: '-' none, '_' spaces, '0' zeros. */
-static void put_num(jbuf *b, long v, int width, char flag, char dflt_pad) {
+static void put_num(nu_jbuf *b, long v, int width, char flag, char dflt_pad) {
     char pad = flag == '-' ? 0 : flag == '_' ? ' ' : flag == '0' ? '0' : dflt_pad;
     char tmp[32];
     int n = snprintf(tmp, sizeof tmp, "%ld", v < 0 ? -v : v);
-    if (v < 0) jbuf_putc(b, '-');
-    for (int i = n; pad && i < width; i++) jbuf_putc(b, pad);
-    jbuf_put(b, tmp, (size_t)n);
+    if (v < 0) nu_jbuf_putc(b, '-');
+    for (int i = n; pad && i < width; i++) nu_jbuf_putc(b, pad);
+    nu_jbuf_put(b, tmp, (size_t)n);
 }
 
 /* ISO 8601 week-based year and week number of tm. */
@@ -508,14 +508,14 @@ static void iso_week(const struct tm *tm, int *year, int *week) {
 }
 
 /* One conversion %c with flag; returns false for unknown ones. */
-static bool strftime_one(jbuf *b, const struct tm *tm, char c, char flag, time_t t) {
+static bool strftime_one(nu_jbuf *b, const struct tm *tm, char c, char flag, time_t t) {
     int iy, iw;
     switch (c) {
-    case 'a': jbuf_put(b, day_names[tm->tm_wday], 3); return true;
-    case 'A': jbuf_puts(b, day_names[tm->tm_wday]); return true;
+    case 'a': nu_jbuf_put(b, day_names[tm->tm_wday], 3); return true;
+    case 'A': nu_jbuf_puts(b, day_names[tm->tm_wday]); return true;
     case 'b':
-    case 'h': jbuf_put(b, month_names[tm->tm_mon], 3); return true;
-    case 'B': jbuf_puts(b, month_names[tm->tm_mon]); return true;
+    case 'h': nu_jbuf_put(b, month_names[tm->tm_mon], 3); return true;
+    case 'B': nu_jbuf_puts(b, month_names[tm->tm_mon]); return true;
     case 'C': put_num(b, (tm->tm_year + 1900) / 100, 2, flag, '0'); return true;
     case 'd': put_num(b, tm->tm_mday, 2, flag, '0'); return true;
     case 'e': put_num(b, tm->tm_mday, 2, flag, ' '); return true;
@@ -524,9 +524,9 @@ static bool strftime_one(jbuf *b, const struct tm *tm, char c, char flag, time_t
     case 'j': put_num(b, tm->tm_yday + 1, 3, flag, '0'); return true;
     case 'm': put_num(b, tm->tm_mon + 1, 2, flag, '0'); return true;
     case 'M': put_num(b, tm->tm_min, 2, flag, '0'); return true;
-    case 'n': jbuf_putc(b, '\n'); return true;
-    case 't': jbuf_putc(b, '\t'); return true;
-    case 'p': jbuf_puts(b, tm->tm_hour < 12 ? "AM" : "PM"); return true;
+    case 'n': nu_jbuf_putc(b, '\n'); return true;
+    case 't': nu_jbuf_putc(b, '\t'); return true;
+    case 'p': nu_jbuf_puts(b, tm->tm_hour < 12 ? "AM" : "PM"); return true;
     case 'S': put_num(b, tm->tm_sec, 2, flag, '0'); return true;
     case 's': put_num(b, (long)t, 1, flag, '0'); return true;
     case 'u': put_num(b, tm->tm_wday ? tm->tm_wday : 7, 1, flag, '0'); return true;
@@ -547,34 +547,34 @@ static bool strftime_one(jbuf *b, const struct tm *tm, char c, char flag, time_t
         return true;
     case 'U': put_num(b, (tm->tm_yday + 7 - tm->tm_wday) / 7, 2, flag, '0'); return true;
     case 'W': put_num(b, (tm->tm_yday + 7 - (tm->tm_wday + 6) % 7) / 7, 2, flag, '0'); return true;
-    case 'Z': jbuf_puts(b, "UTC"); return true;
-    case 'z': jbuf_puts(b, "+0000"); return true;
-    case '%': jbuf_putc(b, '%'); return true;
-    case 'D': jinja_strftime(b, "%m/%d/%y", 8, t); return true;
-    case 'F': jinja_strftime(b, "%Y-%m-%d", 8, t); return true;
-    case 'T': jinja_strftime(b, "%H:%M:%S", 8, t); return true;
-    case 'R': jinja_strftime(b, "%H:%M", 5, t); return true;
-    case 'r': jinja_strftime(b, "%I:%M:%S %p", 11, t); return true;
-    case 'c': jinja_strftime(b, "%a %b %e %H:%M:%S %Y", 20, t); return true;
-    case 'x': jinja_strftime(b, "%m/%d/%y", 8, t); return true;
-    case 'X': jinja_strftime(b, "%H:%M:%S", 8, t); return true;
+    case 'Z': nu_jbuf_puts(b, "UTC"); return true;
+    case 'z': nu_jbuf_puts(b, "+0000"); return true;
+    case '%': nu_jbuf_putc(b, '%'); return true;
+    case 'D': nu_jinja_strftime(b, "%m/%d/%y", 8, t); return true;
+    case 'F': nu_jinja_strftime(b, "%Y-%m-%d", 8, t); return true;
+    case 'T': nu_jinja_strftime(b, "%H:%M:%S", 8, t); return true;
+    case 'R': nu_jinja_strftime(b, "%H:%M", 5, t); return true;
+    case 'r': nu_jinja_strftime(b, "%I:%M:%S %p", 11, t); return true;
+    case 'c': nu_jinja_strftime(b, "%a %b %e %H:%M:%S %Y", 20, t); return true;
+    case 'x': nu_jinja_strftime(b, "%m/%d/%y", 8, t); return true;
+    case 'X': nu_jinja_strftime(b, "%H:%M:%S", 8, t); return true;
     default: return false;
     }
 }
 
-size_t jinja_strftime(jbuf *b, const char *fmt, size_t n, time_t t) {
+size_t nu_jinja_strftime(nu_jbuf *b, const char *fmt, size_t n, time_t t) {
     struct tm tm;
     gmtime_r(&t, &tm);
     size_t before = b->len;
     for (size_t i = 0; i < n; i++) {
         if (fmt[i] != '%' || i + 1 >= n) {
-            jbuf_putc(b, fmt[i]);
+            nu_jbuf_putc(b, fmt[i]);
             continue;
         }
         size_t j = i + 1;
         char flag = 0;
         if (strchr("-_0^#", fmt[j]) && j + 1 < n) flag = fmt[j++];
-        if (!strftime_one(b, &tm, fmt[j], flag, t)) jbuf_put(b, fmt + i, j + 1 - i);
+        if (!strftime_one(b, &tm, fmt[j], flag, t)) nu_jbuf_put(b, fmt + i, j + 1 - i);
         i = j;
     }
     return b->len - before;

@@ -18,7 +18,7 @@
 /* Values                                                                   */
 /* ------------------------------------------------------------------------ */
 
-typedef enum jv_type {
+typedef enum nu_jv_type {
     JV_UNDEF = 0, /* jinja2.Undefined: prints empty, falsy, fails on most uses */
     JV_NONE,
     JV_BOOL,
@@ -30,7 +30,7 @@ typedef enum jv_type {
     JV_FUNC,  /* a global function or a bound method */
     JV_MACRO, /* a macro, or the caller of a call block */
     JV_LOOP,  /* the loop variable of a for loop */
-} jv_type;
+} nu_jv_type;
 
 /* Why a value is undefined, for the error message when it is used. */
 typedef enum jundef_hint {
@@ -41,21 +41,21 @@ typedef enum jundef_hint {
     JU_EMPTY,    /* first / last of an empty sequence */
 } jundef_hint;
 
-typedef struct jobj jobj;
+typedef struct nu_jobj nu_jobj;
 
 /* A value: scalars inline, everything else a reference-counted object. */
-typedef struct jv {
-    uint8_t type;  /* jv_type */
+typedef struct nu_jv {
+    uint8_t type;  /* nu_jv_type */
     uint8_t hint;  /* JV_UNDEF: jundef_hint */
-    uint8_t owner; /* JV_UNDEF with JU_ATTR / JU_UNSAFE: jv_type of the object */
+    uint8_t owner; /* JV_UNDEF with JU_ATTR / JU_UNSAFE: nu_jv_type of the object */
     union {
         bool b;
         int64_t i;
         double f;
-        jobj *o;
+        nu_jobj *o;
         const char *name; /* JV_UNDEF: the name (lives as long as the template) */
     } u;
-} jv;
+} nu_jv;
 
 enum {
     JO_IMMORTAL = 1 << 0,  /* owned by the template: reference counts ignored */
@@ -63,39 +63,39 @@ enum {
     JO_NAMESPACE = 1 << 2, /* a JV_DICT made by namespace(): attributes assignable */
 };
 
-typedef enum jobj_kind { JK_STR, JK_LIST, JK_DICT, JK_FUNC, JK_MACRO, JK_LOOP, JK_SCOPE } jobj_kind;
+typedef enum nu_jobj_kind { JK_STR, JK_LIST, JK_DICT, JK_FUNC, JK_MACRO, JK_LOOP, JK_SCOPE } nu_jobj_kind;
 
 /* Header of every heap object. Live objects of a render are linked so that
  * whatever a reference cycle keeps alive is still freed when it ends. */
-struct jobj {
+struct nu_jobj {
     uint32_t refs;
-    uint8_t kind;  /* jobj_kind */
+    uint8_t kind;  /* nu_jobj_kind */
     uint8_t flags; /* JO_* */
-    jobj *prev, *next;
+    nu_jobj *prev, *next;
 };
 
 /* An immutable UTF-8 string. nchars counts characters: every byte that is
  * not a UTF-8 continuation byte starts one (invalid bytes count alone). */
-typedef struct jstr {
-    jobj h;
+typedef struct nu_jstr {
+    nu_jobj h;
     size_t len;
     size_t nchars;
     char data[]; /* len bytes and a NUL */
-} jstr;
+} nu_jstr;
 
-typedef struct jlist {
-    jobj h;
+typedef struct nu_jlist {
+    nu_jobj h;
     size_t len, cap;
-    jv *items;
-} jlist;
+    nu_jv *items;
+} nu_jlist;
 
 /* Insertion-ordered; keys compared with Python ==. */
-typedef struct jdict {
-    jobj h;
+typedef struct nu_jdict {
+    nu_jobj h;
     size_t len, cap;
-    jv *keys;
-    jv *vals;
-} jdict;
+    nu_jv *keys;
+    nu_jv *vals;
+} nu_jdict;
 
 /* Built-in functions: globals, and methods bound to self. */
 typedef enum jfunc_id {
@@ -110,86 +110,86 @@ typedef enum jfunc_id {
 } jfunc_id;
 
 typedef struct jfunc {
-    jobj h;
+    nu_jobj h;
     uint8_t id;         /* jfunc_id */
     const char *method; /* static string naming the method (JF_METHOD) */
-    jv self;
+    nu_jv self;
 } jfunc;
 
 struct jnode;
-struct jscope;
+struct nu_jscope;
 
 /* A macro closes over the scope it was defined in. */
 typedef struct jmacro {
-    jobj h;
+    nu_jobj h;
     const struct jnode *node; /* JN_MACRO */
-    struct jscope *scope;
+    struct nu_jscope *scope;
 } jmacro;
 
 /* State of one for loop, seen by the template as `loop`. */
 typedef struct jloop {
-    jobj h;
-    jv items; /* a JV_LIST */
+    nu_jobj h;
+    nu_jv items; /* a JV_LIST */
     size_t index0;
     int depth0;
     const struct jnode *node; /* the JN_FOR, for recursive loops */
-    struct jscope *scope;     /* where the loop runs, for recursive loops */
-    jv changed_last;          /* loop.changed(): the last arguments (JV_UNDEF: none yet) */
+    struct nu_jscope *scope;     /* where the loop runs, for recursive loops */
+    nu_jv changed_last;          /* loop.changed(): the last arguments (JV_UNDEF: none yet) */
 } jloop;
 
 /* Variables of one scope. Names are borrowed: they live as long as the
  * template or the render's input. */
-typedef struct jscope {
-    jobj h;
-    struct jscope *parent;
+typedef struct nu_jscope {
+    nu_jobj h;
+    struct nu_jscope *parent;
     size_t len, cap;
     const char **names;
-    jv *vals;
-} jscope;
+    nu_jv *vals;
+} nu_jscope;
 
-static inline jv jv_undef(void) {
-    jv v = {.type = JV_UNDEF};
+static inline nu_jv nu_jv_undef(void) {
+    nu_jv v = {.type = JV_UNDEF};
     return v;
 }
-static inline jv jv_none(void) {
-    jv v = {.type = JV_NONE};
+static inline nu_jv nu_jv_none(void) {
+    nu_jv v = {.type = JV_NONE};
     return v;
 }
-static inline jv jv_bool(bool b) {
-    jv v = {.type = JV_BOOL, .u.b = b};
+static inline nu_jv nu_jv_bool(bool b) {
+    nu_jv v = {.type = JV_BOOL, .u.b = b};
     return v;
 }
-static inline jv jv_int(int64_t i) {
-    jv v = {.type = JV_INT, .u.i = i};
+static inline nu_jv nu_jv_int(int64_t i) {
+    nu_jv v = {.type = JV_INT, .u.i = i};
     return v;
 }
-static inline jv jv_float(double f) {
-    jv v = {.type = JV_FLOAT, .u.f = f};
+static inline nu_jv nu_jv_float(double f) {
+    nu_jv v = {.type = JV_FLOAT, .u.f = f};
     return v;
 }
-static inline jv jv_obj(jv_type type, void *o) {
-    jv v = {.type = (uint8_t)type, .u.o = o};
+static inline nu_jv nu_jv_obj(nu_jv_type type, void *o) {
+    nu_jv v = {.type = (uint8_t)type, .u.o = o};
     return v;
 }
-static inline jstr *jv_str(jv v) {
-    return (jstr *)v.u.o;
+static inline nu_jstr *nu_jv_str(nu_jv v) {
+    return (nu_jstr *)v.u.o;
 }
-static inline jlist *jv_list(jv v) {
-    return (jlist *)v.u.o;
+static inline nu_jlist *nu_jv_list(nu_jv v) {
+    return (nu_jlist *)v.u.o;
 }
-static inline jdict *jv_dict(jv v) {
-    return (jdict *)v.u.o;
+static inline nu_jdict *nu_jv_dict(nu_jv v) {
+    return (nu_jdict *)v.u.o;
 }
-static inline bool jv_is_obj(jv v) {
+static inline bool nu_jv_is_obj(nu_jv v) {
     return v.type >= JV_STR;
 }
-static inline bool jv_is_tuple(jv v) {
+static inline bool nu_jv_is_tuple(nu_jv v) {
     return v.type == JV_LIST && (v.u.o->flags & JO_TUPLE);
 }
-static inline bool jv_is_namespace(jv v) {
+static inline bool nu_jv_is_namespace(nu_jv v) {
     return v.type == JV_DICT && (v.u.o->flags & JO_NAMESPACE);
 }
-static inline bool jv_is_number(jv v) {
+static inline bool nu_jv_is_number(nu_jv v) {
     return v.type == JV_BOOL || v.type == JV_INT || v.type == JV_FLOAT;
 }
 
@@ -197,18 +197,18 @@ static inline bool jv_is_number(jv v) {
 /* Growable byte buffer                                                     */
 /* ------------------------------------------------------------------------ */
 
-typedef struct jbuf {
+typedef struct nu_jbuf {
     char *data;
     size_t len, cap;
     bool failed; /* an allocation failed or the limit was hit */
     size_t limit;
-} jbuf;
+} nu_jbuf;
 
-void jbuf_put(jbuf *b, const char *s, size_t n);
-void jbuf_puts(jbuf *b, const char *s);
-void jbuf_putc(jbuf *b, char c);
-void jbuf_printf(jbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void jbuf_free(jbuf *b);
+void nu_jbuf_put(nu_jbuf *b, const char *s, size_t n);
+void nu_jbuf_puts(nu_jbuf *b, const char *s);
+void nu_jbuf_putc(nu_jbuf *b, char c);
+void nu_jbuf_printf(nu_jbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void nu_jbuf_free(nu_jbuf *b);
 
 /* ------------------------------------------------------------------------ */
 /* Syntax tree                                                              */
@@ -292,28 +292,28 @@ typedef struct jnode {
     const char *name; /* NUL-terminated: names, attributes, keyword arguments */
     const char *text; /* JN_TEXT */
     size_t text_len;
-    jv value; /* JN_CONST (strings are immortal objects) */
+    nu_jv value; /* JN_CONST (strings are immortal objects) */
     const jfilter_def *filter;
     const jtest_def *test;
 } jnode;
 
 /* A parsed template: the normalised source (for error positions), the tree
  * and the memory both live in. */
-struct jinja_template {
+struct nu_jinja_template {
     char *source;
     size_t len;
     jnode *root; /* JN_BODY */
-    struct jarena *arena;
+    struct nu_jarena *arena;
 };
 
 /* Bump allocator for the tree; freed all at once. */
-typedef struct jarena jarena;
-void *jarena_alloc(jarena *a, size_t n);
-void jarena_free(jarena *a);
-jarena *jarena_new(void);
+typedef struct nu_jarena nu_jarena;
+void *nu_jarena_alloc(nu_jarena *a, size_t n);
+void nu_jarena_free(nu_jarena *a);
+nu_jarena *nu_jarena_new(void);
 
 /* Line and column (1-based, columns in characters) of a byte offset. */
-void jinja_position(const char *source, size_t len, size_t pos, int *line, int *column);
+void nu_jinja_position(const char *source, size_t len, size_t pos, int *line, int *column);
 
 /* ------------------------------------------------------------------------ */
 /* Lexer                                                                    */
@@ -351,7 +351,7 @@ typedef struct jlexer {
     const char *src;
     size_t len;
     size_t pos;
-    jarena *arena;
+    nu_jarena *arena;
     int state;         /* 0: data, 1: inside {{ }}, 2: inside {% %} */
     int depth;         /* open brackets inside a tag */
     bool strip_next;   /* the last tag ended with '-': strip leading whitespace of the data */
@@ -364,95 +364,95 @@ typedef struct jlexer {
     bool failed;
 } jlexer;
 
-void jlex_init(jlexer *lx, const char *src, size_t len, jarena *arena);
+void nu_jlex_init(jlexer *lx, const char *src, size_t len, nu_jarena *arena);
 /* The next token; JT_EOF at the end. On error lx->failed is set. */
-jtok jlex_next(jlexer *lx);
+jtok nu_jlex_next(jlexer *lx);
 
 /* ------------------------------------------------------------------------ */
 /* Render context                                                           */
 /* ------------------------------------------------------------------------ */
 
-typedef struct jctx {
-    const jinja_template *tpl;
-    jinja_limits limits;
+typedef struct nu_jctx {
+    const nu_jinja_template *tpl;
+    nu_jinja_limits limits;
     uint64_t steps;
     uint64_t alloc_bytes;
     int depth;
-    jobj live;        /* sentinel of the list of live objects */
-    jbuf *out;        /* where output goes now */
+    nu_jobj live;        /* sentinel of the list of live objects */
+    nu_jbuf *out;        /* where output goes now */
     int loop_control; /* 1: break, 2: continue pending */
     bool failed;
     nu_status status;
     char message[480];
     time_t now; /* for strftime_now */
-} jctx;
+} nu_jctx;
 
 /* Records the first error, "line L, column C: message" at node (or at byte
  * offset pos when node is NULL), and returns false. */
-bool jfail(jctx *C, const jnode *at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-bool jfail_status(jctx *C, const jnode *at, nu_status status, const char *fmt, ...)
+bool nu_jfail(nu_jctx *C, const jnode *at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+bool nu_jfail_status(nu_jctx *C, const jnode *at, nu_status status, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Fails for using an undefined value: the message says which. */
-bool jfail_undefined(jctx *C, const jnode *at, jv v);
+bool nu_jfail_undefined(nu_jctx *C, const jnode *at, nu_jv v);
 /* Counts one step; fails when the step limit is hit. */
-bool jstep(jctx *C, const jnode *at);
+bool nu_jstep(nu_jctx *C, const jnode *at);
 
 /* Reference counting. incref/decref ignore scalars and immortal objects. */
-static inline jv jv_ref(jv v) {
-    if (jv_is_obj(v) && !(v.u.o->flags & JO_IMMORTAL)) v.u.o->refs++;
+static inline nu_jv nu_jv_ref(nu_jv v) {
+    if (nu_jv_is_obj(v) && !(v.u.o->flags & JO_IMMORTAL)) v.u.o->refs++;
     return v;
 }
-void jv_unref(jctx *C, jv v);
-void jobj_unref(jctx *C, jobj *o);
+void nu_jv_unref(nu_jctx *C, nu_jv v);
+void nu_jobj_unref(nu_jctx *C, nu_jobj *o);
 
 /* Allocation. These fail (NULL, error recorded) at the allocation limit. */
-void *jctx_alloc_obj(jctx *C, const jnode *at, jobj_kind kind, size_t size);
-bool jctx_charge(jctx *C, const jnode *at, size_t bytes);
-void jctx_free_all(jctx *C);
+void *nu_jctx_alloc_obj(nu_jctx *C, const jnode *at, nu_jobj_kind kind, size_t size);
+bool nu_jctx_charge(nu_jctx *C, const jnode *at, size_t bytes);
+void nu_jctx_free_all(nu_jctx *C);
 
-/* Strings. jv_new_str copies n bytes. */
-bool jv_new_str(jctx *C, const jnode *at, const char *s, size_t n, jv *out);
-bool jv_new_str_from_buf(jctx *C, const jnode *at, jbuf *b, jv *out); /* frees b */
+/* Strings. nu_jv_new_str copies n bytes. */
+bool nu_jv_new_str(nu_jctx *C, const jnode *at, const char *s, size_t n, nu_jv *out);
+bool nu_jv_new_str_from_buf(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv *out); /* frees b */
 /* a + b for two strings, copied once. */
-bool jv_concat_str(jctx *C, const jnode *at, jv a, jv b, jv *out);
-jstr *jstr_immortal(jarena *a, const char *s, size_t n);
-size_t utf8_count_chars(const char *s, size_t n);
+bool nu_jv_concat_str(nu_jctx *C, const jnode *at, nu_jv a, nu_jv b, nu_jv *out);
+nu_jstr *nu_jstr_immortal(nu_jarena *a, const char *s, size_t n);
+size_t nu_utf8_count_chars(const char *s, size_t n);
 /* Byte offset of character index ci (0..nchars) in s. */
-size_t utf8_offset(const char *s, size_t n, size_t ci);
+size_t nu_utf8_offset(const char *s, size_t n, size_t ci);
 /* Decodes one character at s[*i] (advancing *i); invalid bytes decode to
  * themselves as code points 0xDC80.. like Python's surrogateescape. */
-uint32_t utf8_decode(const char *s, size_t n, size_t *i);
-void utf8_encode(jbuf *b, uint32_t cp);
+uint32_t nu_utf8_decode(const char *s, size_t n, size_t *i);
+void nu_utf8_encode(nu_jbuf *b, uint32_t cp);
 
 /* Lists and dicts. */
-bool jv_new_list(jctx *C, const jnode *at, size_t cap, jv *out);
-bool jlist_push(jctx *C, const jnode *at, jlist *l, jv v); /* takes v */
-bool jv_new_dict(jctx *C, const jnode *at, jv *out);
-bool jdict_set(jctx *C, const jnode *at, jdict *d, jv key, jv val); /* takes both */
+bool nu_jv_new_list(nu_jctx *C, const jnode *at, size_t cap, nu_jv *out);
+bool nu_jlist_push(nu_jctx *C, const jnode *at, nu_jlist *l, nu_jv v); /* takes v */
+bool nu_jv_new_dict(nu_jctx *C, const jnode *at, nu_jv *out);
+bool nu_jdict_set(nu_jctx *C, const jnode *at, nu_jdict *d, nu_jv key, nu_jv val); /* takes both */
 /* Borrowed value for key, or NULL. */
-jv *jdict_find(jdict *d, jv key);
-jv *jdict_find_str(jdict *d, const char *key, size_t n);
+nu_jv *nu_jdict_find(nu_jdict *d, nu_jv key);
+nu_jv *nu_jdict_find_str(nu_jdict *d, const char *key, size_t n);
 
 /* Scopes. */
-jscope *jscope_new(jctx *C, const jnode *at, jscope *parent);
-bool jscope_set(jctx *C, const jnode *at, jscope *s, const char *name, jv v); /* takes v */
-jv *jscope_lookup(jscope *s, const char *name);
+nu_jscope *nu_jscope_new(nu_jctx *C, const jnode *at, nu_jscope *parent);
+bool nu_jscope_set(nu_jctx *C, const jnode *at, nu_jscope *s, const char *name, nu_jv v); /* takes v */
+nu_jv *nu_jscope_lookup(nu_jscope *s, const char *name);
 
 /* Python semantics. */
-bool jv_truthy(jv v);
-const char *jv_type_name(jv v); /* Python's type name: "str", "NoneType", ... */
+bool nu_jv_truthy(nu_jv v);
+const char *nu_jv_type_name(nu_jv v); /* Python's type name: "str", "NoneType", ... */
 /* Python ==; fails only past the nesting limit. */
-bool jv_equal(jctx *C, const jnode *at, jv a, jv b, bool *eq);
+bool nu_jv_equal(nu_jctx *C, const jnode *at, nu_jv a, nu_jv b, bool *eq);
 /* Python <, <=, >, >= (op is a JOP_*); fails for unorderable types. */
-bool jv_compare(jctx *C, const jnode *at, jop op, jv a, jv b, bool *res);
+bool nu_jv_compare(nu_jctx *C, const jnode *at, jop op, nu_jv a, nu_jv b, bool *res);
 /* Three-way comparison for sorting: -1, 0 or 1. */
-bool jv_cmp3(jctx *C, const jnode *at, jv a, jv b, bool case_insensitive, int *res);
+bool nu_jv_cmp3(nu_jctx *C, const jnode *at, nu_jv a, nu_jv b, bool case_insensitive, int *res);
 /* Python str(v) / repr(v) appended to b; fails only past the nesting limit. */
-bool jv_print(jctx *C, const jnode *at, jbuf *b, jv v);
-bool jv_repr(jctx *C, const jnode *at, jbuf *b, jv v);
+bool nu_jv_print(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v);
+bool nu_jv_repr(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v);
 /* str(v) as a new string value. Strings are returned as a new reference. */
-bool jv_to_str(jctx *C, const jnode *at, jv v, jv *out);
-void jfloat_repr(jbuf *b, double f);
+bool nu_jv_to_str(nu_jctx *C, const jnode *at, nu_jv v, nu_jv *out);
+void nu_jfloat_repr(nu_jbuf *b, double f);
 /* json.dumps(v, ensure_ascii, indent, separators, sort_keys). indent < 0: none;
  * item_sep / key_sep NULL: the defaults. */
 typedef struct jjson_opts {
@@ -464,9 +464,9 @@ typedef struct jjson_opts {
     size_t item_sep_len, key_sep_len;
     bool sort_keys;
 } jjson_opts;
-bool jv_tojson(jctx *C, const jnode *at, jbuf *b, jv v, const jjson_opts *o);
+bool nu_jv_tojson(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v, const jjson_opts *o);
 /* A JSON document as a value (cJSON NULL: undefined). */
-bool jv_from_json(jctx *C, const jnode *at, const cJSON *j, jv *out, int depth);
+bool nu_jv_from_json(nu_jctx *C, const jnode *at, const cJSON *j, nu_jv *out, int depth);
 
 /* ------------------------------------------------------------------------ */
 /* Evaluation, filters, tests, methods                                      */
@@ -474,91 +474,91 @@ bool jv_from_json(jctx *C, const jnode *at, const cJSON *j, jv *out, int depth);
 
 /* Arguments of a call, filter or test, evaluated. */
 #define JARGS_MAX 16
-typedef struct jargs {
+typedef struct nu_jargs {
     size_t n_pos;
-    jv pos[JARGS_MAX];
+    nu_jv pos[JARGS_MAX];
     size_t n_kw;
     const char *kw_names[JARGS_MAX];
-    jv kw[JARGS_MAX];
-} jargs;
+    nu_jv kw[JARGS_MAX];
+} nu_jargs;
 
-void jargs_release(jctx *C, jargs *a);
+void nu_jargs_release(nu_jctx *C, nu_jargs *a);
 /* Binds arguments to parameter names (positional first, then keywords).
  * Missing ones are left as a JV_UNDEF with hint JU_NONE and owner 1 (see
  * jarg_given). Fails on too many or unknown arguments. Values are borrowed. */
-bool jargs_bind(jctx *C, const jnode *at, const char *what, const jargs *a,
-                const char *const *names, size_t n_names, jv *out);
-static inline bool jarg_given(jv v) {
+bool nu_jargs_bind(nu_jctx *C, const jnode *at, const char *what, const nu_jargs *a,
+                const char *const *names, size_t n_names, nu_jv *out);
+static inline bool jarg_given(nu_jv v) {
     return !(v.type == JV_UNDEF && v.owner == 1);
 }
 
-typedef bool (*jfilter_fn)(jctx *C, const jnode *at, jv value, const jargs *a, jv *out);
+typedef bool (*jfilter_fn)(nu_jctx *C, const jnode *at, nu_jv value, const nu_jargs *a, nu_jv *out);
 struct jfilter_def {
     const char *name;
     jfilter_fn fn;
 };
-typedef bool (*jtest_fn)(jctx *C, const jnode *at, jv value, const jargs *a, bool *out);
+typedef bool (*jtest_fn)(nu_jctx *C, const jnode *at, nu_jv value, const nu_jargs *a, bool *out);
 struct jtest_def {
     const char *name;
     jtest_fn fn;
 };
-const jfilter_def *jinja_find_filter(const char *name);
-const jtest_def *jinja_find_test(const char *name);
+const jfilter_def *nu_jinja_find_filter(const char *name);
+const jtest_def *nu_jinja_find_test(const char *name);
 
 /* Calls a callable value with arguments (used by the evaluator, by filters
  * like map, and by methods). */
-bool jcall_value(jctx *C, const jnode *at, jv callee, const jargs *a, jv *out);
+bool nu_jcall_value(nu_jctx *C, const jnode *at, nu_jv callee, const nu_jargs *a, nu_jv *out);
 /* Runs a method of self. Unknown methods give an undefined value. */
-bool jcall_method(jctx *C, const jnode *at, jv self, const char *method, const jargs *a, jv *out);
+bool nu_jcall_method(nu_jctx *C, const jnode *at, nu_jv self, const char *method, const nu_jargs *a, nu_jv *out);
 /* Python getattr with the sandbox's rules: methods, dict keys, loop fields. */
-bool jv_getattr(jctx *C, const jnode *at, jv obj, const char *name, jv *out);
+bool nu_jv_getattr(nu_jctx *C, const jnode *at, nu_jv obj, const char *name, nu_jv *out);
 /* obj[key]: items, characters, then attributes. */
-bool jv_getitem(jctx *C, const jnode *at, jv obj, jv key, const char *const_name, jv *out);
+bool nu_jv_getitem(nu_jctx *C, const jnode *at, nu_jv obj, nu_jv key, const char *const_name, nu_jv *out);
 /* Calls a macro value. */
-bool jcall_macro(jctx *C, const jnode *at, jmacro *m, const jargs *a, jv *out);
+bool nu_jcall_macro(nu_jctx *C, const jnode *at, jmacro *m, const nu_jargs *a, nu_jv *out);
 /* Items of an iterable as a new list (dict: keys, str: characters). */
-bool jv_iterate(jctx *C, const jnode *at, jv v, jv *out);
+bool nu_jv_iterate(nu_jctx *C, const jnode *at, nu_jv v, nu_jv *out);
 /* The global function named name, or false. */
-bool jinja_global(jctx *C, const char *name, jv *out);
+bool nu_jinja_global(nu_jctx *C, const char *name, nu_jv *out);
 
 /* Python's len(). */
-bool jv_length(jctx *C, const jnode *at, jv v, int64_t *out);
+bool nu_jv_length(nu_jctx *C, const jnode *at, nu_jv v, int64_t *out);
 
 /* Calls a global function, bound method or loop method. */
-bool jinja_call_function(jctx *C, const jnode *at, jfunc *f, const jargs *a, jv *out);
+bool nu_jinja_call_function(nu_jctx *C, const jnode *at, jfunc *f, const nu_jargs *a, nu_jv *out);
 /* obj[start:stop:step] for lists, tuples and strings (None bounds: absent);
  * other objects give an undefined value, as a failed subscript does. */
-bool jinja_slice(jctx *C, const jnode *at, jv obj, jv start, jv stop, jv step, jv *out);
+bool nu_jinja_slice(nu_jctx *C, const jnode *at, nu_jv obj, nu_jv start, nu_jv stop, nu_jv step, nu_jv *out);
 /* str.strip / lstrip / rstrip (which: 1 left, 2 right, 3 both); chars not
  * given or None: whitespace. */
-bool jinja_strip(jctx *C, const jnode *at, jv self, jv chars, int which, jv *out);
+bool nu_jinja_strip(nu_jctx *C, const jnode *at, nu_jv self, nu_jv chars, int which, nu_jv *out);
 /* Case mappings of a string: mode 0 upper, 1 lower, 2 str.title(), 3
  * capitalize, 4 swapcase. */
-bool jinja_case(jctx *C, const jnode *at, jv self, int mode, jv *out);
+bool nu_jinja_case(nu_jctx *C, const jnode *at, nu_jv self, int mode, nu_jv *out);
 /* str.replace(old, new, count); count < 0: all. */
-bool jinja_replace(jctx *C, const jnode *at, jv self, jv old, jv new_, int64_t count, jv *out);
+bool nu_jinja_replace(nu_jctx *C, const jnode *at, nu_jv self, nu_jv old, nu_jv new_, int64_t count, nu_jv *out);
 /* fmt % args, printf-style (args a tuple, a mapping or one value). */
-bool jinja_percent_format(jctx *C, const jnode *at, jv fmt, jv args, jv *out);
+bool nu_jinja_percent_format(nu_jctx *C, const jnode *at, nu_jv fmt, nu_jv args, nu_jv *out);
 /* fmt.format(*args, **kwargs). */
-bool jinja_str_format(jctx *C, const jnode *at, jv fmt, const jargs *a, jv *out);
+bool nu_jinja_str_format(nu_jctx *C, const jnode *at, nu_jv fmt, const nu_jargs *a, nu_jv *out);
 /* strftime of t (UTC, C locale) appended to b; returns the bytes added. */
-size_t jinja_strftime(jbuf *b, const char *fmt, size_t n, time_t t);
+size_t nu_jinja_strftime(nu_jbuf *b, const char *fmt, size_t n, time_t t);
 
 /* ------------------------------------------------------------------------ */
 /* Unicode                                                                  */
 /* ------------------------------------------------------------------------ */
 
-bool uni_isspace(uint32_t cp);     /* Python str.isspace() */
-bool uni_isprintable(uint32_t cp); /* Python str.isprintable() */
+bool nu_uni_isspace(uint32_t cp);     /* Python str.isspace() */
+bool nu_uni_isprintable(uint32_t cp); /* Python str.isprintable() */
 /* Python's full case mappings: writes 1..3 code points to out, returns count. */
-int uni_upper(uint32_t cp, uint32_t out[3]);
-int uni_lower(uint32_t cp, uint32_t out[3]);
-int uni_title(uint32_t cp, uint32_t out[3]);
-bool uni_isupper(uint32_t cp);
-bool uni_islower(uint32_t cp);
-bool uni_iscased(uint32_t cp);
-bool uni_isalpha(uint32_t cp);
-bool uni_isdigit(uint32_t cp);
-bool uni_isalnum(uint32_t cp);
+int nu_uni_upper(uint32_t cp, uint32_t out[3]);
+int nu_uni_lower(uint32_t cp, uint32_t out[3]);
+int nu_uni_title(uint32_t cp, uint32_t out[3]);
+bool nu_uni_isupper(uint32_t cp);
+bool nu_uni_islower(uint32_t cp);
+bool nu_uni_iscased(uint32_t cp);
+bool nu_uni_isalpha(uint32_t cp);
+bool nu_uni_isdigit(uint32_t cp);
+bool nu_uni_isalnum(uint32_t cp);
 
 #endif

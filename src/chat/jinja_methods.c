@@ -13,10 +13,10 @@
 
 #include "jinja_internal.h"
 
-typedef bool (*jmethod_fn)(jctx *C, const jnode *at, jv self, const jargs *a, jv *out);
+typedef bool (*jmethod_fn)(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out);
 
 typedef struct jmethod {
-    uint8_t type; /* jv_type of self */
+    uint8_t type; /* nu_jv_type of self */
     const char *name;
     jmethod_fn fn; /* NULL: refused by the sandbox */
 } jmethod;
@@ -28,8 +28,8 @@ static const jmethod *find_method(uint8_t type, const char *name);
 /* ------------------------------------------------------------------------ */
 
 /* An undefined value that remembers why (for its error message). */
-static jv undef_with(jundef_hint hint, uint8_t owner, const char *name) {
-    jv v = jv_undef();
+static nu_jv undef_with(jundef_hint hint, uint8_t owner, const char *name) {
+    nu_jv v = nu_jv_undef();
     if (!name) return v;
     v.hint = (uint8_t)hint;
     v.owner = owner;
@@ -38,25 +38,25 @@ static jv undef_with(jundef_hint hint, uint8_t owner, const char *name) {
 }
 
 /* Makes a bound method value. */
-static bool bound_method(jctx *C, const jnode *at, jv self, const jmethod *m, jv *out) {
-    jfunc *f = jctx_alloc_obj(C, at, JK_FUNC, sizeof(jfunc));
+static bool bound_method(nu_jctx *C, const jnode *at, nu_jv self, const jmethod *m, nu_jv *out) {
+    jfunc *f = nu_jctx_alloc_obj(C, at, JK_FUNC, sizeof(jfunc));
     if (!f) return false;
     f->id = JF_METHOD;
     f->method = m->name;
-    f->self = jv_ref(self);
-    *out = jv_obj(JV_FUNC, f);
+    f->self = nu_jv_ref(self);
+    *out = nu_jv_obj(JV_FUNC, f);
     return true;
 }
 
 /* Requires an argument to be a string. */
-static bool need_str(jctx *C, const jnode *at, jv v, const char *what) {
+static bool need_str(nu_jctx *C, const jnode *at, nu_jv v, const char *what) {
     if (v.type == JV_STR) return true;
-    if (v.type == JV_UNDEF) return jfail_undefined(C, at, v);
-    return jfail(C, at, "%s must be str, not %s", what, jv_type_name(v));
+    if (v.type == JV_UNDEF) return nu_jfail_undefined(C, at, v);
+    return nu_jfail(C, at, "%s must be str, not %s", what, nu_jv_type_name(v));
 }
 
 /* An int argument (bools count), or the default when not given / None. */
-static bool int_arg(jctx *C, const jnode *at, jv v, int64_t dflt, int64_t *out) {
+static bool int_arg(nu_jctx *C, const jnode *at, nu_jv v, int64_t dflt, int64_t *out) {
     if (!jarg_given(v) || v.type == JV_NONE)
         *out = dflt;
     else if (v.type == JV_INT)
@@ -64,21 +64,21 @@ static bool int_arg(jctx *C, const jnode *at, jv v, int64_t dflt, int64_t *out) 
     else if (v.type == JV_BOOL)
         *out = v.u.b;
     else if (v.type == JV_UNDEF)
-        return jfail_undefined(C, at, v);
+        return nu_jfail_undefined(C, at, v);
     else
-        return jfail(C, at, "'%s' object cannot be interpreted as an integer", jv_type_name(v));
+        return nu_jfail(C, at, "'%s' object cannot be interpreted as an integer", nu_jv_type_name(v));
     return true;
 }
 
 /* Decodes a string into code points (malloc'd; *n of them). */
-static uint32_t *decode_all(jctx *C, const jnode *at, const jstr *s, size_t *n) {
+static uint32_t *decode_all(nu_jctx *C, const jnode *at, const nu_jstr *s, size_t *n) {
     uint32_t *cps = malloc((s->len + 1) * sizeof *cps);
     if (!cps) {
-        jfail_status(C, at, NU_ERR_NOMEM, "out of memory");
+        nu_jfail_status(C, at, NU_ERR_NOMEM, "out of memory");
         return NULL;
     }
     size_t k = 0;
-    for (size_t i = 0; i < s->len;) cps[k++] = utf8_decode(s->data, s->len, &i);
+    for (size_t i = 0; i < s->len;) cps[k++] = nu_utf8_decode(s->data, s->len, &i);
     *n = k;
     return cps;
 }
@@ -109,130 +109,130 @@ static int64_t slice_len(int64_t len, int64_t *start, int64_t *stop, int64_t ste
 }
 
 /* A slice bound: an int, None (absent), or an error. */
-static bool slice_bound(jctx *C, const jnode *at, jv v, int64_t *out, bool *present) {
+static bool slice_bound(nu_jctx *C, const jnode *at, nu_jv v, int64_t *out, bool *present) {
     *present = v.type != JV_NONE;
     if (!*present) return true;
     if (v.type == JV_INT || v.type == JV_BOOL) {
         *out = v.type == JV_INT ? v.u.i : v.u.b;
         return true;
     }
-    if (v.type == JV_UNDEF) return jfail_undefined(C, at, v);
-    return jfail(C, at, "slice indices must be integers or None, not %s", jv_type_name(v));
+    if (v.type == JV_UNDEF) return nu_jfail_undefined(C, at, v);
+    return nu_jfail(C, at, "slice indices must be integers or None, not %s", nu_jv_type_name(v));
 }
 
-bool jinja_slice(jctx *C, const jnode *at, jv obj, jv start, jv stop, jv step, jv *out) {
+bool nu_jinja_slice(nu_jctx *C, const jnode *at, nu_jv obj, nu_jv start, nu_jv stop, nu_jv step, nu_jv *out) {
     int64_t b = 0, e = 0, s = 1;
     bool hb, he, hs;
-    if (obj.type == JV_UNDEF) return jfail_undefined(C, at, obj);
+    if (obj.type == JV_UNDEF) return nu_jfail_undefined(C, at, obj);
     if (!slice_bound(C, at, start, &b, &hb) || !slice_bound(C, at, stop, &e, &he) ||
         !slice_bound(C, at, step, &s, &hs))
         return false;
     if (!hs) s = 1;
-    if (s == 0) return jfail(C, at, "slice step cannot be zero");
+    if (s == 0) return nu_jfail(C, at, "slice step cannot be zero");
     if (s == INT64_MIN) s = -INT64_MAX;
     if (obj.type == JV_LIST) {
-        jlist *l = jv_list(obj);
+        nu_jlist *l = nu_jv_list(obj);
         int64_t n = slice_len((int64_t)l->len, &b, &e, s, hb, he);
-        if (!jv_new_list(C, at, (size_t)n, out)) return false;
+        if (!nu_jv_new_list(C, at, (size_t)n, out)) return false;
         out->u.o->flags |= obj.u.o->flags & JO_TUPLE;
         for (int64_t i = 0, k = b; i < n; i++, k += s)
-            if (!jlist_push(C, at, jv_list(*out), jv_ref(l->items[k]))) return false;
+            if (!nu_jlist_push(C, at, nu_jv_list(*out), nu_jv_ref(l->items[k]))) return false;
         return true;
     }
     if (obj.type != JV_STR) {
-        *out = jv_undef(); /* like Jinja2: a failed subscript is undefined */
+        *out = nu_jv_undef(); /* like Jinja2: a failed subscript is undefined */
         return true;
     }
-    jstr *str = jv_str(obj);
-    jbuf buf = {.limit = C->limits.max_output};
+    nu_jstr *str = nu_jv_str(obj);
+    nu_jbuf buf = {.limit = C->limits.max_output};
     if (str->nchars == str->len) { /* ASCII: characters are bytes */
         int64_t n = slice_len((int64_t)str->len, &b, &e, s, hb, he);
-        if (s == 1) return jv_new_str(C, at, str->data + b, (size_t)n, out);
-        for (int64_t i = 0, k = b; i < n; i++, k += s) jbuf_putc(&buf, str->data[k]);
-        return jv_new_str_from_buf(C, at, &buf, out);
+        if (s == 1) return nu_jv_new_str(C, at, str->data + b, (size_t)n, out);
+        for (int64_t i = 0, k = b; i < n; i++, k += s) nu_jbuf_putc(&buf, str->data[k]);
+        return nu_jv_new_str_from_buf(C, at, &buf, out);
     }
     size_t count;
     uint32_t *cps = decode_all(C, at, str, &count);
     if (!cps) return false;
     int64_t n = slice_len((int64_t)count, &b, &e, s, hb, he);
-    for (int64_t i = 0, k = b; i < n; i++, k += s) utf8_encode(&buf, cps[k]);
+    for (int64_t i = 0, k = b; i < n; i++, k += s) nu_utf8_encode(&buf, cps[k]);
     free(cps);
-    return jv_new_str_from_buf(C, at, &buf, out);
+    return nu_jv_new_str_from_buf(C, at, &buf, out);
 }
 
 /* list[i] / str[i] with Python's negative indices; undefined when out of
  * range. */
-static bool index_seq(jctx *C, const jnode *at, jv obj, int64_t i, jv *out) {
-    int64_t len = obj.type == JV_LIST ? (int64_t)jv_list(obj)->len : (int64_t)jv_str(obj)->nchars;
+static bool index_seq(nu_jctx *C, const jnode *at, nu_jv obj, int64_t i, nu_jv *out) {
+    int64_t len = obj.type == JV_LIST ? (int64_t)nu_jv_list(obj)->len : (int64_t)nu_jv_str(obj)->nchars;
     if (i < 0) i += len;
     if (i < 0 || i >= len) {
-        *out = jv_undef();
+        *out = nu_jv_undef();
         return true;
     }
     if (obj.type == JV_LIST) {
-        *out = jv_ref(jv_list(obj)->items[i]);
+        *out = nu_jv_ref(nu_jv_list(obj)->items[i]);
         return true;
     }
-    jstr *s = jv_str(obj);
-    size_t from = s->nchars == s->len ? (size_t)i : utf8_offset(s->data, s->len, (size_t)i);
+    nu_jstr *s = nu_jv_str(obj);
+    size_t from = s->nchars == s->len ? (size_t)i : nu_utf8_offset(s->data, s->len, (size_t)i);
     size_t to = from;
-    if (from < s->len) utf8_decode(s->data, s->len, &to);
-    return jv_new_str(C, at, s->data + from, to - from, out);
+    if (from < s->len) nu_utf8_decode(s->data, s->len, &to);
+    return nu_jv_new_str(C, at, s->data + from, to - from, out);
 }
 
-static bool getattr_impl(jctx *C, const jnode *at, jv obj, const char *name, const char *hint,
-                         bool items_first, jv *out);
+static bool getattr_impl(nu_jctx *C, const jnode *at, nu_jv obj, const char *name, const char *hint,
+                         bool items_first, nu_jv *out);
 
-bool jv_getitem(jctx *C, const jnode *at, jv obj, jv key, const char *const_name, jv *out) {
-    if (obj.type == JV_UNDEF) return jfail_undefined(C, at, obj);
+bool nu_jv_getitem(nu_jctx *C, const jnode *at, nu_jv obj, nu_jv key, const char *const_name, nu_jv *out) {
+    if (obj.type == JV_UNDEF) return nu_jfail_undefined(C, at, obj);
     if ((obj.type == JV_LIST || obj.type == JV_STR) && (key.type == JV_INT || key.type == JV_BOOL))
         return index_seq(C, at, obj, key.type == JV_INT ? key.u.i : key.u.b, out);
-    if (obj.type == JV_DICT && !jv_is_namespace(obj)) {
-        jv *v = jdict_find(jv_dict(obj), key);
+    if (obj.type == JV_DICT && !nu_jv_is_namespace(obj)) {
+        nu_jv *v = nu_jdict_find(nu_jv_dict(obj), key);
         if (v) {
-            *out = jv_ref(*v);
+            *out = nu_jv_ref(*v);
             return true;
         }
     }
     if (key.type == JV_STR)
-        return getattr_impl(C, at, obj, jv_str(key)->data, const_name, false, out);
-    *out = jv_undef();
+        return getattr_impl(C, at, obj, nu_jv_str(key)->data, const_name, false, out);
+    *out = nu_jv_undef();
     return true;
 }
 
 /* The fields of a loop variable. */
-static bool loop_attr(jctx *C, const jnode *at, jv obj, const char *name, jv *out) {
+static bool loop_attr(nu_jctx *C, const jnode *at, nu_jv obj, const char *name, nu_jv *out) {
     jloop *l = (jloop *)obj.u.o;
-    int64_t len = (int64_t)jv_list(l->items)->len, i = (int64_t)l->index0;
-    jlist *items = jv_list(l->items);
+    int64_t len = (int64_t)nu_jv_list(l->items)->len, i = (int64_t)l->index0;
+    nu_jlist *items = nu_jv_list(l->items);
     if (!strcmp(name, "index"))
-        *out = jv_int(i + 1);
+        *out = nu_jv_int(i + 1);
     else if (!strcmp(name, "index0"))
-        *out = jv_int(i);
+        *out = nu_jv_int(i);
     else if (!strcmp(name, "revindex"))
-        *out = jv_int(len - i);
+        *out = nu_jv_int(len - i);
     else if (!strcmp(name, "revindex0"))
-        *out = jv_int(len - i - 1);
+        *out = nu_jv_int(len - i - 1);
     else if (!strcmp(name, "first"))
-        *out = jv_bool(i == 0);
+        *out = nu_jv_bool(i == 0);
     else if (!strcmp(name, "last"))
-        *out = jv_bool(i == len - 1);
+        *out = nu_jv_bool(i == len - 1);
     else if (!strcmp(name, "length"))
-        *out = jv_int(len);
+        *out = nu_jv_int(len);
     else if (!strcmp(name, "depth"))
-        *out = jv_int(l->depth0 + 1);
+        *out = nu_jv_int(l->depth0 + 1);
     else if (!strcmp(name, "depth0"))
-        *out = jv_int(l->depth0);
+        *out = nu_jv_int(l->depth0);
     else if (!strcmp(name, "previtem"))
-        *out = i > 0 ? jv_ref(items->items[i - 1]) : jv_undef();
+        *out = i > 0 ? nu_jv_ref(items->items[i - 1]) : nu_jv_undef();
     else if (!strcmp(name, "nextitem"))
-        *out = i + 1 < len ? jv_ref(items->items[i + 1]) : jv_undef();
+        *out = i + 1 < len ? nu_jv_ref(items->items[i + 1]) : nu_jv_undef();
     else if (!strcmp(name, "cycle") || !strcmp(name, "changed")) {
-        jfunc *f = jctx_alloc_obj(C, at, JK_FUNC, sizeof(jfunc));
+        jfunc *f = nu_jctx_alloc_obj(C, at, JK_FUNC, sizeof(jfunc));
         if (!f) return false;
         f->id = name[1] == 'y' ? JF_LOOP_CYCLE : JF_LOOP_CHANGED;
-        f->self = jv_ref(obj);
-        *out = jv_obj(JV_FUNC, f);
+        f->self = nu_jv_ref(obj);
+        *out = nu_jv_obj(JV_FUNC, f);
     } else
         *out = undef_with(JU_ATTR, JV_LOOP, NULL);
     return true;
@@ -241,15 +241,15 @@ static bool loop_attr(jctx *C, const jnode *at, jv obj, const char *name, jv *ou
 /* getattr with the sandbox's rules. hint is a name that outlives the
  * render (for the undefined value's message) or NULL. items_first: dict
  * keys before methods (subscript) rather than after (attribute). */
-static bool getattr_impl(jctx *C, const jnode *at, jv obj, const char *name, const char *hint,
-                         bool items_first, jv *out) {
-    if (obj.type == JV_UNDEF) return jfail_undefined(C, at, obj);
+static bool getattr_impl(nu_jctx *C, const jnode *at, nu_jv obj, const char *name, const char *hint,
+                         bool items_first, nu_jv *out) {
+    if (obj.type == JV_UNDEF) return nu_jfail_undefined(C, at, obj);
     if (obj.type == JV_LOOP) return loop_attr(C, at, obj, name, out);
     if (obj.type == JV_DICT) {
-        jv *v = jdict_find_str(jv_dict(obj), name, strlen(name));
-        bool ns = jv_is_namespace(obj);
+        nu_jv *v = nu_jdict_find_str(nu_jv_dict(obj), name, strlen(name));
+        bool ns = nu_jv_is_namespace(obj);
         if (v && (ns || items_first)) {
-            *out = jv_ref(*v);
+            *out = nu_jv_ref(*v);
             return true;
         }
         const jmethod *m = ns ? NULL : find_method(JV_DICT, name);
@@ -259,7 +259,7 @@ static bool getattr_impl(jctx *C, const jnode *at, jv obj, const char *name, con
             return true;
         }
         if (v) {
-            *out = jv_ref(*v);
+            *out = nu_jv_ref(*v);
             return true;
         }
         *out = undef_with(JU_ATTR, JV_DICT, hint);
@@ -271,37 +271,37 @@ static bool getattr_impl(jctx *C, const jnode *at, jv obj, const char *name, con
     return true;
 }
 
-bool jv_getattr(jctx *C, const jnode *at, jv obj, const char *name, jv *out) {
+bool nu_jv_getattr(nu_jctx *C, const jnode *at, nu_jv obj, const char *name, nu_jv *out) {
     return getattr_impl(C, at, obj, name, name, false, out);
 }
 
-bool jv_iterate(jctx *C, const jnode *at, jv v, jv *out) {
+bool nu_jv_iterate(nu_jctx *C, const jnode *at, nu_jv v, nu_jv *out) {
     switch (v.type) {
-    case JV_UNDEF: return jv_new_list(C, at, 0, out);
-    case JV_LIST: *out = jv_ref(v); return true;
+    case JV_UNDEF: return nu_jv_new_list(C, at, 0, out);
+    case JV_LIST: *out = nu_jv_ref(v); return true;
     case JV_DICT: {
-        if (jv_is_namespace(v)) break;
-        jdict *d = jv_dict(v);
-        if (!jv_new_list(C, at, d->len, out)) return false;
+        if (nu_jv_is_namespace(v)) break;
+        nu_jdict *d = nu_jv_dict(v);
+        if (!nu_jv_new_list(C, at, d->len, out)) return false;
         for (size_t i = 0; i < d->len; i++)
-            if (!jlist_push(C, at, jv_list(*out), jv_ref(d->keys[i]))) return false;
+            if (!nu_jlist_push(C, at, nu_jv_list(*out), nu_jv_ref(d->keys[i]))) return false;
         return true;
     }
     case JV_STR: {
-        jstr *s = jv_str(v);
-        if (!jv_new_list(C, at, s->nchars, out)) return false;
+        nu_jstr *s = nu_jv_str(v);
+        if (!nu_jv_new_list(C, at, s->nchars, out)) return false;
         for (size_t i = 0; i < s->len;) {
             size_t from = i;
-            utf8_decode(s->data, s->len, &i);
-            jv ch;
-            if (!jv_new_str(C, at, s->data + from, i - from, &ch)) return false;
-            if (!jlist_push(C, at, jv_list(*out), ch)) return false;
+            nu_utf8_decode(s->data, s->len, &i);
+            nu_jv ch;
+            if (!nu_jv_new_str(C, at, s->data + from, i - from, &ch)) return false;
+            if (!nu_jlist_push(C, at, nu_jv_list(*out), ch)) return false;
         }
         return true;
     }
     default: break;
     }
-    return jfail(C, at, "'%s' object is not iterable", jv_type_name(v));
+    return nu_jfail(C, at, "'%s' object is not iterable", nu_jv_type_name(v));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -311,20 +311,20 @@ bool jv_iterate(jctx *C, const jnode *at, jv v, jv *out) {
 /* Whether cp is in the set of characters chars (a string), or whitespace
  * when chars is NULL. */
 static bool in_strip_set(const uint32_t *chars, size_t n_chars, bool use_chars, uint32_t cp) {
-    if (!use_chars) return uni_isspace(cp);
+    if (!use_chars) return nu_uni_isspace(cp);
     for (size_t i = 0; i < n_chars; i++)
         if (chars[i] == cp) return true;
     return false;
 }
 
 /* strip / lstrip / rstrip with Python's rules; which: 1 left, 2 right, 3 both. */
-bool jinja_strip(jctx *C, const jnode *at, jv self, jv chars, int which, jv *out) {
+bool nu_jinja_strip(nu_jctx *C, const jnode *at, nu_jv self, nu_jv chars, int which, nu_jv *out) {
     bool use_chars = jarg_given(chars) && chars.type != JV_NONE;
     if (use_chars && !need_str(C, at, chars, "strip arg")) return false;
     uint32_t *set = NULL;
     size_t n_set = 0;
-    if (use_chars && !(set = decode_all(C, at, jv_str(chars), &n_set))) return false;
-    jstr *s = jv_str(self);
+    if (use_chars && !(set = decode_all(C, at, nu_jv_str(chars), &n_set))) return false;
+    nu_jstr *s = nu_jv_str(self);
     size_t n;
     uint32_t *cps = decode_all(C, at, s, &n);
     if (!cps) {
@@ -337,108 +337,108 @@ bool jinja_strip(jctx *C, const jnode *at, jv self, jv chars, int which, jv *out
     if (which & 2)
         while (e > b && in_strip_set(set, n_set, use_chars, cps[e - 1])) e--;
     free(cps);
-    size_t from = utf8_offset(s->data, s->len, b);
-    size_t to = from + utf8_offset(s->data + from, s->len - from, e - b);
+    size_t from = nu_utf8_offset(s->data, s->len, b);
+    size_t to = from + nu_utf8_offset(s->data + from, s->len - from, e - b);
     free(set);
     if (from == 0 && to == s->len) {
-        *out = jv_ref(self);
+        *out = nu_jv_ref(self);
         return true;
     }
-    return jv_new_str(C, at, s->data + from, to - from, out);
+    return nu_jv_new_str(C, at, s->data + from, to - from, out);
 }
 
-static bool m_strip_any(jctx *C, const jnode *at, jv self, const jargs *a, jv *out, int which) {
+static bool m_strip_any(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out, int which) {
     static const char *const names[] = {"chars"};
-    jv chars;
-    if (!jargs_bind(C, at, "strip()", a, names, 1, &chars)) return false;
-    return jinja_strip(C, at, self, chars, which, out);
+    nu_jv chars;
+    if (!nu_jargs_bind(C, at, "strip()", a, names, 1, &chars)) return false;
+    return nu_jinja_strip(C, at, self, chars, which, out);
 }
 
-static bool m_strip(jctx *C, const jnode *at, jv self, const jargs *a, jv *out) {
+static bool m_strip(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out) {
     return m_strip_any(C, at, self, a, out, 3);
 }
-static bool m_lstrip(jctx *C, const jnode *at, jv self, const jargs *a, jv *out) {
+static bool m_lstrip(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out) {
     return m_strip_any(C, at, self, a, out, 1);
 }
-static bool m_rstrip(jctx *C, const jnode *at, jv self, const jargs *a, jv *out) {
+static bool m_rstrip(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out) {
     return m_strip_any(C, at, self, a, out, 2);
 }
 
 /* Case mappings: mode 0 upper, 1 lower, 2 title (Python str.title), 3
  * capitalize, 4 swapcase. */
-bool jinja_case(jctx *C, const jnode *at, jv self, int mode, jv *out) {
-    jstr *s = jv_str(self);
-    jbuf b = {.limit = C->limits.max_output};
+bool nu_jinja_case(nu_jctx *C, const jnode *at, nu_jv self, int mode, nu_jv *out) {
+    nu_jstr *s = nu_jv_str(self);
+    nu_jbuf b = {.limit = C->limits.max_output};
     bool prev_cased = false, first = true;
     for (size_t i = 0; i < s->len;) {
-        uint32_t cp = utf8_decode(s->data, s->len, &i), m[3];
+        uint32_t cp = nu_utf8_decode(s->data, s->len, &i), m[3];
         int k;
         if (mode == 0)
-            k = uni_upper(cp, m);
+            k = nu_uni_upper(cp, m);
         else if (mode == 1)
-            k = uni_lower(cp, m);
+            k = nu_uni_lower(cp, m);
         else if (mode == 2)
-            k = prev_cased ? uni_lower(cp, m) : uni_title(cp, m);
+            k = prev_cased ? nu_uni_lower(cp, m) : nu_uni_title(cp, m);
         else if (mode == 3)
-            k = first ? uni_title(cp, m) : uni_lower(cp, m);
+            k = first ? nu_uni_title(cp, m) : nu_uni_lower(cp, m);
         else
-            k = uni_isupper(cp)   ? uni_lower(cp, m)
-                : uni_islower(cp) ? uni_upper(cp, m)
+            k = nu_uni_isupper(cp)   ? nu_uni_lower(cp, m)
+                : nu_uni_islower(cp) ? nu_uni_upper(cp, m)
                                   : (m[0] = cp, 1);
-        for (int j = 0; j < k; j++) utf8_encode(&b, m[j]);
-        prev_cased = uni_iscased(cp);
+        for (int j = 0; j < k; j++) nu_utf8_encode(&b, m[j]);
+        prev_cased = nu_uni_iscased(cp);
         first = false;
     }
-    return jv_new_str_from_buf(C, at, &b, out);
+    return nu_jv_new_str_from_buf(C, at, &b, out);
 }
 
-static bool m_upper(jctx *C, const jnode *at, jv self, const jargs *a, jv *out) {
-    return jargs_bind(C, at, "upper()", a, NULL, 0, NULL) && jinja_case(C, at, self, 0, out);
+static bool m_upper(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out) {
+    return nu_jargs_bind(C, at, "upper()", a, NULL, 0, NULL) && nu_jinja_case(C, at, self, 0, out);
 }
-static bool m_lower(jctx *C, const jnode *at, jv self, const jargs *a, jv *out) {
-    return jargs_bind(C, at, "lower()", a, NULL, 0, NULL) && jinja_case(C, at, self, 1, out);
+static bool m_lower(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out) {
+    return nu_jargs_bind(C, at, "lower()", a, NULL, 0, NULL) && nu_jinja_case(C, at, self, 1, out);
 }
-static bool m_title(jctx *C, const jnode *at, jv self, const jargs *a, jv *out) {
-    return jargs_bind(C, at, "title()", a, NULL, 0, NULL) && jinja_case(C, at, self, 2, out);
+static bool m_title(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out) {
+    return nu_jargs_bind(C, at, "title()", a, NULL, 0, NULL) && nu_jinja_case(C, at, self, 2, out);
 }
-static bool m_capitalize(jctx *C, const jnode *at, jv self, const jargs *a, jv *out) {
-    return jargs_bind(C, at, "capitalize()", a, NULL, 0, NULL) && jinja_case(C, at, self, 3, out);
+static bool m_capitalize(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out) {
+    return nu_jargs_bind(C, at, "capitalize()", a, NULL, 0, NULL) && nu_jinja_case(C, at, self, 3, out);
 }
-static bool m_swapcase(jctx *C, const jnode *at, jv self, const jargs *a, jv *out) {
-    return jargs_bind(C, at, "swapcase()", a, NULL, 0, NULL) && jinja_case(C, at, self, 4, out);
+static bool m_swapcase(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out) {
+    return nu_jargs_bind(C, at, "swapcase()", a, NULL, 0, NULL) && nu_jinja_case(C, at, self, 4, out);
 }
 
 /* startswith / endswith with a string or a tuple of strings. */
-static bool m_affix(jctx *C, const jnode *at, jv self, const jargs *a, jv *out, bool start) {
+static bool m_affix(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out, bool start) {
     static const char *const names[] = {"prefix"};
-    jv p;
-    if (!jargs_bind(C, at, start ? "startswith()" : "endswith()", a, names, 1, &p)) return false;
-    jstr *s = jv_str(self);
-    size_t n = p.type == JV_LIST && jv_is_tuple(p) ? jv_list(p)->len : 1;
+    nu_jv p;
+    if (!nu_jargs_bind(C, at, start ? "startswith()" : "endswith()", a, names, 1, &p)) return false;
+    nu_jstr *s = nu_jv_str(self);
+    size_t n = p.type == JV_LIST && nu_jv_is_tuple(p) ? nu_jv_list(p)->len : 1;
     for (size_t i = 0; i < n; i++) {
-        jv x = p.type == JV_LIST && jv_is_tuple(p) ? jv_list(p)->items[i] : p;
+        nu_jv x = p.type == JV_LIST && nu_jv_is_tuple(p) ? nu_jv_list(p)->items[i] : p;
         if (!need_str(C, at, x, start ? "startswith arg" : "endswith arg")) return false;
-        jstr *t = jv_str(x);
+        nu_jstr *t = nu_jv_str(x);
         if (t->len <= s->len &&
             memcmp(s->data + (start ? 0 : s->len - t->len), t->data, t->len) == 0) {
-            *out = jv_bool(true);
+            *out = nu_jv_bool(true);
             return true;
         }
     }
-    *out = jv_bool(false);
+    *out = nu_jv_bool(false);
     return true;
 }
 
-static bool m_startswith(jctx *C, const jnode *at, jv self, const jargs *a, jv *out) {
+static bool m_startswith(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out) {
     return m_affix(C, at, self, a, out, true);
 }
-static bool m_endswith(jctx *C, const jnode *at, jv self, const jargs *a, jv *out) {
+static bool m_endswith(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out) {
     return m_affix(C, at, self, a, out, false);
 }
 
 /* Splits on runs of whitespace (sep None), Python's str.split() / rsplit(). */
-static bool split_whitespace(jctx *C, const jnode *at, jstr *s, int64_t maxsplit, bool right,
-                             jv *out) {
+static bool split_whitespace(nu_jctx *C, const jnode *at, nu_jstr *s, int64_t maxsplit, bool right,
+                             nu_jv *out) {
     size_t n;
     uint32_t *cps = decode_all(C, at, s, &n);
     if (!cps) return false;
@@ -447,10 +447,10 @@ static bool split_whitespace(jctx *C, const jnode *at, jstr *s, int64_t maxsplit
     bool ok = ranges != NULL;
     size_t i = 0;
     while (ok && i < n) {
-        while (i < n && uni_isspace(cps[i])) i++;
+        while (i < n && nu_uni_isspace(cps[i])) i++;
         if (i == n) break;
         size_t w = i;
-        while (i < n && !uni_isspace(cps[i])) i++;
+        while (i < n && !nu_uni_isspace(cps[i])) i++;
         ranges[2 * nr] = w;
         ranges[2 * nr + 1] = i;
         nr++;
@@ -468,39 +468,39 @@ static bool split_whitespace(jctx *C, const jnode *at, jstr *s, int64_t maxsplit
             nr = nr - first;
         }
     }
-    ok = ok && jv_new_list(C, at, nr, out);
+    ok = ok && nu_jv_new_list(C, at, nr, out);
     for (size_t r = 0; ok && r < nr; r++) {
-        size_t from = utf8_offset(s->data, s->len, ranges[2 * r]);
-        size_t to = utf8_offset(s->data, s->len, ranges[2 * r + 1]);
-        jv w;
+        size_t from = nu_utf8_offset(s->data, s->len, ranges[2 * r]);
+        size_t to = nu_utf8_offset(s->data, s->len, ranges[2 * r + 1]);
+        nu_jv w;
         ok =
-            jv_new_str(C, at, s->data + from, to - from, &w) && jlist_push(C, at, jv_list(*out), w);
+            nu_jv_new_str(C, at, s->data + from, to - from, &w) && nu_jlist_push(C, at, nu_jv_list(*out), w);
     }
-    if (!ranges) jfail_status(C, at, NU_ERR_NOMEM, "out of memory");
+    if (!ranges) nu_jfail_status(C, at, NU_ERR_NOMEM, "out of memory");
     free(ranges);
     free(cps);
     return ok;
 }
 
 /* Splits on a separator string. */
-static bool split_sep(jctx *C, const jnode *at, jstr *s, jstr *sep, int64_t maxsplit, bool right,
-                      jv *out) {
-    if (sep->len == 0) return jfail(C, at, "empty separator");
-    if (!jv_new_list(C, at, 0, out)) return false;
-    jlist *parts = jv_list(*out);
+static bool split_sep(nu_jctx *C, const jnode *at, nu_jstr *s, nu_jstr *sep, int64_t maxsplit, bool right,
+                      nu_jv *out) {
+    if (sep->len == 0) return nu_jfail(C, at, "empty separator");
+    if (!nu_jv_new_list(C, at, 0, out)) return false;
+    nu_jlist *parts = nu_jv_list(*out);
     if (!right) {
         size_t pos = 0;
         for (int64_t count = 0; maxsplit < 0 || count < maxsplit; count++) {
             const char *hit = memmem(s->data + pos, s->len - pos, sep->data, sep->len);
             if (!hit) break;
-            jv w;
+            nu_jv w;
             size_t end = (size_t)(hit - s->data);
-            if (!jv_new_str(C, at, s->data + pos, end - pos, &w) || !jlist_push(C, at, parts, w))
+            if (!nu_jv_new_str(C, at, s->data + pos, end - pos, &w) || !nu_jlist_push(C, at, parts, w))
                 return false;
             pos = end + sep->len;
         }
-        jv w;
-        return jv_new_str(C, at, s->data + pos, s->len - pos, &w) && jlist_push(C, at, parts, w);
+        nu_jv w;
+        return nu_jv_new_str(C, at, s->data + pos, s->len - pos, &w) && nu_jlist_push(C, at, parts, w);
     }
     size_t end = s->len;
     for (int64_t count = 0; maxsplit < 0 || count < maxsplit; count++) {
@@ -514,37 +514,37 @@ static bool split_sep(jctx *C, const jnode *at, jstr *s, jstr *sep, int64_t maxs
             k--;
         }
         if (!found) break;
-        jv w;
-        if (!jv_new_str(C, at, s->data + k, end - k, &w) || !jlist_push(C, at, parts, w))
+        nu_jv w;
+        if (!nu_jv_new_str(C, at, s->data + k, end - k, &w) || !nu_jlist_push(C, at, parts, w))
             return false;
         end = k - sep->len;
     }
-    jv w;
-    if (!jv_new_str(C, at, s->data, end, &w) || !jlist_push(C, at, parts, w)) return false;
+    nu_jv w;
+    if (!nu_jv_new_str(C, at, s->data, end, &w) || !nu_jlist_push(C, at, parts, w)) return false;
     for (size_t i = 0, j = parts->len - 1; i < j; i++, j--) { /* collected right to left */
-        jv t = parts->items[i];
+        nu_jv t = parts->items[i];
         parts->items[i] = parts->items[j];
         parts->items[j] = t;
     }
     return true;
 }
 
-static bool m_split_any(jctx *C, const jnode *at, jv self, const jargs *a, jv *out, bool right) {
+static bool m_split_any(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out, bool right) {
     static const char *const names[] = {"sep", "maxsplit"};
-    jv p[2];
+    nu_jv p[2];
     int64_t maxsplit = -1;
-    if (!jargs_bind(C, at, right ? "rsplit()" : "split()", a, names, 2, p)) return false;
+    if (!nu_jargs_bind(C, at, right ? "rsplit()" : "split()", a, names, 2, p)) return false;
     if (!int_arg(C, at, p[1], -1, &maxsplit)) return false;
     if (!jarg_given(p[0]) || p[0].type == JV_NONE)
-        return split_whitespace(C, at, jv_str(self), maxsplit, right, out);
+        return split_whitespace(C, at, nu_jv_str(self), maxsplit, right, out);
     if (!need_str(C, at, p[0], "separator")) return false;
-    return split_sep(C, at, jv_str(self), jv_str(p[0]), maxsplit, right, out);
+    return split_sep(C, at, nu_jv_str(self), nu_jv_str(p[0]), maxsplit, right, out);
 }
 
-static bool m_split(jctx *C, const jnode *at, jv self, const jargs *a, jv *out) {
+static bool m_split(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out) {
     return m_split_any(C, at, self, a, out, false);
 }
-static bool m_rsplit(jctx *C, const jnode *at, jv self, const jargs *a, jv *out) {
+static bool m_rsplit(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out) {
     return m_split_any(C, at, self, a, out, true);
 }
 
@@ -554,30 +554,30 @@ static bool is_line_break(uint32_t c) {
            c == 0x1E || c == 0x85 || c == 0x2028 || c == 0x2029;
 }
 
-static bool m_splitlines(jctx *C, const jnode *at, jv self, const jargs *a, jv *out) {
+static bool m_splitlines(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out) {
     static const char *const names[] = {"keepends"};
-    jv keep;
-    if (!jargs_bind(C, at, "splitlines()", a, names, 1, &keep)) return false;
-    bool keepends = jarg_given(keep) && jv_truthy(keep);
-    jstr *s = jv_str(self);
-    if (!jv_new_list(C, at, 0, out)) return false;
+    nu_jv keep;
+    if (!nu_jargs_bind(C, at, "splitlines()", a, names, 1, &keep)) return false;
+    bool keepends = jarg_given(keep) && nu_jv_truthy(keep);
+    nu_jstr *s = nu_jv_str(self);
+    if (!nu_jv_new_list(C, at, 0, out)) return false;
     size_t start = 0, i = 0;
     while (i < s->len) {
         size_t at_break = i;
-        uint32_t c = utf8_decode(s->data, s->len, &i);
+        uint32_t c = nu_utf8_decode(s->data, s->len, &i);
         if (!is_line_break(c)) continue;
         if (c == '\r' && i < s->len && s->data[i] == '\n') i++;
-        jv line;
+        nu_jv line;
         size_t end = keepends ? i : at_break;
-        if (!jv_new_str(C, at, s->data + start, end - start, &line) ||
-            !jlist_push(C, at, jv_list(*out), line))
+        if (!nu_jv_new_str(C, at, s->data + start, end - start, &line) ||
+            !nu_jlist_push(C, at, nu_jv_list(*out), line))
             return false;
         start = i;
     }
     if (start < s->len) {
-        jv line;
-        if (!jv_new_str(C, at, s->data + start, s->len - start, &line) ||
-            !jlist_push(C, at, jv_list(*out), line))
+        nu_jv line;
+        if (!nu_jv_new_str(C, at, s->data + start, s->len - start, &line) ||
+            !nu_jlist_push(C, at, nu_jv_list(*out), line))
             return false;
     }
     return true;
@@ -585,65 +585,65 @@ static bool m_splitlines(jctx *C, const jnode *at, jv self, const jargs *a, jv *
 
 /* str.replace(old, new[, count]); an empty old inserts new around every
  * character, like Python. */
-bool jinja_replace(jctx *C, const jnode *at, jv self, jv old, jv new_, int64_t count, jv *out) {
+bool nu_jinja_replace(nu_jctx *C, const jnode *at, nu_jv self, nu_jv old, nu_jv new_, int64_t count, nu_jv *out) {
     if (!need_str(C, at, old, "replace() argument 1") ||
         !need_str(C, at, new_, "replace() argument 2"))
         return false;
-    jstr *s = jv_str(self), *o = jv_str(old), *n = jv_str(new_);
-    jbuf b = {.limit = C->limits.max_output};
+    nu_jstr *s = nu_jv_str(self), *o = nu_jv_str(old), *n = nu_jv_str(new_);
+    nu_jbuf b = {.limit = C->limits.max_output};
     size_t pos = 0;
     int64_t done = 0;
     if (o->len == 0) {
         for (size_t i = 0; i <= s->len; done++) {
             if (count >= 0 && done >= count) {
-                jbuf_put(&b, s->data + i, s->len - i);
+                nu_jbuf_put(&b, s->data + i, s->len - i);
                 break;
             }
-            jbuf_put(&b, n->data, n->len);
+            nu_jbuf_put(&b, n->data, n->len);
             if (i == s->len) break;
             size_t from = i;
-            utf8_decode(s->data, s->len, &i);
-            jbuf_put(&b, s->data + from, i - from);
+            nu_utf8_decode(s->data, s->len, &i);
+            nu_jbuf_put(&b, s->data + from, i - from);
             if (b.failed) break;
         }
-        return jv_new_str_from_buf(C, at, &b, out);
+        return nu_jv_new_str_from_buf(C, at, &b, out);
     }
     while (count < 0 || done < count) {
         const char *hit = memmem(s->data + pos, s->len - pos, o->data, o->len);
         if (!hit || b.failed) break;
-        jbuf_put(&b, s->data + pos, (size_t)(hit - s->data) - pos);
-        jbuf_put(&b, n->data, n->len);
+        nu_jbuf_put(&b, s->data + pos, (size_t)(hit - s->data) - pos);
+        nu_jbuf_put(&b, n->data, n->len);
         pos = (size_t)(hit - s->data) + o->len;
         done++;
     }
-    jbuf_put(&b, s->data + pos, s->len - pos);
-    return jv_new_str_from_buf(C, at, &b, out);
+    nu_jbuf_put(&b, s->data + pos, s->len - pos);
+    return nu_jv_new_str_from_buf(C, at, &b, out);
 }
 
-static bool m_replace(jctx *C, const jnode *at, jv self, const jargs *a, jv *out) {
+static bool m_replace(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out) {
     static const char *const names[] = {"old", "new", "count"};
-    jv p[3];
+    nu_jv p[3];
     int64_t count = 0;
-    if (!jargs_bind(C, at, "replace()", a, names, 3, p)) return false;
+    if (!nu_jargs_bind(C, at, "replace()", a, names, 3, p)) return false;
     if (!jarg_given(p[0]) || !jarg_given(p[1]))
-        return jfail(C, at, "replace() takes at least 2 arguments");
-    return int_arg(C, at, p[2], -1, &count) && jinja_replace(C, at, self, p[0], p[1], count, out);
+        return nu_jfail(C, at, "replace() takes at least 2 arguments");
+    return int_arg(C, at, p[2], -1, &count) && nu_jinja_replace(C, at, self, p[0], p[1], count, out);
 }
 
 /* find / rfind / count of a substring (character indices). */
-static bool m_search(jctx *C, const jnode *at, jv self, const jargs *a, jv *out, int mode) {
+static bool m_search(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out, int mode) {
     static const char *const names[] = {"sub"};
-    jv sub;
-    if (!jargs_bind(C, at, "find()", a, names, 1, &sub) || !need_str(C, at, sub, "argument"))
+    nu_jv sub;
+    if (!nu_jargs_bind(C, at, "find()", a, names, 1, &sub) || !need_str(C, at, sub, "argument"))
         return false;
-    jstr *s = jv_str(self), *t = jv_str(sub);
+    nu_jstr *s = nu_jv_str(self), *t = nu_jv_str(sub);
     if (mode == 2) { /* count */
-        if (t->len == 0) return *out = jv_int((int64_t)s->nchars + 1), true;
+        if (t->len == 0) return *out = nu_jv_int((int64_t)s->nchars + 1), true;
         int64_t n = 0;
         for (const char *p = s->data;
              (p = memmem(p, s->len - (size_t)(p - s->data), t->data, t->len)); p += t->len)
             n++;
-        *out = jv_int(n);
+        *out = nu_jv_int(n);
         return true;
     }
     const char *hit = NULL;
@@ -653,95 +653,95 @@ static bool m_search(jctx *C, const jnode *at, jv self, const jargs *a, jv *out,
         for (size_t k = s->len + 1; k-- > 0 && !hit;)
             if (k + t->len <= s->len && memcmp(s->data + k, t->data, t->len) == 0)
                 hit = s->data + k;
-    *out = jv_int(hit ? (int64_t)utf8_count_chars(s->data, (size_t)(hit - s->data)) : -1);
+    *out = nu_jv_int(hit ? (int64_t)nu_utf8_count_chars(s->data, (size_t)(hit - s->data)) : -1);
     return true;
 }
 
-static bool m_find(jctx *C, const jnode *at, jv self, const jargs *a, jv *out) {
+static bool m_find(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out) {
     return m_search(C, at, self, a, out, 0);
 }
-static bool m_rfind(jctx *C, const jnode *at, jv self, const jargs *a, jv *out) {
+static bool m_rfind(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out) {
     return m_search(C, at, self, a, out, 1);
 }
-static bool m_str_count(jctx *C, const jnode *at, jv self, const jargs *a, jv *out) {
+static bool m_str_count(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out) {
     return m_search(C, at, self, a, out, 2);
 }
 
 /* sep.join(iterable): every item must be a string. */
-static bool m_join(jctx *C, const jnode *at, jv self, const jargs *a, jv *out) {
+static bool m_join(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out) {
     static const char *const names[] = {"iterable"};
-    jv it, items;
-    if (!jargs_bind(C, at, "join()", a, names, 1, &it) || !jv_iterate(C, at, it, &items))
+    nu_jv it, items;
+    if (!nu_jargs_bind(C, at, "join()", a, names, 1, &it) || !nu_jv_iterate(C, at, it, &items))
         return false;
-    jlist *l = jv_list(items);
-    jbuf b = {.limit = C->limits.max_output};
+    nu_jlist *l = nu_jv_list(items);
+    nu_jbuf b = {.limit = C->limits.max_output};
     bool ok = true;
     for (size_t i = 0; i < l->len && ok; i++) {
         if (l->items[i].type != JV_STR) {
-            ok = jfail(C, at, "sequence item %zu: expected str instance, %s found", i,
-                       jv_type_name(l->items[i]));
+            ok = nu_jfail(C, at, "sequence item %zu: expected str instance, %s found", i,
+                       nu_jv_type_name(l->items[i]));
             break;
         }
-        if (i) jbuf_put(&b, jv_str(self)->data, jv_str(self)->len);
-        jbuf_put(&b, jv_str(l->items[i])->data, jv_str(l->items[i])->len);
+        if (i) nu_jbuf_put(&b, nu_jv_str(self)->data, nu_jv_str(self)->len);
+        nu_jbuf_put(&b, nu_jv_str(l->items[i])->data, nu_jv_str(l->items[i])->len);
     }
-    jv_unref(C, items);
+    nu_jv_unref(C, items);
     if (!ok) {
-        jbuf_free(&b);
+        nu_jbuf_free(&b);
         return false;
     }
-    return jv_new_str_from_buf(C, at, &b, out);
+    return nu_jv_new_str_from_buf(C, at, &b, out);
 }
 
 /* isdigit / isalpha / ... : true for a non-empty string all of whose
  * characters pass. */
-static bool m_is(jctx *C, const jnode *at, jv self, const jargs *a, jv *out,
+static bool m_is(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out,
                  bool (*pred)(uint32_t)) {
-    if (!jargs_bind(C, at, "method", a, NULL, 0, NULL)) return false;
-    jstr *s = jv_str(self);
+    if (!nu_jargs_bind(C, at, "method", a, NULL, 0, NULL)) return false;
+    nu_jstr *s = nu_jv_str(self);
     bool r = s->len > 0;
-    for (size_t i = 0; i < s->len && r;) r = pred(utf8_decode(s->data, s->len, &i));
-    *out = jv_bool(r);
+    for (size_t i = 0; i < s->len && r;) r = pred(nu_utf8_decode(s->data, s->len, &i));
+    *out = nu_jv_bool(r);
     return true;
 }
 
-static bool m_isdigit(jctx *C, const jnode *at, jv self, const jargs *a, jv *out) {
-    return m_is(C, at, self, a, out, uni_isdigit);
+static bool m_isdigit(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out) {
+    return m_is(C, at, self, a, out, nu_uni_isdigit);
 }
-static bool m_isalpha(jctx *C, const jnode *at, jv self, const jargs *a, jv *out) {
-    return m_is(C, at, self, a, out, uni_isalpha);
+static bool m_isalpha(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out) {
+    return m_is(C, at, self, a, out, nu_uni_isalpha);
 }
-static bool m_isalnum(jctx *C, const jnode *at, jv self, const jargs *a, jv *out) {
-    return m_is(C, at, self, a, out, uni_isalnum);
+static bool m_isalnum(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out) {
+    return m_is(C, at, self, a, out, nu_uni_isalnum);
 }
-static bool m_isspace(jctx *C, const jnode *at, jv self, const jargs *a, jv *out) {
-    return m_is(C, at, self, a, out, uni_isspace);
+static bool m_isspace(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out) {
+    return m_is(C, at, self, a, out, nu_uni_isspace);
 }
 
 /* islower / isupper: some cased character and none of the other case. */
-static bool m_iscase(jctx *C, const jnode *at, jv self, const jargs *a, jv *out, bool upper) {
-    if (!jargs_bind(C, at, "method", a, NULL, 0, NULL)) return false;
-    jstr *s = jv_str(self);
+static bool m_iscase(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out, bool upper) {
+    if (!nu_jargs_bind(C, at, "method", a, NULL, 0, NULL)) return false;
+    nu_jstr *s = nu_jv_str(self);
     bool cased = false, ok = true;
     for (size_t i = 0; i < s->len && ok;) {
-        uint32_t c = utf8_decode(s->data, s->len, &i);
-        if (upper ? uni_islower(c) : uni_isupper(c)) ok = false;
-        if (upper ? uni_isupper(c) : uni_islower(c)) cased = true;
+        uint32_t c = nu_utf8_decode(s->data, s->len, &i);
+        if (upper ? nu_uni_islower(c) : nu_uni_isupper(c)) ok = false;
+        if (upper ? nu_uni_isupper(c) : nu_uni_islower(c)) cased = true;
     }
-    *out = jv_bool(ok && cased);
+    *out = nu_jv_bool(ok && cased);
     return true;
 }
 
-static bool m_islower(jctx *C, const jnode *at, jv self, const jargs *a, jv *out) {
+static bool m_islower(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out) {
     return m_iscase(C, at, self, a, out, false);
 }
-static bool m_isupper(jctx *C, const jnode *at, jv self, const jargs *a, jv *out) {
+static bool m_isupper(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out) {
     return m_iscase(C, at, self, a, out, true);
 }
 
 
-static bool m_format(jctx *C, const jnode *at, jv self, const jargs *a, jv *out) {
-    return jinja_str_format(C, at, self, a, out);
+static bool m_format(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out) {
+    return nu_jinja_str_format(C, at, self, a, out);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -749,83 +749,83 @@ static bool m_format(jctx *C, const jnode *at, jv self, const jargs *a, jv *out)
 /* ------------------------------------------------------------------------ */
 
 /* items() / keys() / values() as lists (of 2-tuples for items). */
-static bool m_dict_view(jctx *C, const jnode *at, jv self, const jargs *a, jv *out, int which) {
-    if (!jargs_bind(C, at, "method", a, NULL, 0, NULL)) return false;
-    jdict *d = jv_dict(self);
-    if (!jv_new_list(C, at, d->len, out)) return false;
+static bool m_dict_view(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out, int which) {
+    if (!nu_jargs_bind(C, at, "method", a, NULL, 0, NULL)) return false;
+    nu_jdict *d = nu_jv_dict(self);
+    if (!nu_jv_new_list(C, at, d->len, out)) return false;
     for (size_t i = 0; i < d->len; i++) {
-        jv item;
+        nu_jv item;
         if (which == 0) {
-            if (!jv_new_list(C, at, 2, &item)) return false;
+            if (!nu_jv_new_list(C, at, 2, &item)) return false;
             item.u.o->flags |= JO_TUPLE;
-            jlist_push(C, at, jv_list(item), jv_ref(d->keys[i]));
-            jlist_push(C, at, jv_list(item), jv_ref(d->vals[i]));
+            nu_jlist_push(C, at, nu_jv_list(item), nu_jv_ref(d->keys[i]));
+            nu_jlist_push(C, at, nu_jv_list(item), nu_jv_ref(d->vals[i]));
         } else {
-            item = jv_ref(which == 1 ? d->keys[i] : d->vals[i]);
+            item = nu_jv_ref(which == 1 ? d->keys[i] : d->vals[i]);
         }
-        if (!jlist_push(C, at, jv_list(*out), item)) return false;
+        if (!nu_jlist_push(C, at, nu_jv_list(*out), item)) return false;
     }
     return true;
 }
 
-static bool m_items(jctx *C, const jnode *at, jv self, const jargs *a, jv *out) {
+static bool m_items(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out) {
     return m_dict_view(C, at, self, a, out, 0);
 }
-static bool m_keys(jctx *C, const jnode *at, jv self, const jargs *a, jv *out) {
+static bool m_keys(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out) {
     return m_dict_view(C, at, self, a, out, 1);
 }
-static bool m_values(jctx *C, const jnode *at, jv self, const jargs *a, jv *out) {
+static bool m_values(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out) {
     return m_dict_view(C, at, self, a, out, 2);
 }
 
-static bool m_get(jctx *C, const jnode *at, jv self, const jargs *a, jv *out) {
+static bool m_get(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out) {
     static const char *const names[] = {"key", "default"};
-    jv p[2];
-    if (!jargs_bind(C, at, "get()", a, names, 2, p)) return false;
-    if (!jarg_given(p[0])) return jfail(C, at, "get expected at least 1 argument, got 0");
-    jv *v = jdict_find(jv_dict(self), p[0]);
-    *out = v ? jv_ref(*v) : jarg_given(p[1]) ? jv_ref(p[1]) : jv_none();
+    nu_jv p[2];
+    if (!nu_jargs_bind(C, at, "get()", a, names, 2, p)) return false;
+    if (!jarg_given(p[0])) return nu_jfail(C, at, "get expected at least 1 argument, got 0");
+    nu_jv *v = nu_jdict_find(nu_jv_dict(self), p[0]);
+    *out = v ? nu_jv_ref(*v) : jarg_given(p[1]) ? nu_jv_ref(p[1]) : nu_jv_none();
     return true;
 }
 
-static bool m_copy(jctx *C, const jnode *at, jv self, const jargs *a, jv *out) {
-    if (!jargs_bind(C, at, "copy()", a, NULL, 0, NULL)) return false;
+static bool m_copy(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out) {
+    if (!nu_jargs_bind(C, at, "copy()", a, NULL, 0, NULL)) return false;
     if (self.type == JV_LIST) {
-        jlist *l = jv_list(self);
-        if (!jv_new_list(C, at, l->len, out)) return false;
+        nu_jlist *l = nu_jv_list(self);
+        if (!nu_jv_new_list(C, at, l->len, out)) return false;
         for (size_t i = 0; i < l->len; i++)
-            if (!jlist_push(C, at, jv_list(*out), jv_ref(l->items[i]))) return false;
+            if (!nu_jlist_push(C, at, nu_jv_list(*out), nu_jv_ref(l->items[i]))) return false;
         return true;
     }
-    jdict *d = jv_dict(self);
-    if (!jv_new_dict(C, at, out)) return false;
+    nu_jdict *d = nu_jv_dict(self);
+    if (!nu_jv_new_dict(C, at, out)) return false;
     for (size_t i = 0; i < d->len; i++)
-        if (!jdict_set(C, at, jv_dict(*out), jv_ref(d->keys[i]), jv_ref(d->vals[i]))) return false;
+        if (!nu_jdict_set(C, at, nu_jv_dict(*out), nu_jv_ref(d->keys[i]), nu_jv_ref(d->vals[i]))) return false;
     return true;
 }
 
 /* list.count(x) and list.index(x). */
-static bool m_list_find(jctx *C, const jnode *at, jv self, const jargs *a, jv *out, bool index) {
+static bool m_list_find(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out, bool index) {
     static const char *const names[] = {"value"};
-    jv x;
-    if (!jargs_bind(C, at, index ? "index()" : "count()", a, names, 1, &x)) return false;
-    jlist *l = jv_list(self);
+    nu_jv x;
+    if (!nu_jargs_bind(C, at, index ? "index()" : "count()", a, names, 1, &x)) return false;
+    nu_jlist *l = nu_jv_list(self);
     int64_t n = 0;
     for (size_t i = 0; i < l->len; i++) {
         bool eq;
-        if (!jv_equal(C, at, l->items[i], x, &eq)) return false;
-        if (eq && index) return *out = jv_int((int64_t)i), true;
+        if (!nu_jv_equal(C, at, l->items[i], x, &eq)) return false;
+        if (eq && index) return *out = nu_jv_int((int64_t)i), true;
         n += eq;
     }
-    if (index) return jfail(C, at, "value is not in list");
-    *out = jv_int(n);
+    if (index) return nu_jfail(C, at, "value is not in list");
+    *out = nu_jv_int(n);
     return true;
 }
 
-static bool m_list_count(jctx *C, const jnode *at, jv self, const jargs *a, jv *out) {
+static bool m_list_count(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out) {
     return m_list_find(C, at, self, a, out, false);
 }
-static bool m_list_index(jctx *C, const jnode *at, jv self, const jargs *a, jv *out) {
+static bool m_list_index(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out) {
     return m_list_find(C, at, self, a, out, true);
 }
 
@@ -862,10 +862,10 @@ static const jmethod *find_method(uint8_t type, const char *name) {
     return NULL;
 }
 
-bool jcall_method(jctx *C, const jnode *at, jv self, const char *method, const jargs *a, jv *out) {
+bool nu_jcall_method(nu_jctx *C, const jnode *at, nu_jv self, const char *method, const nu_jargs *a, nu_jv *out) {
     const jmethod *m = find_method(self.type, method);
     if (!m || !m->fn)
-        return jfail(C, at, "'%s' object has no method '%s'", jv_type_name(self), method);
+        return nu_jfail(C, at, "'%s' object has no method '%s'", nu_jv_type_name(self), method);
     return m->fn(C, at, self, a, out);
 }
 
@@ -875,111 +875,111 @@ bool jcall_method(jctx *C, const jnode *at, jv self, const char *method, const j
 
 /* range(stop), range(start, stop[, step]) as a list; the sandbox refuses
  * more than 100000 items. */
-static bool g_range(jctx *C, const jnode *at, const jargs *a, jv *out) {
+static bool g_range(nu_jctx *C, const jnode *at, const nu_jargs *a, nu_jv *out) {
     int64_t v[3] = {0, 0, 1};
-    if (a->n_kw) return jfail(C, at, "range() takes no keyword arguments");
+    if (a->n_kw) return nu_jfail(C, at, "range() takes no keyword arguments");
     if (a->n_pos < 1 || a->n_pos > 3)
-        return jfail(C, at, "range expected 1 to 3 arguments, got %zu", a->n_pos);
+        return nu_jfail(C, at, "range expected 1 to 3 arguments, got %zu", a->n_pos);
     for (size_t i = 0; i < a->n_pos; i++)
         if (!int_arg(C, at, a->pos[i], 0, &v[a->n_pos == 1 ? 1 : i])) return false;
     if (a->n_pos == 1) v[0] = 0;
-    if (v[2] == 0) return jfail(C, at, "range() arg 3 must not be zero");
+    if (v[2] == 0) return nu_jfail(C, at, "range() arg 3 must not be zero");
     int64_t start = v[0], stop = v[1], step = v[2];
     double count = step > 0 ? ceil(((double)stop - (double)start) / (double)step)
                             : ceil(((double)start - (double)stop) / -(double)step);
     if (count < 0) count = 0;
     if (count > 100000)
-        return jfail(C, at,
+        return nu_jfail(C, at,
                      "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
-    if (!jv_new_list(C, at, (size_t)count, out)) return false;
+    if (!nu_jv_new_list(C, at, (size_t)count, out)) return false;
     for (int64_t i = 0, x = start; i < (int64_t)count; i++, x += step)
-        if (!jlist_push(C, at, jv_list(*out), jv_int(x))) return false;
+        if (!nu_jlist_push(C, at, nu_jv_list(*out), nu_jv_int(x))) return false;
     return true;
 }
 
 /* dict(...) and namespace(...): a mapping or pairs, then keywords. */
-static bool g_dict(jctx *C, const jnode *at, const jargs *a, jv *out, bool ns) {
-    if (a->n_pos > 1) return jfail(C, at, "dict expected at most 1 argument, got %zu", a->n_pos);
-    if (!jv_new_dict(C, at, out)) return false;
+static bool g_dict(nu_jctx *C, const jnode *at, const nu_jargs *a, nu_jv *out, bool ns) {
+    if (a->n_pos > 1) return nu_jfail(C, at, "dict expected at most 1 argument, got %zu", a->n_pos);
+    if (!nu_jv_new_dict(C, at, out)) return false;
     if (ns) out->u.o->flags |= JO_NAMESPACE;
     if (a->n_pos == 1) {
-        jv src = a->pos[0];
-        if (src.type == JV_DICT && !jv_is_namespace(src)) {
-            jdict *d = jv_dict(src);
+        nu_jv src = a->pos[0];
+        if (src.type == JV_DICT && !nu_jv_is_namespace(src)) {
+            nu_jdict *d = nu_jv_dict(src);
             for (size_t i = 0; i < d->len; i++)
-                if (!jdict_set(C, at, jv_dict(*out), jv_ref(d->keys[i]), jv_ref(d->vals[i])))
+                if (!nu_jdict_set(C, at, nu_jv_dict(*out), nu_jv_ref(d->keys[i]), nu_jv_ref(d->vals[i])))
                     return false;
         } else {
-            jv items;
-            if (!jv_iterate(C, at, src, &items)) return false;
-            jlist *l = jv_list(items);
+            nu_jv items;
+            if (!nu_jv_iterate(C, at, src, &items)) return false;
+            nu_jlist *l = nu_jv_list(items);
             for (size_t i = 0; i < l->len; i++) {
-                jv pair = l->items[i];
-                if (pair.type != JV_LIST || jv_list(pair)->len != 2) {
-                    jv_unref(C, items);
-                    return jfail(C, at, "dictionary update sequence element #%zu has wrong length",
+                nu_jv pair = l->items[i];
+                if (pair.type != JV_LIST || nu_jv_list(pair)->len != 2) {
+                    nu_jv_unref(C, items);
+                    return nu_jfail(C, at, "dictionary update sequence element #%zu has wrong length",
                                  i);
                 }
-                if (!jdict_set(C, at, jv_dict(*out), jv_ref(jv_list(pair)->items[0]),
-                               jv_ref(jv_list(pair)->items[1]))) {
-                    jv_unref(C, items);
+                if (!nu_jdict_set(C, at, nu_jv_dict(*out), nu_jv_ref(nu_jv_list(pair)->items[0]),
+                               nu_jv_ref(nu_jv_list(pair)->items[1]))) {
+                    nu_jv_unref(C, items);
                     return false;
                 }
             }
-            jv_unref(C, items);
+            nu_jv_unref(C, items);
         }
     }
     for (size_t k = 0; k < a->n_kw; k++) {
-        jv key;
-        if (!jv_new_str(C, at, a->kw_names[k], strlen(a->kw_names[k]), &key)) return false;
-        if (!jdict_set(C, at, jv_dict(*out), key, jv_ref(a->kw[k]))) return false;
+        nu_jv key;
+        if (!nu_jv_new_str(C, at, a->kw_names[k], strlen(a->kw_names[k]), &key)) return false;
+        if (!nu_jdict_set(C, at, nu_jv_dict(*out), key, nu_jv_ref(a->kw[k]))) return false;
     }
     return true;
 }
 
 /* raise_exception(message): the template refuses the input. */
-static bool g_raise(jctx *C, const jnode *at, const jargs *a) {
-    jbuf b = {.limit = 4096};
-    if (a->n_pos >= 1) jv_print(C, at, &b, a->pos[0]);
-    bool r = jfail_status(C, at, NU_ERR_INVALID_ARG, "%s", b.data ? b.data : "");
-    jbuf_free(&b);
+static bool g_raise(nu_jctx *C, const jnode *at, const nu_jargs *a) {
+    nu_jbuf b = {.limit = 4096};
+    if (a->n_pos >= 1) nu_jv_print(C, at, &b, a->pos[0]);
+    bool r = nu_jfail_status(C, at, NU_ERR_INVALID_ARG, "%s", b.data ? b.data : "");
+    nu_jbuf_free(&b);
     return r;
 }
 
 
-static bool g_strftime(jctx *C, const jnode *at, const jargs *a, jv *out) {
+static bool g_strftime(nu_jctx *C, const jnode *at, const nu_jargs *a, nu_jv *out) {
     static const char *const names[] = {"format"};
-    jv f;
-    if (!jargs_bind(C, at, "strftime_now()", a, names, 1, &f)) return false;
+    nu_jv f;
+    if (!nu_jargs_bind(C, at, "strftime_now()", a, names, 1, &f)) return false;
     if (!need_str(C, at, f, "strftime_now() argument")) return false;
-    jbuf b = {.limit = C->limits.max_output};
-    jinja_strftime(&b, jv_str(f)->data, jv_str(f)->len, C->now);
-    return jv_new_str_from_buf(C, at, &b, out);
+    nu_jbuf b = {.limit = C->limits.max_output};
+    nu_jinja_strftime(&b, nu_jv_str(f)->data, nu_jv_str(f)->len, C->now);
+    return nu_jv_new_str_from_buf(C, at, &b, out);
 }
 
 /* loop.cycle(a, b, ...) and loop.changed(x, ...). */
-static bool loop_method(jctx *C, const jnode *at, jfunc *f, const jargs *a, jv *out) {
+static bool loop_method(nu_jctx *C, const jnode *at, jfunc *f, const nu_jargs *a, nu_jv *out) {
     jloop *l = (jloop *)f->self.u.o;
     if (f->id == JF_LOOP_CYCLE) {
-        if (a->n_pos == 0) return jfail(C, at, "no items for cycling given");
-        *out = jv_ref(a->pos[l->index0 % a->n_pos]);
+        if (a->n_pos == 0) return nu_jfail(C, at, "no items for cycling given");
+        *out = nu_jv_ref(a->pos[l->index0 % a->n_pos]);
         return true;
     }
-    jv now;
-    if (!jv_new_list(C, at, a->n_pos, &now)) return false;
-    for (size_t i = 0; i < a->n_pos; i++) jlist_push(C, at, jv_list(now), jv_ref(a->pos[i]));
+    nu_jv now;
+    if (!nu_jv_new_list(C, at, a->n_pos, &now)) return false;
+    for (size_t i = 0; i < a->n_pos; i++) nu_jlist_push(C, at, nu_jv_list(now), nu_jv_ref(a->pos[i]));
     bool same = false;
-    if (l->changed_last.type != JV_UNDEF && !jv_equal(C, at, l->changed_last, now, &same)) {
-        jv_unref(C, now);
+    if (l->changed_last.type != JV_UNDEF && !nu_jv_equal(C, at, l->changed_last, now, &same)) {
+        nu_jv_unref(C, now);
         return false;
     }
-    jv_unref(C, l->changed_last);
+    nu_jv_unref(C, l->changed_last);
     l->changed_last = now;
-    *out = jv_bool(!same);
+    *out = nu_jv_bool(!same);
     return true;
 }
 
-bool jinja_call_function(jctx *C, const jnode *at, jfunc *f, const jargs *a, jv *out) {
+bool nu_jinja_call_function(nu_jctx *C, const jnode *at, jfunc *f, const nu_jargs *a, nu_jv *out) {
     switch (f->id) {
     case JF_RANGE: return g_range(C, at, a, out);
     case JF_NAMESPACE: return g_dict(C, at, a, out, true);
@@ -988,11 +988,11 @@ bool jinja_call_function(jctx *C, const jnode *at, jfunc *f, const jargs *a, jv 
     case JF_STRFTIME_NOW: return g_strftime(C, at, a, out);
     case JF_LOOP_CYCLE:
     case JF_LOOP_CHANGED: return loop_method(C, at, f, a, out);
-    default: return jcall_method(C, at, f->self, f->method, a, out);
+    default: return nu_jcall_method(C, at, f->self, f->method, a, out);
     }
 }
 
-bool jinja_global(jctx *C, const char *name, jv *out) {
+bool nu_jinja_global(nu_jctx *C, const char *name, nu_jv *out) {
     static const struct {
         const char *name;
         jfunc_id id;
@@ -1003,10 +1003,10 @@ bool jinja_global(jctx *C, const char *name, jv *out) {
                    {"strftime_now", JF_STRFTIME_NOW}};
     for (size_t i = 0; i < sizeof globals / sizeof *globals; i++) {
         if (strcmp(globals[i].name, name) != 0) continue;
-        jfunc *f = jctx_alloc_obj(C, NULL, JK_FUNC, sizeof(jfunc));
+        jfunc *f = nu_jctx_alloc_obj(C, NULL, JK_FUNC, sizeof(jfunc));
         if (!f) return true; /* the error is recorded */
         f->id = (uint8_t)globals[i].id;
-        *out = jv_obj(JV_FUNC, f);
+        *out = nu_jv_obj(JV_FUNC, f);
         return true;
     }
     return false;

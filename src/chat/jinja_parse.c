@@ -19,7 +19,7 @@
 typedef struct parser {
     jtok *toks;
     size_t n, i;
-    jarena *arena;
+    nu_jarena *arena;
     int depth;
     int loop_depth;
     uint32_t open_pos; /* the name of the innermost block tag being parsed */
@@ -119,7 +119,7 @@ static bool expect_type(parser *p, jtok_type type, const char *what) {
 /* ------------------------------------------------------------------------ */
 
 static jnode *new_node(parser *p, jnode_kind kind, uint32_t pos) {
-    jnode *n = jarena_alloc(p->arena, sizeof *n);
+    jnode *n = nu_jarena_alloc(p->arena, sizeof *n);
     if (!n) return perr(p, pos, "out of memory");
     n->kind = (uint8_t)kind;
     n->pos = pos;
@@ -131,7 +131,7 @@ static void add_kid(parser *p, jnode *n, jnode *kid) {
     if (!n || p->failed) return;
     uint32_t k = n->n_kids;
     if (k == 0 || (k & (k - 1)) == 0) {
-        jnode **kids = jarena_alloc(p->arena, (k ? 2 * k : 1) * sizeof *kids);
+        jnode **kids = nu_jarena_alloc(p->arena, (k ? 2 * k : 1) * sizeof *kids);
         if (!kids) {
             perr(p, n->pos, "out of memory");
             return;
@@ -143,14 +143,14 @@ static void add_kid(parser *p, jnode *n, jnode *kid) {
 }
 
 static const char *copy_name(parser *p, const jtok *t) {
-    char *s = jarena_alloc(p->arena, t->len + 1);
+    char *s = nu_jarena_alloc(p->arena, t->len + 1);
     if (!s) return perr(p, t->pos, "out of memory");
     memcpy(s, t->text, t->len);
     s[t->len] = 0;
     return s;
 }
 
-static jnode *const_node(parser *p, uint32_t pos, jv v) {
+static jnode *const_node(parser *p, uint32_t pos, nu_jv v) {
     jnode *n = new_node(p, JN_CONST, pos);
     if (n) n->value = v;
     return n;
@@ -257,7 +257,7 @@ static jnode *parse_postfix(parser *p, jnode *n) {
                 jnode *g = new_node(p, JN_GETITEM, a->pos);
                 if (!g) return NULL;
                 add_kid(p, g, n);
-                add_kid(p, g, const_node(p, a->pos, jv_int(a->ival)));
+                add_kid(p, g, const_node(p, a->pos, nu_jv_int(a->ival)));
                 n = g;
             } else {
                 return expected(p, "attribute name");
@@ -286,7 +286,7 @@ static jnode *parse_filter(parser *p, jnode *n) {
     jnode *f = new_node(p, JN_FILTER, t->pos);
     if (!f) return NULL;
     f->name = copy_name(p, t);
-    f->filter = f->name ? jinja_find_filter(f->name) : NULL;
+    f->filter = f->name ? nu_jinja_find_filter(f->name) : NULL;
     if (!f->filter) return perr(p, t->pos, "no filter named '%s'", f->name ? f->name : "");
     advance(p);
     add_kid(p, f, n);
@@ -322,7 +322,7 @@ static jnode *parse_test(parser *p, jnode *n) {
     jnode *x = new_node(p, JN_TEST, t->pos);
     if (!x) return NULL;
     x->name = copy_name(p, t);
-    x->test = x->name ? jinja_find_test(x->name) : NULL;
+    x->test = x->name ? nu_jinja_find_test(x->name) : NULL;
     if (!x->test) return perr(p, t->pos, "no test named '%s'", x->name ? x->name : "");
     if (negated) x->flags |= JNF_NEGATED;
     advance(p);
@@ -399,7 +399,7 @@ static jnode *parse_strings(parser *p) {
     uint32_t pos = cur(p)->pos;
     size_t total = 0, count = 0;
     while (peek(p, count)->type == JT_STRING) total += peek(p, count++)->str_len;
-    char *s = jarena_alloc(p->arena, total + 1);
+    char *s = nu_jarena_alloc(p->arena, total + 1);
     if (!s) return perr(p, pos, "out of memory");
     size_t at = 0;
     for (size_t k = 0; k < count; k++) {
@@ -407,9 +407,9 @@ static jnode *parse_strings(parser *p) {
         at += cur(p)->str_len;
         advance(p);
     }
-    jstr *str = jstr_immortal(p->arena, s, total);
+    nu_jstr *str = nu_jstr_immortal(p->arena, s, total);
     if (!str) return perr(p, pos, "out of memory");
-    return const_node(p, pos, jv_obj(JV_STR, str));
+    return const_node(p, pos, nu_jv_obj(JV_STR, str));
 }
 
 /* A name: a constant (true, none, ...) or a variable reference. */
@@ -419,7 +419,7 @@ static jnode *parse_name(parser *p) {
     for (int k = 0; k < 6; k++) {
         if (!tok_is_name(t, consts[k])) continue;
         advance(p);
-        jv v = k % 3 == 2 ? jv_none() : jv_bool(k % 3 == 0);
+        nu_jv v = k % 3 == 2 ? nu_jv_none() : nu_jv_bool(k % 3 == 0);
         return const_node(p, t->pos, v);
     }
     jnode *n = new_node(p, JN_NAME, t->pos);
@@ -440,8 +440,8 @@ static jnode *parse_primary(parser *p) {
     switch (t->type) {
     case JT_NAME: return parse_name(p);
     case JT_STRING: return parse_strings(p);
-    case JT_INT: advance(p); return const_node(p, t->pos, jv_int(t->ival));
-    case JT_FLOAT: advance(p); return const_node(p, t->pos, jv_float(t->fval));
+    case JT_INT: advance(p); return const_node(p, t->pos, nu_jv_int(t->ival));
+    case JT_FLOAT: advance(p); return const_node(p, t->pos, nu_jv_float(t->fval));
     default: break;
     }
     if (tok_is_op(t, "(")) return parse_paren(p);
@@ -992,15 +992,15 @@ static char *normalise(const char *src, size_t len, size_t *out_len) {
 /* Lexes the whole template into p->toks (empty text tokens dropped). */
 static bool lex_all(parser *p, const char *src, size_t len, nu_error *err) {
     jlexer lx;
-    jlex_init(&lx, src, len, p->arena);
+    nu_jlex_init(&lx, src, len, p->arena);
     size_t cap = 64;
     p->toks = malloc(cap * sizeof *p->toks);
     if (!p->toks) return false;
     for (;;) {
-        jtok t = jlex_next(&lx);
+        jtok t = nu_jlex_next(&lx);
         if (lx.failed) {
             int line, col;
-            jinja_position(src, len, lx.err_pos, &line, &col);
+            nu_jinja_position(src, len, lx.err_pos, &line, &col);
             nu_fail(err, NU_ERR_FORMAT, "chat template line %d, column %d: %s", line, col, lx.err);
             return false;
         }
@@ -1016,25 +1016,25 @@ static bool lex_all(parser *p, const char *src, size_t len, nu_error *err) {
     }
 }
 
-nu_status jinja_parse(const char *source, size_t len, jinja_template **out, nu_error *err) {
+nu_status nu_jinja_parse(const char *source, size_t len, nu_jinja_template **out, nu_error *err) {
     *out = NULL;
     if (len > UINT32_MAX - 16)
         return nu_fail(err, NU_ERR_INVALID_ARG, "chat template too large (%zu bytes)", len);
-    jinja_template *t = calloc(1, sizeof *t);
+    nu_jinja_template *t = calloc(1, sizeof *t);
     parser p = {0};
     if (t) {
-        t->arena = jarena_new();
+        t->arena = nu_jarena_new();
         t->source = normalise(source ? source : "", source ? len : 0, &t->len);
     }
     if (!t || !t->arena || !t->source) {
-        jinja_free(t);
+        nu_jinja_free(t);
         return nu_fail(err, NU_ERR_NOMEM, "out of memory");
     }
     p.arena = t->arena;
     nu_error lex_err = {0};
     if (!lex_all(&p, t->source, t->len, &lex_err)) {
         free(p.toks);
-        jinja_free(t);
+        nu_jinja_free(t);
         if (lex_err.status) return nu_fail(err, lex_err.status, "%s", lex_err.message);
         return nu_fail(err, NU_ERR_NOMEM, "out of memory");
     }
@@ -1042,28 +1042,28 @@ nu_status jinja_parse(const char *source, size_t len, jinja_template **out, nu_e
     free(p.toks);
     if (p.failed || !t->root) {
         int line, col;
-        jinja_position(t->source, t->len, p.err_pos, &line, &col);
+        nu_jinja_position(t->source, t->len, p.err_pos, &line, &col);
         nu_status st = strstr(p.err, "out of memory") ? NU_ERR_NOMEM : NU_ERR_FORMAT;
         nu_fail(err, st, "chat template line %d, column %d: %s", line, col,
                 p.failed ? p.err : "parse error");
-        jinja_free(t);
+        nu_jinja_free(t);
         return st;
     }
     *out = t;
     return NU_OK;
 }
 
-void jinja_free(jinja_template *t) {
+void nu_jinja_free(nu_jinja_template *t) {
     if (!t) return;
-    jarena_free(t->arena);
+    nu_jarena_free(t->arena);
     free(t->source);
     free(t);
 }
 
-const char *jinja_source(const jinja_template *t) {
+const char *nu_jinja_source(const nu_jinja_template *t) {
     return t ? t->source : NULL;
 }
 
-size_t jinja_source_len(const jinja_template *t) {
+size_t nu_jinja_source_len(const nu_jinja_template *t) {
     return t ? t->len : 0;
 }

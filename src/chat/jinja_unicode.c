@@ -1280,39 +1280,39 @@ static int copy_special(const case_special *s, uint32_t out[3]) {
     return n;
 }
 
-bool uni_isspace(uint32_t cp) {
+bool nu_uni_isspace(uint32_t cp) {
     return in_ranges(space, COUNT(space), cp);
 }
 
-bool uni_isprintable(uint32_t cp) {
+bool nu_uni_isprintable(uint32_t cp) {
     return !in_ranges(nonprintable, COUNT(nonprintable), cp);
 }
 
-bool uni_isupper(uint32_t cp) {
+bool nu_uni_isupper(uint32_t cp) {
     return in_ranges(upper_set, COUNT(upper_set), cp);
 }
 
-bool uni_islower(uint32_t cp) {
+bool nu_uni_islower(uint32_t cp) {
     return in_ranges(lower_set, COUNT(lower_set), cp);
 }
 
-bool uni_iscased(uint32_t cp) {
+bool nu_uni_iscased(uint32_t cp) {
     return in_ranges(cased_set, COUNT(cased_set), cp);
 }
 
-bool uni_isalpha(uint32_t cp) {
+bool nu_uni_isalpha(uint32_t cp) {
     return in_ranges(alpha_set, COUNT(alpha_set), cp);
 }
 
-bool uni_isdigit(uint32_t cp) {
+bool nu_uni_isdigit(uint32_t cp) {
     return in_ranges(digit_set, COUNT(digit_set), cp);
 }
 
-bool uni_isalnum(uint32_t cp) {
+bool nu_uni_isalnum(uint32_t cp) {
     return in_ranges(alnum_set, COUNT(alnum_set), cp);
 }
 
-int uni_upper(uint32_t cp, uint32_t out[3]) {
+int nu_uni_upper(uint32_t cp, uint32_t out[3]) {
     if (cp < 0x80) {
         out[0] = cp >= 'a' && cp <= 'z' ? cp - 32 : cp;
         return 1;
@@ -1323,7 +1323,7 @@ int uni_upper(uint32_t cp, uint32_t out[3]) {
     return 1;
 }
 
-int uni_lower(uint32_t cp, uint32_t out[3]) {
+int nu_uni_lower(uint32_t cp, uint32_t out[3]) {
     if (cp < 0x80) {
         out[0] = cp >= 'A' && cp <= 'Z' ? cp + 32 : cp;
         return 1;
@@ -1334,9 +1334,9 @@ int uni_lower(uint32_t cp, uint32_t out[3]) {
     return 1;
 }
 
-int uni_title(uint32_t cp, uint32_t out[3]) {
+int nu_uni_title(uint32_t cp, uint32_t out[3]) {
     const case_special *s =
         cp < 0x80 ? NULL : find_special(title_special, COUNT(title_special), cp);
     if (s) return copy_special(s, out);
-    return uni_upper(cp, out);
+    return nu_uni_upper(cp, out);
 }

@@ -1,6 +1,6 @@
 /* jinja_value.c - values of the Jinja engine and their Python semantics.
  *
- * Scalars live inside a jv; strings, lists, dicts, scopes and callables are
+ * Scalars live inside a nu_jv; strings, lists, dicts, scopes and callables are
  * reference-counted heap objects. Every object of a render is also on the
  * render's live list, so objects kept alive only by a reference cycle (a
  * namespace holding itself) are freed when the render ends. Freeing is
@@ -29,16 +29,16 @@ typedef struct jchunk {
     _Alignas(16) unsigned char data[];
 } jchunk;
 
-struct jarena {
+struct nu_jarena {
     jchunk *head;
 };
 
-jarena *jarena_new(void) {
-    return calloc(1, sizeof(jarena));
+nu_jarena *nu_jarena_new(void) {
+    return calloc(1, sizeof(nu_jarena));
 }
 
-/* Zeroed memory that lives until jarena_free. */
-void *jarena_alloc(jarena *a, size_t n) {
+/* Zeroed memory that lives until nu_jarena_free. */
+void *nu_jarena_alloc(nu_jarena *a, size_t n) {
     n = (n + 15) & ~(size_t)15;
     if (!a->head || a->head->cap - a->head->used < n) {
         size_t cap = n > 16384 ? n : 16384;
@@ -53,7 +53,7 @@ void *jarena_alloc(jarena *a, size_t n) {
     return p;
 }
 
-void jarena_free(jarena *a) {
+void nu_jarena_free(nu_jarena *a) {
     if (!a) return;
     for (jchunk *c = a->head, *next; c; c = next) {
         next = c->next;
@@ -66,7 +66,7 @@ void jarena_free(jarena *a) {
 /* Byte buffers and UTF-8                                                   */
 /* ------------------------------------------------------------------------ */
 
-void jbuf_put(jbuf *b, const char *s, size_t n) {
+void nu_jbuf_put(nu_jbuf *b, const char *s, size_t n) {
     if (b->failed || n == 0) return;
     if (b->limit && (n > b->limit || b->len > b->limit - n)) {
         b->failed = true;
@@ -88,56 +88,56 @@ void jbuf_put(jbuf *b, const char *s, size_t n) {
     b->data[b->len] = 0;
 }
 
-void jbuf_puts(jbuf *b, const char *s) {
-    jbuf_put(b, s, strlen(s));
+void nu_jbuf_puts(nu_jbuf *b, const char *s) {
+    nu_jbuf_put(b, s, strlen(s));
 }
 
-void jbuf_putc(jbuf *b, char c) {
-    jbuf_put(b, &c, 1);
+void nu_jbuf_putc(nu_jbuf *b, char c) {
+    nu_jbuf_put(b, &c, 1);
 }
 
-void jbuf_printf(jbuf *b, const char *fmt, ...) {
+void nu_jbuf_printf(nu_jbuf *b, const char *fmt, ...) {
     char tmp[256];
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
-    if (n > 0) jbuf_put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+    if (n > 0) nu_jbuf_put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
 }
 
-void jbuf_free(jbuf *b) {
+void nu_jbuf_free(nu_jbuf *b) {
     free(b->data);
     b->data = NULL;
     b->len = b->cap = 0;
 }
 
-void utf8_encode(jbuf *b, uint32_t cp) {
+void nu_utf8_encode(nu_jbuf *b, uint32_t cp) {
     char s[4];
     if (cp >= 0xDC80 && cp <= 0xDCFF) { /* an undecodable byte, given back */
         s[0] = (char)(cp - 0xDC00);
-        jbuf_put(b, s, 1);
+        nu_jbuf_put(b, s, 1);
     } else if (cp < 0x80) {
         s[0] = (char)cp;
-        jbuf_put(b, s, 1);
+        nu_jbuf_put(b, s, 1);
     } else if (cp < 0x800) {
         s[0] = (char)(0xC0 | (cp >> 6));
         s[1] = (char)(0x80 | (cp & 0x3F));
-        jbuf_put(b, s, 2);
+        nu_jbuf_put(b, s, 2);
     } else if (cp < 0x10000) {
         s[0] = (char)(0xE0 | (cp >> 12));
         s[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
         s[2] = (char)(0x80 | (cp & 0x3F));
-        jbuf_put(b, s, 3);
+        nu_jbuf_put(b, s, 3);
     } else {
         s[0] = (char)(0xF0 | ((cp >> 18) & 0x07));
         s[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
         s[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
         s[3] = (char)(0x80 | (cp & 0x3F));
-        jbuf_put(b, s, 4);
+        nu_jbuf_put(b, s, 4);
     }
 }
 
-uint32_t utf8_decode(const char *s, size_t n, size_t *i) {
+uint32_t nu_utf8_decode(const char *s, size_t n, size_t *i) {
     const unsigned char *u = (const unsigned char *)s;
     unsigned c = u[*i];
     size_t k = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
@@ -160,24 +160,24 @@ invalid:
     return 0xDC00 + c;
 }
 
-size_t utf8_count_chars(const char *s, size_t n) {
+size_t nu_utf8_count_chars(const char *s, size_t n) {
     size_t count = 0;
     for (size_t i = 0; i < n; count++) {
         if ((unsigned char)s[i] < 0x80)
             i++; /* the common case, without a call */
         else
-            utf8_decode(s, n, &i);
+            nu_utf8_decode(s, n, &i);
     }
     return count;
 }
 
-size_t utf8_offset(const char *s, size_t n, size_t ci) {
+size_t nu_utf8_offset(const char *s, size_t n, size_t ci) {
     size_t i = 0;
-    for (size_t c = 0; c < ci && i < n; c++) utf8_decode(s, n, &i);
+    for (size_t c = 0; c < ci && i < n; c++) nu_utf8_decode(s, n, &i);
     return i;
 }
 
-void jinja_position(const char *source, size_t len, size_t pos, int *line, int *column) {
+void nu_jinja_position(const char *source, size_t len, size_t pos, int *line, int *column) {
     int l = 1;
     size_t line_start = 0;
     if (pos > len) pos = len;
@@ -188,7 +188,7 @@ void jinja_position(const char *source, size_t len, size_t pos, int *line, int *
         }
     }
     *line = l;
-    *column = (int)utf8_count_chars(source + line_start, pos - line_start) + 1;
+    *column = (int)nu_utf8_count_chars(source + line_start, pos - line_start) + 1;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -196,7 +196,7 @@ void jinja_position(const char *source, size_t len, size_t pos, int *line, int *
 /* ------------------------------------------------------------------------ */
 
 /* Formats "line L, column C: " + message into the context (first error wins). */
-static bool vfail(jctx *C, const jnode *at, nu_status status, const char *fmt, va_list ap) {
+static bool vfail(nu_jctx *C, const jnode *at, nu_status status, const char *fmt, va_list ap) {
     if (C->failed) return false;
     C->failed = true;
     C->status = status;
@@ -207,7 +207,7 @@ static bool vfail(jctx *C, const jnode *at, nu_status status, const char *fmt, v
         if ((unsigned char)*c < 0x20) *c = ' ';
     if (at && C->tpl) {
         int line, col;
-        jinja_position(C->tpl->source, C->tpl->len, at->pos, &line, &col);
+        nu_jinja_position(C->tpl->source, C->tpl->len, at->pos, &line, &col);
         snprintf(C->message, sizeof C->message, "line %d, column %d: %s", line, col, msg);
     } else {
         snprintf(C->message, sizeof C->message, "%s", msg);
@@ -215,7 +215,7 @@ static bool vfail(jctx *C, const jnode *at, nu_status status, const char *fmt, v
     return false;
 }
 
-bool jfail(jctx *C, const jnode *at, const char *fmt, ...) {
+bool nu_jfail(nu_jctx *C, const jnode *at, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vfail(C, at, NU_ERR_FORMAT, fmt, ap);
@@ -223,7 +223,7 @@ bool jfail(jctx *C, const jnode *at, const char *fmt, ...) {
     return false;
 }
 
-bool jfail_status(jctx *C, const jnode *at, nu_status status, const char *fmt, ...) {
+bool nu_jfail_status(nu_jctx *C, const jnode *at, nu_status status, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vfail(C, at, status, fmt, ap);
@@ -249,26 +249,26 @@ static const char *type_name_of(uint8_t type, uint8_t flags) {
     return "object";
 }
 
-const char *jv_type_name(jv v) {
-    return type_name_of(v.type, jv_is_obj(v) ? v.u.o->flags : 0);
+const char *nu_jv_type_name(nu_jv v) {
+    return type_name_of(v.type, nu_jv_is_obj(v) ? v.u.o->flags : 0);
 }
 
-bool jfail_undefined(jctx *C, const jnode *at, jv v) {
+bool nu_jfail_undefined(nu_jctx *C, const jnode *at, nu_jv v) {
     const char *owner = type_name_of(v.owner, 0);
     switch (v.hint) {
-    case JU_NAME: return jfail(C, at, "'%s' is undefined", v.u.name);
-    case JU_ATTR: return jfail(C, at, "'%s object' has no attribute '%s'", owner, v.u.name);
+    case JU_NAME: return nu_jfail(C, at, "'%s' is undefined", v.u.name);
+    case JU_ATTR: return nu_jfail(C, at, "'%s object' has no attribute '%s'", owner, v.u.name);
     case JU_UNSAFE:
-        return jfail(C, at, "access to attribute '%s' of '%s' object is unsafe", v.u.name, owner);
-    case JU_EMPTY: return jfail(C, at, "no first or last item: the sequence is empty");
-    default: return jfail(C, at, "undefined value");
+        return nu_jfail(C, at, "access to attribute '%s' of '%s' object is unsafe", v.u.name, owner);
+    case JU_EMPTY: return nu_jfail(C, at, "no first or last item: the sequence is empty");
+    default: return nu_jfail(C, at, "undefined value");
     }
 }
 
-bool jstep(jctx *C, const jnode *at) {
+bool nu_jstep(nu_jctx *C, const jnode *at) {
     if (C->failed) return false;
     if (++C->steps > C->limits.max_steps)
-        return jfail_status(C, at, NU_ERR_UNSUPPORTED, "template ran too long (step limit %llu)",
+        return nu_jfail_status(C, at, NU_ERR_UNSUPPORTED, "template ran too long (step limit %llu)",
                             (unsigned long long)C->limits.max_steps);
     return true;
 }
@@ -277,20 +277,20 @@ bool jstep(jctx *C, const jnode *at) {
 /* Heap objects                                                             */
 /* ------------------------------------------------------------------------ */
 
-bool jctx_charge(jctx *C, const jnode *at, size_t bytes) {
+bool nu_jctx_charge(nu_jctx *C, const jnode *at, size_t bytes) {
     C->alloc_bytes += bytes;
     if (C->alloc_bytes > C->limits.max_alloc_bytes)
-        return jfail_status(C, at, NU_ERR_UNSUPPORTED,
+        return nu_jfail_status(C, at, NU_ERR_UNSUPPORTED,
                             "template used too much memory (limit %llu bytes)",
                             (unsigned long long)C->limits.max_alloc_bytes);
     return true;
 }
 
-void *jctx_alloc_obj(jctx *C, const jnode *at, jobj_kind kind, size_t size) {
-    if (C->failed || !jctx_charge(C, at, size)) return NULL;
-    jobj *o = calloc(1, size);
+void *nu_jctx_alloc_obj(nu_jctx *C, const jnode *at, nu_jobj_kind kind, size_t size) {
+    if (C->failed || !nu_jctx_charge(C, at, size)) return NULL;
+    nu_jobj *o = calloc(1, size);
     if (!o) {
-        jfail_status(C, at, NU_ERR_NOMEM, "out of memory");
+        nu_jfail_status(C, at, NU_ERR_NOMEM, "out of memory");
         return NULL;
     }
     o->refs = 1;
@@ -303,16 +303,16 @@ void *jctx_alloc_obj(jctx *C, const jnode *at, jobj_kind kind, size_t size) {
 }
 
 /* Frees an object's own memory (not the objects it refers to). */
-static void free_memory(jobj *o) {
+static void free_memory(nu_jobj *o) {
     switch (o->kind) {
-    case JK_LIST: free(((jlist *)o)->items); break;
+    case JK_LIST: free(((nu_jlist *)o)->items); break;
     case JK_DICT:
-        free(((jdict *)o)->keys);
-        free(((jdict *)o)->vals);
+        free(((nu_jdict *)o)->keys);
+        free(((nu_jdict *)o)->vals);
         break;
     case JK_SCOPE:
-        free(((jscope *)o)->names);
-        free(((jscope *)o)->vals);
+        free(((nu_jscope *)o)->names);
+        free(((nu_jscope *)o)->vals);
         break;
     default: break;
     }
@@ -321,7 +321,7 @@ static void free_memory(jobj *o) {
 
 /* Drops one reference to o; when it was the last, unlinks o and pushes it
  * on the pending list. */
-static void release(jobj *o, jobj **pending) {
+static void release(nu_jobj *o, nu_jobj **pending) {
     if (!o || (o->flags & JO_IMMORTAL)) return;
     if (--o->refs > 0) return;
     o->prev->next = o->next;
@@ -330,20 +330,20 @@ static void release(jobj *o, jobj **pending) {
     *pending = o;
 }
 
-static void release_value(jv v, jobj **pending) {
-    if (jv_is_obj(v)) release(v.u.o, pending);
+static void release_value(nu_jv v, nu_jobj **pending) {
+    if (nu_jv_is_obj(v)) release(v.u.o, pending);
 }
 
 /* Releases everything o refers to. */
-static void release_children(jobj *o, jobj **pending) {
+static void release_children(nu_jobj *o, nu_jobj **pending) {
     switch (o->kind) {
     case JK_LIST: {
-        jlist *l = (jlist *)o;
+        nu_jlist *l = (nu_jlist *)o;
         for (size_t i = 0; i < l->len; i++) release_value(l->items[i], pending);
         break;
     }
     case JK_DICT: {
-        jdict *d = (jdict *)o;
+        nu_jdict *d = (nu_jdict *)o;
         for (size_t i = 0; i < d->len; i++) {
             release_value(d->keys[i], pending);
             release_value(d->vals[i], pending);
@@ -360,7 +360,7 @@ static void release_children(jobj *o, jobj **pending) {
         break;
     }
     case JK_SCOPE: {
-        jscope *s = (jscope *)o;
+        nu_jscope *s = (nu_jscope *)o;
         for (size_t i = 0; i < s->len; i++) release_value(s->vals[i], pending);
         if (s->parent) release(&s->parent->h, pending);
         break;
@@ -369,26 +369,26 @@ static void release_children(jobj *o, jobj **pending) {
     }
 }
 
-void jobj_unref(jctx *C, jobj *o) {
+void nu_jobj_unref(nu_jctx *C, nu_jobj *o) {
     (void)C;
-    jobj *pending = NULL;
+    nu_jobj *pending = NULL;
     release(o, &pending);
     while (pending) {
-        jobj *x = pending;
+        nu_jobj *x = pending;
         pending = x->next;
         release_children(x, &pending);
         free_memory(x);
     }
 }
 
-void jv_unref(jctx *C, jv v) {
-    if (jv_is_obj(v)) jobj_unref(C, v.u.o);
+void nu_jv_unref(nu_jctx *C, nu_jv v) {
+    if (nu_jv_is_obj(v)) nu_jobj_unref(C, v.u.o);
 }
 
-void jctx_free_all(jctx *C) {
-    jobj *o = C->live.next;
+void nu_jctx_free_all(nu_jctx *C) {
+    nu_jobj *o = C->live.next;
     while (o != &C->live) {
-        jobj *next = o->next;
+        nu_jobj *next = o->next;
         free_memory(o);
         o = next;
     }
@@ -399,27 +399,27 @@ void jctx_free_all(jctx *C) {
 /* Strings, lists, dicts, scopes                                            */
 /* ------------------------------------------------------------------------ */
 
-bool jv_new_str(jctx *C, const jnode *at, const char *s, size_t n, jv *out) {
+bool nu_jv_new_str(nu_jctx *C, const jnode *at, const char *s, size_t n, nu_jv *out) {
     if (n > C->limits.max_output)
-        return jfail_status(C, at, NU_ERR_UNSUPPORTED, "string too long (limit %zu bytes)",
+        return nu_jfail_status(C, at, NU_ERR_UNSUPPORTED, "string too long (limit %zu bytes)",
                             C->limits.max_output);
-    jstr *str = jctx_alloc_obj(C, at, JK_STR, sizeof(jstr) + n + 1);
+    nu_jstr *str = nu_jctx_alloc_obj(C, at, JK_STR, sizeof(nu_jstr) + n + 1);
     if (!str) return false;
     if (n) memcpy(str->data, s, n);
     str->data[n] = 0;
     str->len = n;
-    str->nchars = utf8_count_chars(s, n);
-    *out = jv_obj(JV_STR, str);
+    str->nchars = nu_utf8_count_chars(s, n);
+    *out = nu_jv_obj(JV_STR, str);
     return true;
 }
 
-bool jv_concat_str(jctx *C, const jnode *at, jv a, jv b, jv *out) {
-    jstr *x = jv_str(a), *y = jv_str(b);
+bool nu_jv_concat_str(nu_jctx *C, const jnode *at, nu_jv a, nu_jv b, nu_jv *out) {
+    nu_jstr *x = nu_jv_str(a), *y = nu_jv_str(b);
     size_t n = x->len + y->len;
     if (n > C->limits.max_output)
-        return jfail_status(C, at, NU_ERR_UNSUPPORTED, "string too long (limit %zu bytes)",
+        return nu_jfail_status(C, at, NU_ERR_UNSUPPORTED, "string too long (limit %zu bytes)",
                             C->limits.max_output);
-    jstr *s = jctx_alloc_obj(C, at, JK_STR, sizeof(jstr) + n + 1);
+    nu_jstr *s = nu_jctx_alloc_obj(C, at, JK_STR, sizeof(nu_jstr) + n + 1);
     if (!s) return false;
     memcpy(s->data, x->data, x->len);
     memcpy(s->data + x->len, y->data, y->len);
@@ -429,24 +429,24 @@ bool jv_concat_str(jctx *C, const jnode *at, jv a, jv b, jv *out) {
      * when either side of it is ASCII (or empty) */
     bool seam_ascii = !x->len || !y->len || (unsigned char)x->data[x->len - 1] < 0x80 ||
                       (unsigned char)y->data[0] < 0x80;
-    s->nchars = seam_ascii ? x->nchars + y->nchars : utf8_count_chars(s->data, n);
-    *out = jv_obj(JV_STR, s);
+    s->nchars = seam_ascii ? x->nchars + y->nchars : nu_utf8_count_chars(s->data, n);
+    *out = nu_jv_obj(JV_STR, s);
     return true;
 }
 
-bool jv_new_str_from_buf(jctx *C, const jnode *at, jbuf *b, jv *out) {
+bool nu_jv_new_str_from_buf(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv *out) {
     if (b->failed) {
-        jbuf_free(b);
-        return jfail_status(C, at, NU_ERR_UNSUPPORTED, "string too long (limit %zu bytes)",
+        nu_jbuf_free(b);
+        return nu_jfail_status(C, at, NU_ERR_UNSUPPORTED, "string too long (limit %zu bytes)",
                             C->limits.max_output);
     }
-    bool ok = jv_new_str(C, at, b->data ? b->data : "", b->len, out);
-    jbuf_free(b);
+    bool ok = nu_jv_new_str(C, at, b->data ? b->data : "", b->len, out);
+    nu_jbuf_free(b);
     return ok;
 }
 
-jstr *jstr_immortal(jarena *a, const char *s, size_t n) {
-    jstr *str = jarena_alloc(a, sizeof(jstr) + n + 1);
+nu_jstr *nu_jstr_immortal(nu_jarena *a, const char *s, size_t n) {
+    nu_jstr *str = nu_jarena_alloc(a, sizeof(nu_jstr) + n + 1);
     if (!str) return NULL;
     str->h.flags = JO_IMMORTAL;
     str->h.kind = JK_STR;
@@ -454,33 +454,33 @@ jstr *jstr_immortal(jarena *a, const char *s, size_t n) {
     if (n) memcpy(str->data, s, n);
     str->data[n] = 0;
     str->len = n;
-    str->nchars = utf8_count_chars(s, n);
+    str->nchars = nu_utf8_count_chars(s, n);
     return str;
 }
 
-bool jv_new_list(jctx *C, const jnode *at, size_t cap, jv *out) {
-    jlist *l = jctx_alloc_obj(C, at, JK_LIST, sizeof(jlist));
+bool nu_jv_new_list(nu_jctx *C, const jnode *at, size_t cap, nu_jv *out) {
+    nu_jlist *l = nu_jctx_alloc_obj(C, at, JK_LIST, sizeof(nu_jlist));
     if (!l) return false;
-    *out = jv_obj(JV_LIST, l);
+    *out = nu_jv_obj(JV_LIST, l);
     if (cap == 0) return true;
-    if (!jctx_charge(C, at, cap * sizeof(jv))) return false;
-    l->items = malloc(cap * sizeof(jv));
-    if (!l->items) return jfail_status(C, at, NU_ERR_NOMEM, "out of memory");
+    if (!nu_jctx_charge(C, at, cap * sizeof(nu_jv))) return false;
+    l->items = malloc(cap * sizeof(nu_jv));
+    if (!l->items) return nu_jfail_status(C, at, NU_ERR_NOMEM, "out of memory");
     l->cap = cap;
     return true;
 }
 
-bool jlist_push(jctx *C, const jnode *at, jlist *l, jv v) {
+bool nu_jlist_push(nu_jctx *C, const jnode *at, nu_jlist *l, nu_jv v) {
     if (l->len == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 4;
-        if (!jctx_charge(C, at, (cap - l->cap) * sizeof(jv))) {
-            jv_unref(C, v);
+        if (!nu_jctx_charge(C, at, (cap - l->cap) * sizeof(nu_jv))) {
+            nu_jv_unref(C, v);
             return false;
         }
-        jv *p = realloc(l->items, cap * sizeof(jv));
+        nu_jv *p = realloc(l->items, cap * sizeof(nu_jv));
         if (!p) {
-            jv_unref(C, v);
-            return jfail_status(C, at, NU_ERR_NOMEM, "out of memory");
+            nu_jv_unref(C, v);
+            return nu_jfail_status(C, at, NU_ERR_NOMEM, "out of memory");
         }
         l->items = p;
         l->cap = cap;
@@ -489,60 +489,60 @@ bool jlist_push(jctx *C, const jnode *at, jlist *l, jv v) {
     return true;
 }
 
-bool jv_new_dict(jctx *C, const jnode *at, jv *out) {
-    jdict *d = jctx_alloc_obj(C, at, JK_DICT, sizeof(jdict));
+bool nu_jv_new_dict(nu_jctx *C, const jnode *at, nu_jv *out) {
+    nu_jdict *d = nu_jctx_alloc_obj(C, at, JK_DICT, sizeof(nu_jdict));
     if (!d) return false;
-    *out = jv_obj(JV_DICT, d);
+    *out = nu_jv_obj(JV_DICT, d);
     return true;
 }
 
 /* Python equality for dict keys (no nesting limit needed: keys are
- * scalars, strings or tuples of them, compared with jv_equal otherwise). */
-jv *jdict_find(jdict *d, jv key) {
+ * scalars, strings or tuples of them, compared with nu_jv_equal otherwise). */
+nu_jv *nu_jdict_find(nu_jdict *d, nu_jv key) {
     for (size_t i = 0; i < d->len; i++) {
-        jv k = d->keys[i];
+        nu_jv k = d->keys[i];
         if (k.type == JV_STR && key.type == JV_STR) {
-            if (jv_str(k)->len == jv_str(key)->len &&
-                memcmp(jv_str(k)->data, jv_str(key)->data, jv_str(k)->len) == 0)
+            if (nu_jv_str(k)->len == nu_jv_str(key)->len &&
+                memcmp(nu_jv_str(k)->data, nu_jv_str(key)->data, nu_jv_str(k)->len) == 0)
                 return &d->vals[i];
             continue;
         }
         bool eq = false;
-        if (jv_equal(NULL, NULL, k, key, &eq) && eq) return &d->vals[i];
+        if (nu_jv_equal(NULL, NULL, k, key, &eq) && eq) return &d->vals[i];
     }
     return NULL;
 }
 
-jv *jdict_find_str(jdict *d, const char *key, size_t n) {
+nu_jv *nu_jdict_find_str(nu_jdict *d, const char *key, size_t n) {
     for (size_t i = 0; i < d->len; i++) {
-        jv k = d->keys[i];
-        if (k.type == JV_STR && jv_str(k)->len == n && memcmp(jv_str(k)->data, key, n) == 0)
+        nu_jv k = d->keys[i];
+        if (k.type == JV_STR && nu_jv_str(k)->len == n && memcmp(nu_jv_str(k)->data, key, n) == 0)
             return &d->vals[i];
     }
     return NULL;
 }
 
-bool jdict_set(jctx *C, const jnode *at, jdict *d, jv key, jv val) {
-    jv *slot = jdict_find(d, key);
+bool nu_jdict_set(nu_jctx *C, const jnode *at, nu_jdict *d, nu_jv key, nu_jv val) {
+    nu_jv *slot = nu_jdict_find(d, key);
     if (slot) {
-        jv_unref(C, key);
-        jv_unref(C, *slot);
+        nu_jv_unref(C, key);
+        nu_jv_unref(C, *slot);
         *slot = val;
         return true;
     }
     if (d->len == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 4;
-        jv *k = NULL, *v = NULL;
-        if (jctx_charge(C, at, (cap - d->cap) * 2 * sizeof(jv))) {
-            k = realloc(d->keys, cap * sizeof(jv));
+        nu_jv *k = NULL, *v = NULL;
+        if (nu_jctx_charge(C, at, (cap - d->cap) * 2 * sizeof(nu_jv))) {
+            k = realloc(d->keys, cap * sizeof(nu_jv));
             if (k) d->keys = k;
-            v = k ? realloc(d->vals, cap * sizeof(jv)) : NULL;
+            v = k ? realloc(d->vals, cap * sizeof(nu_jv)) : NULL;
             if (v) d->vals = v;
-            if (!k || !v) jfail_status(C, at, NU_ERR_NOMEM, "out of memory");
+            if (!k || !v) nu_jfail_status(C, at, NU_ERR_NOMEM, "out of memory");
         }
         if (!k || !v) {
-            jv_unref(C, key);
-            jv_unref(C, val);
+            nu_jv_unref(C, key);
+            nu_jv_unref(C, val);
             return false;
         }
         d->cap = cap;
@@ -553,18 +553,18 @@ bool jdict_set(jctx *C, const jnode *at, jdict *d, jv key, jv val) {
     return true;
 }
 
-jscope *jscope_new(jctx *C, const jnode *at, jscope *parent) {
-    jscope *s = jctx_alloc_obj(C, at, JK_SCOPE, sizeof(jscope));
+nu_jscope *nu_jscope_new(nu_jctx *C, const jnode *at, nu_jscope *parent) {
+    nu_jscope *s = nu_jctx_alloc_obj(C, at, JK_SCOPE, sizeof(nu_jscope));
     if (!s) return NULL;
     s->parent = parent;
     if (parent) parent->h.refs++;
     return s;
 }
 
-bool jscope_set(jctx *C, const jnode *at, jscope *s, const char *name, jv v) {
+bool nu_jscope_set(nu_jctx *C, const jnode *at, nu_jscope *s, const char *name, nu_jv v) {
     for (size_t i = 0; i < s->len; i++) {
         if (strcmp(s->names[i], name) == 0) {
-            jv_unref(C, s->vals[i]);
+            nu_jv_unref(C, s->vals[i]);
             s->vals[i] = v;
             return true;
         }
@@ -572,16 +572,16 @@ bool jscope_set(jctx *C, const jnode *at, jscope *s, const char *name, jv v) {
     if (s->len == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 4;
         const char **n = NULL;
-        jv *vals = NULL;
-        if (jctx_charge(C, at, (cap - s->cap) * (sizeof(jv) + sizeof(char *)))) {
+        nu_jv *vals = NULL;
+        if (nu_jctx_charge(C, at, (cap - s->cap) * (sizeof(nu_jv) + sizeof(char *)))) {
             n = realloc(s->names, cap * sizeof(char *));
             if (n) s->names = n;
-            vals = n ? realloc(s->vals, cap * sizeof(jv)) : NULL;
+            vals = n ? realloc(s->vals, cap * sizeof(nu_jv)) : NULL;
             if (vals) s->vals = vals;
-            if (!n || !vals) jfail_status(C, at, NU_ERR_NOMEM, "out of memory");
+            if (!n || !vals) nu_jfail_status(C, at, NU_ERR_NOMEM, "out of memory");
         }
         if (!n || !vals) {
-            jv_unref(C, v);
+            nu_jv_unref(C, v);
             return false;
         }
         s->cap = cap;
@@ -592,7 +592,7 @@ bool jscope_set(jctx *C, const jnode *at, jscope *s, const char *name, jv v) {
     return true;
 }
 
-jv *jscope_lookup(jscope *s, const char *name) {
+nu_jv *nu_jscope_lookup(nu_jscope *s, const char *name) {
     for (; s; s = s->parent)
         for (size_t i = s->len; i-- > 0;)
             if (strcmp(s->names[i], name) == 0) return &s->vals[i];
@@ -603,31 +603,31 @@ jv *jscope_lookup(jscope *s, const char *name) {
 /* Truth, equality, ordering, length                                        */
 /* ------------------------------------------------------------------------ */
 
-bool jv_truthy(jv v) {
+bool nu_jv_truthy(nu_jv v) {
     switch (v.type) {
     case JV_UNDEF:
     case JV_NONE: return false;
     case JV_BOOL: return v.u.b;
     case JV_INT: return v.u.i != 0;
     case JV_FLOAT: return v.u.f != 0.0;
-    case JV_STR: return jv_str(v)->len > 0;
-    case JV_LIST: return jv_list(v)->len > 0;
-    case JV_DICT: return jv_is_namespace(v) || jv_dict(v)->len > 0;
+    case JV_STR: return nu_jv_str(v)->len > 0;
+    case JV_LIST: return nu_jv_list(v)->len > 0;
+    case JV_DICT: return nu_jv_is_namespace(v) || nu_jv_dict(v)->len > 0;
     default: return true;
     }
 }
 
 /* The value of a number as a double. */
-static double num_f(jv v) {
+static double num_f(nu_jv v) {
     return v.type == JV_FLOAT ? v.u.f : v.type == JV_INT ? (double)v.u.i : (double)v.u.b;
 }
 
 /* True when v is a bool or an int (Python's int family). */
-static bool is_intlike(jv v) {
+static bool is_intlike(nu_jv v) {
     return v.type == JV_BOOL || v.type == JV_INT;
 }
 
-static int64_t int_of(jv v) {
+static int64_t int_of(nu_jv v) {
     return v.type == JV_INT ? v.u.i : (int64_t)v.u.b;
 }
 
@@ -638,21 +638,21 @@ static bool int_float_equal(int64_t i, double f) {
 }
 
 /* Python's == between numbers. */
-static bool num_equal(jv a, jv b) {
+static bool num_equal(nu_jv a, nu_jv b) {
     if (is_intlike(a) && is_intlike(b)) return int_of(a) == int_of(b);
     if (is_intlike(a)) return int_float_equal(int_of(a), b.u.f);
     if (is_intlike(b)) return int_float_equal(int_of(b), a.u.f);
     return a.u.f == b.u.f;
 }
 
-static bool equal_depth(jctx *C, const jnode *at, jv a, jv b, bool *eq, int depth);
+static bool equal_depth(nu_jctx *C, const jnode *at, nu_jv a, nu_jv b, bool *eq, int depth);
 
 /* dict == dict: same keys with equal values, in any order. */
-static bool dict_equal(jctx *C, const jnode *at, jdict *x, jdict *y, bool *eq, int depth) {
+static bool dict_equal(nu_jctx *C, const jnode *at, nu_jdict *x, nu_jdict *y, bool *eq, int depth) {
     *eq = false;
     if (x->len != y->len) return true;
     for (size_t i = 0; i < x->len; i++) {
-        jv *other = jdict_find(y, x->keys[i]);
+        nu_jv *other = nu_jdict_find(y, x->keys[i]);
         if (!other) return true;
         bool e;
         if (!equal_depth(C, at, x->vals[i], *other, &e, depth + 1)) return false;
@@ -662,10 +662,10 @@ static bool dict_equal(jctx *C, const jnode *at, jdict *x, jdict *y, bool *eq, i
     return true;
 }
 
-static bool equal_depth(jctx *C, const jnode *at, jv a, jv b, bool *eq, int depth) {
+static bool equal_depth(nu_jctx *C, const jnode *at, nu_jv a, nu_jv b, bool *eq, int depth) {
     *eq = false;
-    if (depth > MAX_NESTING) return C ? jfail(C, at, "values nested too deeply to compare") : false;
-    if (jv_is_number(a) && jv_is_number(b)) {
+    if (depth > MAX_NESTING) return C ? nu_jfail(C, at, "values nested too deeply to compare") : false;
+    if (nu_jv_is_number(a) && nu_jv_is_number(b)) {
         *eq = num_equal(a, b);
         return true;
     }
@@ -674,12 +674,12 @@ static bool equal_depth(jctx *C, const jnode *at, jv a, jv b, bool *eq, int dept
     case JV_UNDEF:
     case JV_NONE: *eq = true; return true;
     case JV_STR:
-        *eq = jv_str(a)->len == jv_str(b)->len &&
-              memcmp(jv_str(a)->data, jv_str(b)->data, jv_str(a)->len) == 0;
+        *eq = nu_jv_str(a)->len == nu_jv_str(b)->len &&
+              memcmp(nu_jv_str(a)->data, nu_jv_str(b)->data, nu_jv_str(a)->len) == 0;
         return true;
     case JV_LIST: {
-        jlist *x = jv_list(a), *y = jv_list(b);
-        if (jv_is_tuple(a) != jv_is_tuple(b) || x->len != y->len) return true;
+        nu_jlist *x = nu_jv_list(a), *y = nu_jv_list(b);
+        if (nu_jv_is_tuple(a) != nu_jv_is_tuple(b) || x->len != y->len) return true;
         for (size_t i = 0; i < x->len; i++) {
             if (!equal_depth(C, at, x->items[i], y->items[i], eq, depth + 1)) return false;
             if (!*eq) return true;
@@ -688,16 +688,16 @@ static bool equal_depth(jctx *C, const jnode *at, jv a, jv b, bool *eq, int dept
         return true;
     }
     case JV_DICT:
-        if (jv_is_namespace(a) || jv_is_namespace(b)) {
+        if (nu_jv_is_namespace(a) || nu_jv_is_namespace(b)) {
             *eq = a.u.o == b.u.o;
             return true;
         }
-        return dict_equal(C, at, jv_dict(a), jv_dict(b), eq, depth);
+        return dict_equal(C, at, nu_jv_dict(a), nu_jv_dict(b), eq, depth);
     default: *eq = a.u.o == b.u.o; return true;
     }
 }
 
-bool jv_equal(jctx *C, const jnode *at, jv a, jv b, bool *eq) {
+bool nu_jv_equal(nu_jctx *C, const jnode *at, nu_jv a, nu_jv b, bool *eq) {
     return equal_depth(C, at, a, b, eq, 0);
 }
 
@@ -711,7 +711,7 @@ static const char *op_symbol(jop op) {
 }
 
 /* Byte order of UTF-8 is code point order, as Python compares strings. */
-static int str_cmp(const jstr *a, const jstr *b) {
+static int str_cmp(const nu_jstr *a, const nu_jstr *b) {
     size_t n = a->len < b->len ? a->len : b->len;
     int c = memcmp(a->data, b->data, n);
     if (c) return c < 0 ? -1 : 1;
@@ -719,18 +719,18 @@ static int str_cmp(const jstr *a, const jstr *b) {
 }
 
 /* Lowercases a string into a buffer (for case-insensitive sorting). */
-static void lower_into(const jstr *s, jbuf *b) {
+static void lower_into(const nu_jstr *s, nu_jbuf *b) {
     for (size_t i = 0; i < s->len;) {
         uint32_t m[3];
-        int k = uni_lower(utf8_decode(s->data, s->len, &i), m);
-        for (int j = 0; j < k; j++) utf8_encode(b, m[j]);
+        int k = nu_uni_lower(nu_utf8_decode(s->data, s->len, &i), m);
+        for (int j = 0; j < k; j++) nu_utf8_encode(b, m[j]);
     }
 }
 
-static bool cmp3_depth(jctx *C, const jnode *at, jv a, jv b, bool ci, int *res, int depth);
+static bool cmp3_depth(nu_jctx *C, const jnode *at, nu_jv a, nu_jv b, bool ci, int *res, int depth);
 
 /* Lexicographic order of two lists of the same kind. */
-static bool list_cmp3(jctx *C, const jnode *at, jlist *x, jlist *y, bool ci, int *res, int depth) {
+static bool list_cmp3(nu_jctx *C, const jnode *at, nu_jlist *x, nu_jlist *y, bool ci, int *res, int depth) {
     for (size_t i = 0; i < x->len && i < y->len; i++) {
         bool eq;
         if (!equal_depth(C, at, x->items[i], y->items[i], &eq, depth + 1)) return false;
@@ -740,11 +740,11 @@ static bool list_cmp3(jctx *C, const jnode *at, jlist *x, jlist *y, bool ci, int
     return true;
 }
 
-static bool cmp3_depth(jctx *C, const jnode *at, jv a, jv b, bool ci, int *res, int depth) {
-    if (depth > MAX_NESTING) return jfail(C, at, "values nested too deeply to compare");
-    if (a.type == JV_UNDEF) return jfail_undefined(C, at, a);
-    if (b.type == JV_UNDEF) return jfail_undefined(C, at, b);
-    if (jv_is_number(a) && jv_is_number(b)) {
+static bool cmp3_depth(nu_jctx *C, const jnode *at, nu_jv a, nu_jv b, bool ci, int *res, int depth) {
+    if (depth > MAX_NESTING) return nu_jfail(C, at, "values nested too deeply to compare");
+    if (a.type == JV_UNDEF) return nu_jfail_undefined(C, at, a);
+    if (b.type == JV_UNDEF) return nu_jfail_undefined(C, at, b);
+    if (nu_jv_is_number(a) && nu_jv_is_number(b)) {
         if (is_intlike(a) && is_intlike(b)) {
             int64_t x = int_of(a), y = int_of(b);
             *res = x < y ? -1 : x > y;
@@ -756,72 +756,72 @@ static bool cmp3_depth(jctx *C, const jnode *at, jv a, jv b, bool ci, int *res, 
     }
     if (a.type == JV_STR && b.type == JV_STR) {
         if (!ci) {
-            *res = str_cmp(jv_str(a), jv_str(b));
+            *res = str_cmp(nu_jv_str(a), nu_jv_str(b));
             return true;
         }
-        jbuf x = {0}, y = {0};
-        lower_into(jv_str(a), &x);
-        lower_into(jv_str(b), &y);
+        nu_jbuf x = {0}, y = {0};
+        lower_into(nu_jv_str(a), &x);
+        lower_into(nu_jv_str(b), &y);
         size_t n = x.len < y.len ? x.len : y.len;
         int c = n ? memcmp(x.data, y.data, n) : 0;
         c = c ? (c < 0 ? -1 : 1) : (x.len < y.len ? -1 : x.len > y.len ? 1 : 0);
-        jbuf_free(&x);
-        jbuf_free(&y);
+        nu_jbuf_free(&x);
+        nu_jbuf_free(&y);
         *res = c;
         return true;
     }
-    if (a.type == JV_LIST && b.type == JV_LIST && jv_is_tuple(a) == jv_is_tuple(b))
-        return list_cmp3(C, at, jv_list(a), jv_list(b), ci, res, depth);
-    return jfail(C, at, "'<' not supported between instances of '%s' and '%s'", jv_type_name(a),
-                 jv_type_name(b));
+    if (a.type == JV_LIST && b.type == JV_LIST && nu_jv_is_tuple(a) == nu_jv_is_tuple(b))
+        return list_cmp3(C, at, nu_jv_list(a), nu_jv_list(b), ci, res, depth);
+    return nu_jfail(C, at, "'<' not supported between instances of '%s' and '%s'", nu_jv_type_name(a),
+                 nu_jv_type_name(b));
 }
 
-bool jv_cmp3(jctx *C, const jnode *at, jv a, jv b, bool case_insensitive, int *res) {
+bool nu_jv_cmp3(nu_jctx *C, const jnode *at, nu_jv a, nu_jv b, bool case_insensitive, int *res) {
     return cmp3_depth(C, at, a, b, case_insensitive, res, 0);
 }
 
-bool jv_compare(jctx *C, const jnode *at, jop op, jv a, jv b, bool *res) {
-    bool orderable = (jv_is_number(a) && jv_is_number(b)) ||
+bool nu_jv_compare(nu_jctx *C, const jnode *at, jop op, nu_jv a, nu_jv b, bool *res) {
+    bool orderable = (nu_jv_is_number(a) && nu_jv_is_number(b)) ||
                      (a.type == JV_STR && b.type == JV_STR) ||
-                     (a.type == JV_LIST && b.type == JV_LIST && jv_is_tuple(a) == jv_is_tuple(b));
-    if (a.type == JV_UNDEF) return jfail_undefined(C, at, a);
-    if (b.type == JV_UNDEF) return jfail_undefined(C, at, b);
+                     (a.type == JV_LIST && b.type == JV_LIST && nu_jv_is_tuple(a) == nu_jv_is_tuple(b));
+    if (a.type == JV_UNDEF) return nu_jfail_undefined(C, at, a);
+    if (b.type == JV_UNDEF) return nu_jfail_undefined(C, at, b);
     if (!orderable)
-        return jfail(C, at, "'%s' not supported between instances of '%s' and '%s'", op_symbol(op),
-                     jv_type_name(a), jv_type_name(b));
-    if (jv_is_number(a) && (num_f(a) != num_f(a) || num_f(b) != num_f(b)) &&
+        return nu_jfail(C, at, "'%s' not supported between instances of '%s' and '%s'", op_symbol(op),
+                     nu_jv_type_name(a), nu_jv_type_name(b));
+    if (nu_jv_is_number(a) && (num_f(a) != num_f(a) || num_f(b) != num_f(b)) &&
         !(is_intlike(a) && is_intlike(b))) {
         *res = false; /* NaN compares false */
         return true;
     }
     int c;
-    if (!jv_cmp3(C, at, a, b, false, &c)) return false;
+    if (!nu_jv_cmp3(C, at, a, b, false, &c)) return false;
     *res = op == JOP_LT ? c < 0 : op == JOP_LE ? c <= 0 : op == JOP_GT ? c > 0 : c >= 0;
     return true;
 }
 
-bool jv_length(jctx *C, const jnode *at, jv v, int64_t *out) {
+bool nu_jv_length(nu_jctx *C, const jnode *at, nu_jv v, int64_t *out) {
     switch (v.type) {
     case JV_UNDEF: *out = 0; return true;
-    case JV_STR: *out = (int64_t)jv_str(v)->nchars; return true;
-    case JV_LIST: *out = (int64_t)jv_list(v)->len; return true;
+    case JV_STR: *out = (int64_t)nu_jv_str(v)->nchars; return true;
+    case JV_LIST: *out = (int64_t)nu_jv_list(v)->len; return true;
     case JV_DICT:
-        if (jv_is_namespace(v)) break;
-        *out = (int64_t)jv_dict(v)->len;
+        if (nu_jv_is_namespace(v)) break;
+        *out = (int64_t)nu_jv_dict(v)->len;
         return true;
     default: break;
     }
-    return jfail(C, at, "object of type '%s' has no len()", jv_type_name(v));
+    return nu_jfail(C, at, "object of type '%s' has no len()", nu_jv_type_name(v));
 }
 
 /* ------------------------------------------------------------------------ */
 /* Printing: Python str() and repr()                                        */
 /* ------------------------------------------------------------------------ */
 
-void jfloat_repr(jbuf *b, double f) {
-    if (isnan(f)) return jbuf_puts(b, "nan");
-    if (isinf(f)) return jbuf_puts(b, f < 0 ? "-inf" : "inf");
-    if (f == 0) return jbuf_puts(b, signbit(f) ? "-0.0" : "0.0");
+void nu_jfloat_repr(nu_jbuf *b, double f) {
+    if (isnan(f)) return nu_jbuf_puts(b, "nan");
+    if (isinf(f)) return nu_jbuf_puts(b, f < 0 ? "-inf" : "inf");
+    if (f == 0) return nu_jbuf_puts(b, signbit(f) ? "-0.0" : "0.0");
     char tmp[64];
     for (int prec = 1; prec <= 17; prec++) { /* the shortest digits that read back exactly */
         snprintf(tmp, sizeof tmp, "%.*e", prec - 1, f);
@@ -836,159 +836,159 @@ void jfloat_repr(jbuf *b, double f) {
         if (*p >= '0' && *p <= '9') digits[nd++] = *p;
     int decpt = atoi(p + 1) + 1; /* value = 0.digits * 10^decpt */
     while (nd > 1 && digits[nd - 1] == '0') nd--;
-    if (neg) jbuf_putc(b, '-');
+    if (neg) nu_jbuf_putc(b, '-');
     if (decpt > -4 && decpt <= 16) {
         if (decpt <= 0) {
-            jbuf_puts(b, "0.");
-            for (int i = 0; i < -decpt; i++) jbuf_putc(b, '0');
-            jbuf_put(b, digits, nd);
+            nu_jbuf_puts(b, "0.");
+            for (int i = 0; i < -decpt; i++) nu_jbuf_putc(b, '0');
+            nu_jbuf_put(b, digits, nd);
         } else if ((size_t)decpt >= nd) {
-            jbuf_put(b, digits, nd);
-            for (size_t i = nd; i < (size_t)decpt; i++) jbuf_putc(b, '0');
-            jbuf_puts(b, ".0");
+            nu_jbuf_put(b, digits, nd);
+            for (size_t i = nd; i < (size_t)decpt; i++) nu_jbuf_putc(b, '0');
+            nu_jbuf_puts(b, ".0");
         } else {
-            jbuf_put(b, digits, (size_t)decpt);
-            jbuf_putc(b, '.');
-            jbuf_put(b, digits + decpt, nd - (size_t)decpt);
+            nu_jbuf_put(b, digits, (size_t)decpt);
+            nu_jbuf_putc(b, '.');
+            nu_jbuf_put(b, digits + decpt, nd - (size_t)decpt);
         }
         return;
     }
-    jbuf_putc(b, digits[0]);
+    nu_jbuf_putc(b, digits[0]);
     if (nd > 1) {
-        jbuf_putc(b, '.');
-        jbuf_put(b, digits + 1, nd - 1);
+        nu_jbuf_putc(b, '.');
+        nu_jbuf_put(b, digits + 1, nd - 1);
     }
     int e = decpt - 1;
-    jbuf_printf(b, "e%c%02d", e < 0 ? '-' : '+', e < 0 ? -e : e);
+    nu_jbuf_printf(b, "e%c%02d", e < 0 ? '-' : '+', e < 0 ? -e : e);
 }
 
 /* Python's repr() of a string: quotes chosen like Python, non-printable
  * characters escaped. */
-static void str_repr(jbuf *b, const jstr *s) {
+static void str_repr(nu_jbuf *b, const nu_jstr *s) {
     bool has_single = memchr(s->data, '\'', s->len) != NULL;
     bool has_double = memchr(s->data, '"', s->len) != NULL;
     char q = has_single && !has_double ? '"' : '\'';
-    jbuf_putc(b, q);
+    nu_jbuf_putc(b, q);
     for (size_t i = 0; i < s->len;) {
         size_t start = i;
-        uint32_t c = utf8_decode(s->data, s->len, &i);
+        uint32_t c = nu_utf8_decode(s->data, s->len, &i);
         if (c == (uint32_t)q || c == '\\') {
-            jbuf_putc(b, '\\');
-            jbuf_putc(b, (char)c);
+            nu_jbuf_putc(b, '\\');
+            nu_jbuf_putc(b, (char)c);
         } else if (c == '\n')
-            jbuf_puts(b, "\\n");
+            nu_jbuf_puts(b, "\\n");
         else if (c == '\r')
-            jbuf_puts(b, "\\r");
+            nu_jbuf_puts(b, "\\r");
         else if (c == '\t')
-            jbuf_puts(b, "\\t");
+            nu_jbuf_puts(b, "\\t");
         else if (c < 0x20 || c == 0x7F)
-            jbuf_printf(b, "\\x%02x", c);
+            nu_jbuf_printf(b, "\\x%02x", c);
         else if (c < 0x7F)
-            jbuf_putc(b, (char)c);
-        else if (uni_isprintable(c))
-            jbuf_put(b, s->data + start, i - start);
+            nu_jbuf_putc(b, (char)c);
+        else if (nu_uni_isprintable(c))
+            nu_jbuf_put(b, s->data + start, i - start);
         else if (c <= 0xFF)
-            jbuf_printf(b, "\\x%02x", c);
+            nu_jbuf_printf(b, "\\x%02x", c);
         else if (c <= 0xFFFF)
-            jbuf_printf(b, "\\u%04x", c);
+            nu_jbuf_printf(b, "\\u%04x", c);
         else
-            jbuf_printf(b, "\\U%08x", c);
+            nu_jbuf_printf(b, "\\U%08x", c);
     }
-    jbuf_putc(b, q);
+    nu_jbuf_putc(b, q);
 }
 
-static bool print_depth(jctx *C, const jnode *at, jbuf *b, jv v, bool repr, int depth);
+static bool print_depth(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v, bool repr, int depth);
 
 /* Python's repr of a list, tuple or dict. */
-static bool container_repr(jctx *C, const jnode *at, jbuf *b, jv v, int depth) {
+static bool container_repr(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v, int depth) {
     if (v.type == JV_LIST) {
-        jlist *l = jv_list(v);
-        bool tuple = jv_is_tuple(v);
-        jbuf_putc(b, tuple ? '(' : '[');
+        nu_jlist *l = nu_jv_list(v);
+        bool tuple = nu_jv_is_tuple(v);
+        nu_jbuf_putc(b, tuple ? '(' : '[');
         for (size_t i = 0; i < l->len; i++) {
-            if (i) jbuf_puts(b, ", ");
+            if (i) nu_jbuf_puts(b, ", ");
             if (!print_depth(C, at, b, l->items[i], true, depth + 1)) return false;
         }
-        if (tuple && l->len == 1) jbuf_putc(b, ',');
-        jbuf_putc(b, tuple ? ')' : ']');
+        if (tuple && l->len == 1) nu_jbuf_putc(b, ',');
+        nu_jbuf_putc(b, tuple ? ')' : ']');
         return true;
     }
-    jdict *d = jv_dict(v);
-    if (jv_is_namespace(v)) jbuf_puts(b, "<Namespace ");
-    jbuf_putc(b, '{');
+    nu_jdict *d = nu_jv_dict(v);
+    if (nu_jv_is_namespace(v)) nu_jbuf_puts(b, "<Namespace ");
+    nu_jbuf_putc(b, '{');
     for (size_t i = 0; i < d->len; i++) {
-        if (i) jbuf_puts(b, ", ");
+        if (i) nu_jbuf_puts(b, ", ");
         if (!print_depth(C, at, b, d->keys[i], true, depth + 1)) return false;
-        jbuf_puts(b, ": ");
+        nu_jbuf_puts(b, ": ");
         if (!print_depth(C, at, b, d->vals[i], true, depth + 1)) return false;
     }
-    jbuf_putc(b, '}');
-    if (jv_is_namespace(v)) jbuf_putc(b, '>');
+    nu_jbuf_putc(b, '}');
+    if (nu_jv_is_namespace(v)) nu_jbuf_putc(b, '>');
     return true;
 }
 
-static bool print_depth(jctx *C, const jnode *at, jbuf *b, jv v, bool repr, int depth) {
-    if (depth > MAX_NESTING) return jfail(C, at, "value nested too deeply to print");
+static bool print_depth(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v, bool repr, int depth) {
+    if (depth > MAX_NESTING) return nu_jfail(C, at, "value nested too deeply to print");
     switch (v.type) {
     case JV_UNDEF:
-        if (repr) jbuf_puts(b, "Undefined");
+        if (repr) nu_jbuf_puts(b, "Undefined");
         return true;
-    case JV_NONE: jbuf_puts(b, "None"); return true;
-    case JV_BOOL: jbuf_puts(b, v.u.b ? "True" : "False"); return true;
-    case JV_INT: jbuf_printf(b, "%lld", (long long)v.u.i); return true;
-    case JV_FLOAT: jfloat_repr(b, v.u.f); return true;
+    case JV_NONE: nu_jbuf_puts(b, "None"); return true;
+    case JV_BOOL: nu_jbuf_puts(b, v.u.b ? "True" : "False"); return true;
+    case JV_INT: nu_jbuf_printf(b, "%lld", (long long)v.u.i); return true;
+    case JV_FLOAT: nu_jfloat_repr(b, v.u.f); return true;
     case JV_STR:
         if (repr)
-            str_repr(b, jv_str(v));
+            str_repr(b, nu_jv_str(v));
         else
-            jbuf_put(b, jv_str(v)->data, jv_str(v)->len);
+            nu_jbuf_put(b, nu_jv_str(v)->data, nu_jv_str(v)->len);
         return true;
     case JV_LIST:
     case JV_DICT: return container_repr(C, at, b, v, depth);
     case JV_FUNC: {
         jfunc *f = (jfunc *)v.u.o;
         if (f->id == JF_METHOD)
-            jbuf_printf(b, "<built-in method %s of %s object>", f->method, jv_type_name(f->self));
+            nu_jbuf_printf(b, "<built-in method %s of %s object>", f->method, nu_jv_type_name(f->self));
         else
-            jbuf_puts(b, "<built-in function>");
+            nu_jbuf_puts(b, "<built-in function>");
         return true;
     }
     case JV_MACRO: {
         const char *name = ((jmacro *)v.u.o)->node->name;
         if (name)
-            jbuf_printf(b, "<Macro '%s'>", name);
+            nu_jbuf_printf(b, "<Macro '%s'>", name);
         else
-            jbuf_puts(b, "<Macro anonymous>");
+            nu_jbuf_puts(b, "<Macro anonymous>");
         return true;
     }
     case JV_LOOP: {
         jloop *l = (jloop *)v.u.o;
-        jbuf_printf(b, "<LoopContext %zu/%zu>", l->index0 + 1, jv_list(l->items)->len);
+        nu_jbuf_printf(b, "<LoopContext %zu/%zu>", l->index0 + 1, nu_jv_list(l->items)->len);
         return true;
     }
     }
     return true;
 }
 
-bool jv_print(jctx *C, const jnode *at, jbuf *b, jv v) {
+bool nu_jv_print(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v) {
     return print_depth(C, at, b, v, false, 0);
 }
 
-bool jv_repr(jctx *C, const jnode *at, jbuf *b, jv v) {
+bool nu_jv_repr(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v) {
     return print_depth(C, at, b, v, true, 0);
 }
 
-bool jv_to_str(jctx *C, const jnode *at, jv v, jv *out) {
+bool nu_jv_to_str(nu_jctx *C, const jnode *at, nu_jv v, nu_jv *out) {
     if (v.type == JV_STR) {
-        *out = jv_ref(v);
+        *out = nu_jv_ref(v);
         return true;
     }
-    jbuf b = {.limit = C->limits.max_output};
-    if (!jv_print(C, at, &b, v)) {
-        jbuf_free(&b);
+    nu_jbuf b = {.limit = C->limits.max_output};
+    if (!nu_jv_print(C, at, &b, v)) {
+        nu_jbuf_free(&b);
         return false;
     }
-    return jv_new_str_from_buf(C, at, &b, out);
+    return nu_jv_new_str_from_buf(C, at, &b, out);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -996,77 +996,77 @@ bool jv_to_str(jctx *C, const jnode *at, jv v, jv *out) {
 /* ------------------------------------------------------------------------ */
 
 /* A JSON string literal of s. */
-static void json_string(jbuf *b, const char *s, size_t n, bool ascii) {
-    jbuf_putc(b, '"');
+static void json_string(nu_jbuf *b, const char *s, size_t n, bool ascii) {
+    nu_jbuf_putc(b, '"');
     for (size_t i = 0; i < n;) {
         size_t start = i;
-        uint32_t c = utf8_decode(s, n, &i);
+        uint32_t c = nu_utf8_decode(s, n, &i);
         switch (c) {
-        case '"': jbuf_puts(b, "\\\""); break;
-        case '\\': jbuf_puts(b, "\\\\"); break;
-        case '\n': jbuf_puts(b, "\\n"); break;
-        case '\r': jbuf_puts(b, "\\r"); break;
-        case '\t': jbuf_puts(b, "\\t"); break;
-        case '\b': jbuf_puts(b, "\\b"); break;
-        case '\f': jbuf_puts(b, "\\f"); break;
+        case '"': nu_jbuf_puts(b, "\\\""); break;
+        case '\\': nu_jbuf_puts(b, "\\\\"); break;
+        case '\n': nu_jbuf_puts(b, "\\n"); break;
+        case '\r': nu_jbuf_puts(b, "\\r"); break;
+        case '\t': nu_jbuf_puts(b, "\\t"); break;
+        case '\b': nu_jbuf_puts(b, "\\b"); break;
+        case '\f': nu_jbuf_puts(b, "\\f"); break;
         default:
             if (c < 0x20)
-                jbuf_printf(b, "\\u%04x", c);
+                nu_jbuf_printf(b, "\\u%04x", c);
             else if (!ascii || c < 0x7F)
-                jbuf_put(b, s + start, i - start);
+                nu_jbuf_put(b, s + start, i - start);
             else if (c < 0x10000)
-                jbuf_printf(b, "\\u%04x", c);
+                nu_jbuf_printf(b, "\\u%04x", c);
             else {
                 uint32_t v = c - 0x10000;
-                jbuf_printf(b, "\\u%04x\\u%04x", 0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF));
+                nu_jbuf_printf(b, "\\u%04x\\u%04x", 0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF));
             }
         }
     }
-    jbuf_putc(b, '"');
+    nu_jbuf_putc(b, '"');
 }
 
-static bool json_depth(jctx *C, const jnode *at, jbuf *b, jv v, const jjson_opts *o, int level);
+static bool json_depth(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v, const jjson_opts *o, int level);
 
 /* Newline and indentation before an item at the given level. */
-static void json_newline(jbuf *b, const jjson_opts *o, int level) {
-    jbuf_putc(b, '\n');
-    for (int i = 0; i < level; i++) jbuf_put(b, o->indent_str, o->indent_len);
+static void json_newline(nu_jbuf *b, const jjson_opts *o, int level) {
+    nu_jbuf_putc(b, '\n');
+    for (int i = 0; i < level; i++) nu_jbuf_put(b, o->indent_str, o->indent_len);
 }
 
-static void json_item_sep(jbuf *b, const jjson_opts *o) {
+static void json_item_sep(nu_jbuf *b, const jjson_opts *o) {
     if (o->item_sep)
-        jbuf_put(b, o->item_sep, o->item_sep_len);
+        nu_jbuf_put(b, o->item_sep, o->item_sep_len);
     else
-        jbuf_puts(b, o->indent >= 0 ? "," : ", ");
+        nu_jbuf_puts(b, o->indent >= 0 ? "," : ", ");
 }
 
 /* A dict key as json.dumps writes it (str, or a scalar turned into one). */
-static bool json_key(jctx *C, const jnode *at, jbuf *b, jv k, const jjson_opts *o) {
-    jbuf tmp = {0};
+static bool json_key(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv k, const jjson_opts *o) {
+    nu_jbuf tmp = {0};
     switch (k.type) {
-    case JV_STR: json_string(b, jv_str(k)->data, jv_str(k)->len, o->ensure_ascii); return true;
-    case JV_NONE: jbuf_puts(b, "\"null\""); return true;
-    case JV_BOOL: jbuf_puts(b, k.u.b ? "\"true\"" : "\"false\""); return true;
-    case JV_INT: jbuf_printf(b, "\"%lld\"", (long long)k.u.i); return true;
+    case JV_STR: json_string(b, nu_jv_str(k)->data, nu_jv_str(k)->len, o->ensure_ascii); return true;
+    case JV_NONE: nu_jbuf_puts(b, "\"null\""); return true;
+    case JV_BOOL: nu_jbuf_puts(b, k.u.b ? "\"true\"" : "\"false\""); return true;
+    case JV_INT: nu_jbuf_printf(b, "\"%lld\"", (long long)k.u.i); return true;
     case JV_FLOAT:
-        jfloat_repr(&tmp, k.u.f);
+        nu_jfloat_repr(&tmp, k.u.f);
         json_string(b, tmp.data ? tmp.data : "", tmp.len, false);
-        jbuf_free(&tmp);
+        nu_jbuf_free(&tmp);
         return true;
     default:
-        return jfail(C, at, "keys must be str, int, float, bool or None, not %s", jv_type_name(k));
+        return nu_jfail(C, at, "keys must be str, int, float, bool or None, not %s", nu_jv_type_name(k));
     }
 }
 
 /* Indices of a dict's items in output order (sorted when asked). */
-static bool json_order(jctx *C, const jnode *at, jdict *d, bool sort, size_t *idx) {
+static bool json_order(nu_jctx *C, const jnode *at, nu_jdict *d, bool sort, size_t *idx) {
     for (size_t i = 0; i < d->len; i++) idx[i] = i;
     if (!sort) return true;
     for (size_t i = 1; i < d->len; i++) { /* insertion sort: stable, and dicts are small */
         size_t x = idx[i], j = i;
         while (j > 0) {
             int c;
-            if (!jv_cmp3(C, at, d->keys[idx[j - 1]], d->keys[x], false, &c)) return false;
+            if (!nu_jv_cmp3(C, at, d->keys[idx[j - 1]], d->keys[x], false, &c)) return false;
             if (c <= 0) break;
             idx[j] = idx[j - 1];
             j--;
@@ -1076,107 +1076,107 @@ static bool json_order(jctx *C, const jnode *at, jdict *d, bool sort, size_t *id
     return true;
 }
 
-static bool json_dict(jctx *C, const jnode *at, jbuf *b, jdict *d, const jjson_opts *o, int level) {
-    if (d->len == 0) return jbuf_puts(b, "{}"), true;
+static bool json_dict(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jdict *d, const jjson_opts *o, int level) {
+    if (d->len == 0) return nu_jbuf_puts(b, "{}"), true;
     size_t *idx = malloc(d->len * sizeof *idx);
-    if (!idx) return jfail_status(C, at, NU_ERR_NOMEM, "out of memory");
+    if (!idx) return nu_jfail_status(C, at, NU_ERR_NOMEM, "out of memory");
     bool ok = json_order(C, at, d, o->sort_keys, idx);
-    jbuf_putc(b, '{');
+    nu_jbuf_putc(b, '{');
     for (size_t i = 0; ok && i < d->len; i++) {
         if (i) json_item_sep(b, o);
         if (o->indent >= 0) json_newline(b, o, level + 1);
         ok = json_key(C, at, b, d->keys[idx[i]], o);
         if (o->key_sep)
-            jbuf_put(b, o->key_sep, o->key_sep_len);
+            nu_jbuf_put(b, o->key_sep, o->key_sep_len);
         else
-            jbuf_puts(b, ": ");
+            nu_jbuf_puts(b, ": ");
         ok = ok && json_depth(C, at, b, d->vals[idx[i]], o, level + 1);
     }
     if (o->indent >= 0) json_newline(b, o, level);
-    jbuf_putc(b, '}');
+    nu_jbuf_putc(b, '}');
     free(idx);
     return ok;
 }
 
-static bool json_depth(jctx *C, const jnode *at, jbuf *b, jv v, const jjson_opts *o, int level) {
-    if (level > MAX_NESTING) return jfail(C, at, "value nested too deeply for tojson");
+static bool json_depth(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v, const jjson_opts *o, int level) {
+    if (level > MAX_NESTING) return nu_jfail(C, at, "value nested too deeply for tojson");
     switch (v.type) {
-    case JV_NONE: jbuf_puts(b, "null"); return true;
-    case JV_BOOL: jbuf_puts(b, v.u.b ? "true" : "false"); return true;
-    case JV_INT: jbuf_printf(b, "%lld", (long long)v.u.i); return true;
+    case JV_NONE: nu_jbuf_puts(b, "null"); return true;
+    case JV_BOOL: nu_jbuf_puts(b, v.u.b ? "true" : "false"); return true;
+    case JV_INT: nu_jbuf_printf(b, "%lld", (long long)v.u.i); return true;
     case JV_FLOAT:
         if (isnan(v.u.f))
-            jbuf_puts(b, "NaN");
+            nu_jbuf_puts(b, "NaN");
         else if (isinf(v.u.f))
-            jbuf_puts(b, v.u.f < 0 ? "-Infinity" : "Infinity");
+            nu_jbuf_puts(b, v.u.f < 0 ? "-Infinity" : "Infinity");
         else
-            jfloat_repr(b, v.u.f);
+            nu_jfloat_repr(b, v.u.f);
         return true;
-    case JV_STR: json_string(b, jv_str(v)->data, jv_str(v)->len, o->ensure_ascii); return true;
+    case JV_STR: json_string(b, nu_jv_str(v)->data, nu_jv_str(v)->len, o->ensure_ascii); return true;
     case JV_LIST: {
-        jlist *l = jv_list(v);
-        if (l->len == 0) return jbuf_puts(b, "[]"), true;
-        jbuf_putc(b, '[');
+        nu_jlist *l = nu_jv_list(v);
+        if (l->len == 0) return nu_jbuf_puts(b, "[]"), true;
+        nu_jbuf_putc(b, '[');
         for (size_t i = 0; i < l->len; i++) {
             if (i) json_item_sep(b, o);
             if (o->indent >= 0) json_newline(b, o, level + 1);
             if (!json_depth(C, at, b, l->items[i], o, level + 1)) return false;
         }
         if (o->indent >= 0) json_newline(b, o, level);
-        jbuf_putc(b, ']');
+        nu_jbuf_putc(b, ']');
         return true;
     }
     case JV_DICT:
-        if (!jv_is_namespace(v)) return json_dict(C, at, b, jv_dict(v), o, level);
+        if (!nu_jv_is_namespace(v)) return json_dict(C, at, b, nu_jv_dict(v), o, level);
         break;
     default: break;
     }
-    return jfail(C, at, "Object of type %s is not JSON serializable", jv_type_name(v));
+    return nu_jfail(C, at, "Object of type %s is not JSON serializable", nu_jv_type_name(v));
 }
 
-bool jv_tojson(jctx *C, const jnode *at, jbuf *b, jv v, const jjson_opts *o) {
+bool nu_jv_tojson(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v, const jjson_opts *o) {
     return json_depth(C, at, b, v, o, 0);
 }
 
 /* A cJSON object's members into a new dict. */
-static bool dict_from_json(jctx *C, const jnode *at, const cJSON *j, jv *out, int depth) {
-    if (!jv_new_dict(C, at, out)) return false;
+static bool dict_from_json(nu_jctx *C, const jnode *at, const cJSON *j, nu_jv *out, int depth) {
+    if (!nu_jv_new_dict(C, at, out)) return false;
     for (const cJSON *it = j->child; it; it = it->next) {
-        jv k, val;
+        nu_jv k, val;
         const char *name = it->string ? it->string : "";
-        if (!jv_new_str(C, at, name, strlen(name), &k)) return false;
-        if (!jv_from_json(C, at, it, &val, depth + 1)) {
-            jv_unref(C, k);
+        if (!nu_jv_new_str(C, at, name, strlen(name), &k)) return false;
+        if (!nu_jv_from_json(C, at, it, &val, depth + 1)) {
+            nu_jv_unref(C, k);
             return false;
         }
-        if (!jdict_set(C, at, jv_dict(*out), k, val)) return false;
+        if (!nu_jdict_set(C, at, nu_jv_dict(*out), k, val)) return false;
     }
     return true;
 }
 
-bool jv_from_json(jctx *C, const jnode *at, const cJSON *j, jv *out, int depth) {
-    *out = jv_undef();
+bool nu_jv_from_json(nu_jctx *C, const jnode *at, const cJSON *j, nu_jv *out, int depth) {
+    *out = nu_jv_undef();
     if (!j) return true;
-    if (depth > MAX_NESTING) return jfail(C, at, "JSON input nested too deeply");
+    if (depth > MAX_NESTING) return nu_jfail(C, at, "JSON input nested too deeply");
     if (cJSON_IsNull(j))
-        *out = jv_none();
+        *out = nu_jv_none();
     else if (cJSON_IsBool(j))
-        *out = jv_bool(cJSON_IsTrue(j));
+        *out = nu_jv_bool(cJSON_IsTrue(j));
     else if (cJSON_IsNumber(j)) {
         double d = j->valuedouble;
         if (d == floor(d) && fabs(d) < 9007199254740992.0)
-            *out = jv_int((int64_t)d);
+            *out = nu_jv_int((int64_t)d);
         else
-            *out = jv_float(d);
+            *out = nu_jv_float(d);
     } else if (cJSON_IsString(j)) {
         const char *s = j->valuestring ? j->valuestring : "";
-        return jv_new_str(C, at, s, strlen(s), out);
+        return nu_jv_new_str(C, at, s, strlen(s), out);
     } else if (cJSON_IsArray(j)) {
-        if (!jv_new_list(C, at, (size_t)cJSON_GetArraySize(j), out)) return false;
+        if (!nu_jv_new_list(C, at, (size_t)cJSON_GetArraySize(j), out)) return false;
         for (const cJSON *it = j->child; it; it = it->next) {
-            jv item;
-            if (!jv_from_json(C, at, it, &item, depth + 1)) return false;
-            if (!jlist_push(C, at, jv_list(*out), item)) return false;
+            nu_jv item;
+            if (!nu_jv_from_json(C, at, it, &item, depth + 1)) return false;
+            if (!nu_jlist_push(C, at, nu_jv_list(*out), item)) return false;
         }
     } else if (cJSON_IsObject(j)) {
         return dict_from_json(C, at, j, out, depth);

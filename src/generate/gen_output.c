@@ -32,7 +32,7 @@ static void append_text(gen_output *o, const char *s, size_t n) {
     r->text[r->text_len] = 0;
 }
 
-void gen_output_init(gen_output *o, nu_generate_result *res, const nu_generate_params *p,
+void nu_gen_output_init(gen_output *o, nu_generate_result *res, const nu_generate_params *p,
                      const nu_model *m, int32_t index) {
     memset(o, 0, sizeof *o);
     memset(res, 0, sizeof *res);
@@ -109,7 +109,7 @@ static void chain_logprobs(nu_token_logprob *lp, int32_t token, const nu_candida
     lp->n_top = k;
 }
 
-void gen_output_prompt_logprob(gen_output *o, int32_t token, const float *logits_before) {
+void nu_gen_output_prompt_logprob(gen_output *o, int32_t token, const float *logits_before) {
     nu_token_logprob *lp = new_logprob(o);
     if (!lp) return;
     lp->token = token;
@@ -133,7 +133,7 @@ static bool send(gen_output *o, size_t end) {
     return go_on;
 }
 
-void gen_output_echo(gen_output *o, const int32_t *prompt, int32_t n) {
+void nu_gen_output_echo(gen_output *o, const int32_t *prompt, int32_t n) {
     char buf[1024];
     for (int32_t i = 0; i < n; i++) {
         size_t k = nu_detokenizer_push(&o->detok, prompt[i], buf, sizeof buf);
@@ -199,7 +199,7 @@ static void record_token(gen_output *o, int32_t token, const float *logits,
     }
 }
 
-nu_finish_reason gen_output_token(gen_output *o, int32_t token, const float *logits,
+nu_finish_reason nu_gen_output_token(gen_output *o, int32_t token, const float *logits,
                                   const nu_candidates *after_chain) {
     record_token(o, token, logits, after_chain);
     char buf[1024];
@@ -218,7 +218,7 @@ nu_finish_reason gen_output_token(gen_output *o, int32_t token, const float *log
     return send(o, safe) ? NU_FINISH_NONE : NU_FINISH_CANCELLED;
 }
 
-void gen_output_finish(gen_output *o, nu_finish_reason why) {
+void nu_gen_output_finish(gen_output *o, nu_finish_reason why) {
     o->res->finish = why;
     if (why == NU_FINISH_STOP || why == NU_FINISH_CANCELLED) return;
     char buf[16];

@@ -19,23 +19,23 @@ typedef struct gen_output {
 } gen_output;
 
 /* Starts an empty result for sample `index`. */
-void gen_output_init(gen_output *o, nu_generate_result *res, const nu_generate_params *p,
+void nu_gen_output_init(gen_output *o, nu_generate_result *res, const nu_generate_params *p,
                      const nu_model *m, int32_t index);
 
 /* The echoed prompt: its text, and log-probs when asked (logits[i] holds the
  * distribution after prompt token i, or NULL when not computed). */
-void gen_output_echo(gen_output *o, const int32_t *prompt, int32_t n);
-void gen_output_prompt_logprob(gen_output *o, int32_t token, const float *logits_before);
+void nu_gen_output_echo(gen_output *o, const int32_t *prompt, int32_t n);
+void nu_gen_output_prompt_logprob(gen_output *o, int32_t token, const float *logits_before);
 
 /* Records a sampled token: its log-prob from logits (and from the chain's
  * candidates when asked), then its text. Returns NU_FINISH_STOP when a stop
  * string completed, NU_FINISH_CANCELLED when the callback said stop, else
  * NU_FINISH_NONE. */
-nu_finish_reason gen_output_token(gen_output *o, int32_t token, const float *logits,
+nu_finish_reason nu_gen_output_token(gen_output *o, int32_t token, const float *logits,
                                   const nu_candidates *after_chain);
 
 /* Sends whatever is still held back (no stop string can complete now). */
-void gen_output_finish(gen_output *o, nu_finish_reason why);
+void nu_gen_output_finish(gen_output *o, nu_finish_reason why);
 
 /* log-softmax value of one token, and the n most likely tokens. */
 float nu_logprob_of(const float *logits, int32_t n_vocab, int32_t token, double *log_z);

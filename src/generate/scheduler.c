@@ -19,7 +19,7 @@
  * with prompt lookup, from its own text. The target batch then carries each
  * such sample's pending token followed by its proposals, every one asking
  * for logits, beside the other samples and prompt chunks. After the pass
- * the exact acceptance rule of speculative.c (spec_verify) emits the
+ * the exact acceptance rule of speculative.c (nu_spec_verify) emits the
  * accepted proposals and one more token, and the cells of rejected
  * positions are removed from both caches. */
 #include <math.h>
@@ -34,9 +34,9 @@
 typedef enum req_state { REQ_QUEUED, REQ_PREFILL, REQ_RUNNING, REQ_DONE } req_state;
 
 /* What a speculating sample keeps besides its sampler. */
-typedef struct spec_sample {
+typedef struct nu_spec_sample {
     nu_speculative_params sp; /* the scheduler's lengths, capped by the request's draft_max */
-    spec_length len;          /* adaptive draft length */
+    nu_spec_length len;          /* adaptive draft length */
     nu_sampler *ds;           /* the draft model's sampler (NULL with lookup) */
     nu_rng rng;               /* drafting, acceptance and residual draws */
     int32_t *toks;            /* prompt + generated tokens [n_ctx + 1] */
@@ -48,7 +48,7 @@ typedef struct spec_sample {
     int32_t n_draft;          /* proposals made */
     int32_t pass_pos;         /* while verifying: position of the first token emitted */
     int32_t n_emitted;        /* tokens emitted so far in this pass */
-} spec_sample;
+} nu_spec_sample;
 
 typedef struct gen_sample {
     struct gen_request *req;
@@ -60,7 +60,7 @@ typedef struct gen_sample {
     int32_t pending;      /* sampled, not yet decoded; -1 when none */
     int32_t entry;        /* entry of the current batch that carries `pending` */
     bool done;
-    spec_sample *spec; /* NULL: this sample does not speculate */
+    nu_spec_sample *spec; /* NULL: this sample does not speculate */
 } gen_sample;
 
 typedef struct gen_request {
@@ -93,7 +93,7 @@ struct nu_scheduler {
     nu_batch_entry *batch;
     int32_t n_batch;
     /* speculation (nu_scheduler_set_speculation) */
-    bool spec_on;
+    bool nu_spec_on;
     nu_speculative_params sp;
     nu_context *dft;        /* the draft model's context (owned), NULL with lookup */
     nu_batch_entry *dbatch; /* a draft batch being filled */
@@ -114,7 +114,7 @@ nu_status nu_scheduler_new(nu_context *ctx, nu_scheduler **out, nu_error *err) {
     return NU_OK;
 }
 
-static void free_spec_sample(spec_sample *sp) {
+static void free_spec_sample(nu_spec_sample *sp) {
     if (!sp) return;
     nu_sampler_free(sp->ds);
     free(sp->toks);
@@ -162,7 +162,7 @@ static void speculation_off(nu_scheduler *s) {
     s->dbatch = NULL;
     s->downer = NULL;
     s->pbuf = NULL;
-    s->spec_on = false;
+    s->nu_spec_on = false;
 }
 
 nu_status nu_scheduler_set_speculation(nu_scheduler *s, const nu_model *draft,
@@ -178,7 +178,7 @@ nu_status nu_scheduler_set_speculation(nu_scheduler *s, const nu_model *draft,
                        "give the scheduler the draft model, not a draft "
                        "context (it makes its own with the target's sizes)");
     const nu_context_params *cp = &s->ctx->params;
-    nu_status st = spec_params_check(sp, s->ctx->model, draft, cp->n_batch, err);
+    nu_status st = nu_spec_params_check(sp, s->ctx->model, draft, cp->n_batch, err);
     if (st) return st;
     int32_t n_vocab = nu_model_n_vocab(s->ctx->model);
     s->pbuf = malloc((size_t)n_vocab * sizeof *s->pbuf);
@@ -196,7 +196,7 @@ nu_status nu_scheduler_set_speculation(nu_scheduler *s, const nu_model *draft,
         }
     }
     s->sp = *sp;
-    s->spec_on = true;
+    s->nu_spec_on = true;
     return NU_OK;
 }
 
@@ -259,7 +259,7 @@ static nu_status check_prompt(const nu_scheduler *s, const gen_request *r, nu_er
 /* The request's draft_max against what the scheduler does; whether it speculates. */
 static nu_status check_speculation(const nu_scheduler *s, gen_request *r, nu_error *err) {
     int32_t k = r->p.draft_max; /* -1..64 (nu_generate_params_check) */
-    if (k > 0 && !s->spec_on)
+    if (k > 0 && !s->nu_spec_on)
         return nu_fail(err, NU_ERR_INVALID_ARG,
                        "draft_max %d asks for speculative decoding, "
                        "which this scheduler was not set up for",
@@ -274,7 +274,7 @@ static nu_status check_speculation(const nu_scheduler *s, gen_request *r, nu_err
      * the chain need the chain's shaped distribution, which verification
      * (a point mass when greedy) does not keep. */
     bool greedy = r->p.sampling.temperature <= 0.0f;
-    r->spec = s->spec_on && k != -1 && !r->p.grammar &&
+    r->spec = s->nu_spec_on && k != -1 && !r->p.grammar &&
               !(greedy && r->p.logprobs >= 0 && r->p.logprobs_after_chain);
     return NU_OK;
 }
@@ -284,14 +284,14 @@ static nu_status check_speculation(const nu_scheduler *s, gen_request *r, nu_err
 static nu_status make_spec_sample(const nu_scheduler *s, gen_request *r, gen_sample *g,
                                   const nu_sampler_params *sampling, nu_error *err) {
     int32_t n_vocab = nu_model_n_vocab(s->ctx->model);
-    spec_sample *sp = g->spec = calloc(1, sizeof *sp);
+    nu_spec_sample *sp = g->spec = calloc(1, sizeof *sp);
     if (!sp) return nu_fail(err, NU_ERR_NOMEM, "out of memory");
     sp->sp = s->sp;
     if (r->p.draft_max > 0) {
         sp->sp.draft_max = r->p.draft_max;
         if (sp->sp.draft_min > r->p.draft_max) sp->sp.draft_min = r->p.draft_max;
     }
-    spec_length_init(&sp->len, &sp->sp);
+    nu_spec_length_init(&sp->len, &sp->sp);
     nu_rng_seed(&sp->rng, sampling->seed ^ 0x9e3779b97f4a7c15ull); /* apart from the sampler's */
     sp->toks = malloc(((size_t)s->ctx->params.n_ctx + 1) * sizeof *sp->toks);
     sp->draft = malloc((size_t)sp->sp.draft_max * sizeof *sp->draft);
@@ -328,7 +328,7 @@ static nu_status make_samples(const nu_scheduler *s, gen_request *r, nu_error *e
         g->seq = -1;
         g->pending = -1;
         g->entry = -1;
-        gen_output_init(&g->out, &r->results[i], &r->p, m, i);
+        nu_gen_output_init(&g->out, &r->results[i], &r->p, m, i);
         r->results[i].n_prompt = r->n_prompt;
         if (r->spec && (st = make_spec_sample(s, r, g, &sp, err))) return st;
     }
@@ -431,8 +431,8 @@ static bool start_request(nu_scheduler *s, gen_request *r) {
     if (r->p.echo) {
         for (int32_t i = 0; i < r->p.n; i++) {
             gen_sample *g = &r->samples[i];
-            gen_output_echo(&g->out, r->prompt, r->n_prompt);
-            if (r->p.logprobs >= 0) gen_output_prompt_logprob(&g->out, r->prompt[0], NULL);
+            nu_gen_output_echo(&g->out, r->prompt, r->n_prompt);
+            if (r->p.logprobs >= 0) nu_gen_output_prompt_logprob(&g->out, r->prompt[0], NULL);
         }
     }
     return true;
@@ -442,7 +442,7 @@ static void finish_sample(nu_scheduler *s, gen_sample *g, nu_finish_reason why) 
     if (g->done) return;
     g->done = true;
     g->pending = -1;
-    gen_output_finish(&g->out, why);
+    nu_gen_output_finish(&g->out, why);
     nu_generate_result *res = g->out.res;
     res->n_generated = res->n_tokens;
     res->prompt_ms = g->req->t_prompt_done > 0 ? g->req->t_prompt_done - g->req->t_start : 0;
@@ -509,7 +509,7 @@ static nu_finish_reason emit_token(nu_scheduler *s, gen_sample *g, int32_t tok,
         why = NU_FINISH_STOP;
     } else {
         if (g->spec) g->spec->toks[g->spec->n_toks++] = tok;
-        why = gen_output_token(&g->out, tok, logits,
+        why = nu_gen_output_token(&g->out, tok, logits,
                                r->p.logprobs_after_chain ? nu_sampler_last_candidates(g->sampler)
                                                          : NULL);
         if (why == NU_FINISH_NONE) why = ends_after_token(s, g);
@@ -535,15 +535,15 @@ static bool may_go_on(nu_scheduler *s, gen_sample *g) {
     return true;
 }
 
-/* spec_verify's emit: each emitted token takes the next position. */
-typedef struct spec_emit_ctx {
+/* nu_spec_verify's emit: each emitted token takes the next position. */
+typedef struct nu_spec_emit_ctx {
     nu_scheduler *s;
     gen_sample *g;
-} spec_emit_ctx;
+} nu_spec_emit_ctx;
 
-static nu_finish_reason spec_emit(void *user, int32_t tok, const float *logits) {
-    spec_emit_ctx *e = user;
-    spec_sample *sp = e->g->spec;
+static nu_finish_reason nu_spec_emit(void *user, int32_t tok, const float *logits) {
+    nu_spec_emit_ctx *e = user;
+    nu_spec_sample *sp = e->g->spec;
     e->g->n_pos = sp->pass_pos + sp->n_emitted++;
     return emit_token(e->s, e->g, tok, logits);
 }
@@ -553,15 +553,15 @@ static nu_finish_reason spec_emit(void *user, int32_t tok, const float *logits) 
  * proposals, emits what the rule gives, removes the rejected positions from
  * both caches and adapts the draft length. Also the first token after the
  * prompt (no proposals). */
-static void spec_advance(nu_scheduler *s, gen_sample *g, int32_t entry) {
-    spec_sample *sp = g->spec;
+static void nu_spec_advance(nu_scheduler *s, gen_sample *g, int32_t entry) {
+    nu_spec_sample *sp = g->spec;
     int32_t first = sp->n_toks; /* toks before this pass; the pending one is at first - 1 */
     int32_t accepted = 0;
     if (may_go_on(s, g)) {
         sp->pass_pos = g->n_pos;
         sp->n_emitted = 0;
-        spec_emit_ctx ec = {s, g};
-        spec_verify_args va = {.sampler = g->sampler,
+        nu_spec_emit_ctx ec = {s, g};
+        nu_spec_verify_args va = {.sampler = g->sampler,
                                .tgt = s->ctx,
                                .first_entry = entry,
                                .draft = sp->draft,
@@ -570,11 +570,11 @@ static void spec_advance(nu_scheduler *s, gen_sample *g, int32_t entry) {
                                .pbuf = s->pbuf,
                                .n_vocab = nu_model_n_vocab(s->ctx->model),
                                .rng = &sp->rng,
-                               .emit = spec_emit,
+                               .emit = nu_spec_emit,
                                .user = &ec};
         nu_finish_reason why;
-        accepted = spec_verify(&va, &why);
-        spec_length_adapt(&sp->len, &sp->sp, sp->n_draft, accepted);
+        accepted = nu_spec_verify(&va, &why);
+        nu_spec_length_adapt(&sp->len, &sp->sp, sp->n_draft, accepted);
         s->stats.drafted += sp->n_draft;
         s->stats.accepted += accepted;
         g->out.res->n_drafted += sp->n_draft;
@@ -588,7 +588,7 @@ static void spec_advance(nu_scheduler *s, gen_sample *g, int32_t entry) {
     }
     /* the draft sampler's history held the proposals: tell it the text */
     if (sp->ds && sp->n_draft > 0)
-        spec_draft_sampler_sync(sp->ds, sp->toks, g->req->n_prompt, sp->n_toks);
+        nu_spec_draft_sampler_sync(sp->ds, sp->toks, g->req->n_prompt, sp->n_toks);
     else if (sp->ds)
         for (int32_t i = first; i < sp->n_toks; i++) nu_sampler_accept(sp->ds, sp->toks[i]);
     sp->n_draft = 0;
@@ -599,7 +599,7 @@ static void spec_advance(nu_scheduler *s, gen_sample *g, int32_t entry) {
  * decides whether it goes on. */
 static void advance_sample(nu_scheduler *s, gen_sample *g, int32_t entry) {
     if (g->spec) {
-        spec_advance(s, g, entry);
+        nu_spec_advance(s, g, entry);
         return;
     }
     if (!may_go_on(s, g)) return;
@@ -620,7 +620,7 @@ static int32_t add_decode_entries(nu_scheduler *s, int32_t *n_drafts) {
             int32_t n_draft = g->spec ? g->spec->n_draft : 0;
             if (r->cancelled) {
                 if (g->spec)
-                    spec_advance(s, g, -1); /* finishes it, drops its proposals */
+                    nu_spec_advance(s, g, -1); /* finishes it, drops its proposals */
                 else
                     finish_sample(s, g, NU_FINISH_CANCELLED);
                 continue;
@@ -681,7 +681,7 @@ static void plan_proposals(nu_scheduler *s) {
             pending++;
             if (!g->spec) continue;
             g->spec->n_draft = 0;
-            g->spec->k = r->cancelled ? 0 : spec_length_next(&g->spec->len, proposal_limit(s, g));
+            g->spec->k = r->cancelled ? 0 : nu_spec_length_next(&g->spec->len, proposal_limit(s, g));
             want += g->spec->k;
         }
     }
@@ -693,7 +693,7 @@ static void plan_proposals(nu_scheduler *s) {
         for (int32_t i = 0; r->state == REQ_RUNNING && i < r->p.n; i++) {
             gen_sample *g = &r->samples[i];
             if (!drafting(g)) continue;
-            spec_sample *sp = g->spec;
+            nu_spec_sample *sp = g->spec;
             if (sp->k > batch_room) sp->k = batch_room;
             if (sp->k > cell_room) sp->k = cell_room;
             if (sp->k < 0) sp->k = 0;
@@ -714,9 +714,9 @@ static nu_status draft_flush(nu_scheduler *s, int32_t *n, nu_error *err) {
     for (int32_t e = 0; e < *n; e++) {
         gen_sample *g = s->downer[e];
         if (!g) continue;
-        spec_sample *sp = g->spec;
+        nu_spec_sample *sp = g->spec;
         float *q = sp->q + (size_t)sp->n_draft * (size_t)n_vocab;
-        sp->draft[sp->n_draft++] = spec_propose(sp->ds, nu_logits(s->dft, e), q, n_vocab, &sp->rng);
+        sp->draft[sp->n_draft++] = nu_spec_propose(sp->ds, nu_logits(s->dft, e), q, n_vocab, &sp->rng);
     }
     *n = 0;
     return NU_OK;
@@ -745,7 +745,7 @@ static void reserve_draft_cells(nu_scheduler *s) {
         for (int32_t i = 0; r->state == REQ_RUNNING && i < r->p.n; i++) {
             gen_sample *g = &r->samples[i];
             if (!drafting(g)) continue;
-            spec_sample *sp = g->spec;
+            nu_spec_sample *sp = g->spec;
             if (sp->dft_n >= sp->n_toks) { /* the last token must be read for its logits */
                 sp->dft_n = sp->n_toks - 1;
                 nu_kv_seq_remove(s->dft, g->seq, sp->dft_n, -1);
@@ -774,7 +774,7 @@ static nu_status draft_with_model(nu_scheduler *s, nu_error *err) {
         for (int32_t i = 0; r->state == REQ_RUNNING && i < r->p.n && st == NU_OK; i++) {
             gen_sample *g = &r->samples[i];
             if (!drafting(g)) continue;
-            spec_sample *sp = g->spec;
+            nu_spec_sample *sp = g->spec;
             for (int32_t t = sp->dft_n; t < sp->n_toks && st == NU_OK; t++)
                 st = draft_add(s, &n, (nu_batch_entry){sp->toks[t], t, g->seq, false},
                                t == sp->n_toks - 1 ? g : NULL, err);
@@ -787,7 +787,7 @@ static nu_status draft_with_model(nu_scheduler *s, nu_error *err) {
         for (gen_request *r = s->head; r && st == NU_OK; r = r->next) {
             for (int32_t i = 0; r->state == REQ_RUNNING && i < r->p.n && st == NU_OK; i++) {
                 gen_sample *g = &r->samples[i];
-                spec_sample *sp = g->spec;
+                nu_spec_sample *sp = g->spec;
                 if (!drafting(g) || sp->n_draft == 0 || sp->n_draft >= sp->k) continue;
                 int32_t pos = sp->n_toks + sp->n_draft - 1;
                 st = draft_add(s, &n,
@@ -810,8 +810,8 @@ static nu_status propose(nu_scheduler *s, nu_error *err) {
         for (int32_t i = 0; r->state == REQ_RUNNING && i < r->p.n; i++) {
             gen_sample *g = &r->samples[i];
             if (!drafting(g)) continue;
-            spec_sample *sp = g->spec;
-            sp->n_draft = spec_lookup(sp->toks, sp->n_toks, sp->k, sp->sp.lookup_ngram_min,
+            nu_spec_sample *sp = g->spec;
+            sp->n_draft = nu_spec_lookup(sp->toks, sp->n_toks, sp->k, sp->sp.lookup_ngram_min,
                                       sp->sp.lookup_ngram_max, sp->draft);
         }
     }
@@ -888,7 +888,7 @@ static void record_prompt_logprobs(nu_scheduler *s, gen_request *r) {
         const float *lg = nu_logits(s->ctx, e);
         if (!lg) break;
         for (int32_t i = 0; i < r->p.n; i++)
-            gen_output_prompt_logprob(&r->samples[i].out, r->prompt[pos + 1], lg);
+            nu_gen_output_prompt_logprob(&r->samples[i].out, r->prompt[pos + 1], lg);
     }
 }
 
@@ -918,7 +918,7 @@ static void reap(nu_scheduler *s) {
 }
 
 nu_status nu_scheduler_step(nu_scheduler *s, bool *active, nu_error *err) {
-    nu_status st = s->spec_on ? propose(s, err) : NU_OK;
+    nu_status st = s->nu_spec_on ? propose(s, err) : NU_OK;
     int32_t n = 0, n_drafts = 0;
     if (st == NU_OK) {
         n = add_prefill_entries(s, add_decode_entries(s, &n_drafts));

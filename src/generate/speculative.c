@@ -49,7 +49,7 @@ nu_status nu_draft_check(const nu_model *target, const nu_model *draft, nu_error
 
 /* ---- shared with the scheduler (speculative.h) ---------------------------- */
 
-nu_status spec_params_check(const nu_speculative_params *sp, const nu_model *target,
+nu_status nu_spec_params_check(const nu_speculative_params *sp, const nu_model *target,
                             const nu_model *draft, int32_t n_batch, nu_error *err) {
     if (!draft && !sp->lookup)
         return nu_fail(err, NU_ERR_INVALID_ARG,
@@ -68,13 +68,13 @@ nu_status spec_params_check(const nu_speculative_params *sp, const nu_model *tar
     return draft ? nu_draft_check(target, draft, err) : NU_OK;
 }
 
-void spec_length_init(spec_length *l, const nu_speculative_params *sp) {
+void nu_spec_length_init(nu_spec_length *l, const nu_speculative_params *sp) {
     l->k = sp->adaptive ? (sp->draft_min + sp->draft_max) / 2 : sp->draft_max;
     l->pause = 0;
     l->misses = 0;
 }
 
-int32_t spec_length_next(spec_length *l, int32_t limit) {
+int32_t nu_spec_length_next(nu_spec_length *l, int32_t limit) {
     int32_t k = l->k < limit ? l->k : limit;
     if (k < 0) k = 0;
     if (l->pause > 0) {
@@ -86,7 +86,7 @@ int32_t spec_length_next(spec_length *l, int32_t limit) {
 
 /* Longer after a fully accepted pass, shorter when less than half was
  * accepted. */
-void spec_length_adapt(spec_length *l, const nu_speculative_params *sp, int32_t proposed,
+void nu_spec_length_adapt(nu_spec_length *l, const nu_speculative_params *sp, int32_t proposed,
                        int32_t accepted) {
     if (!sp->adaptive || proposed == 0) return;
     if (accepted == proposed && l->k < sp->draft_max)
@@ -103,12 +103,12 @@ void spec_length_adapt(spec_length *l, const nu_speculative_params *sp, int32_t 
     }
 }
 
-void spec_dense(const nu_candidates *c, float *out, int32_t n_vocab) {
+void nu_spec_dense(const nu_candidates *c, float *out, int32_t n_vocab) {
     memset(out, 0, (size_t)n_vocab * sizeof *out);
     for (size_t i = 0; i < c->size; i++) out[c->data[i].id] += c->data[i].prob;
 }
 
-int32_t spec_draw(const float *d, int32_t n, nu_rng *rng) {
+int32_t nu_spec_draw(const float *d, int32_t n, nu_rng *rng) {
     double total = 0;
     for (int32_t i = 0; i < n; i++) total += d[i];
     double u = nu_rng_uniform(rng) * total, cum = 0;
@@ -122,14 +122,14 @@ int32_t spec_draw(const float *d, int32_t n, nu_rng *rng) {
     return last;
 }
 
-int32_t spec_propose(nu_sampler *ds, const float *logits, float *q, int32_t n_vocab, nu_rng *rng) {
-    spec_dense(nu_sampler_distribution(ds, logits), q, n_vocab);
-    int32_t tok = spec_draw(q, n_vocab, rng);
+int32_t nu_spec_propose(nu_sampler *ds, const float *logits, float *q, int32_t n_vocab, nu_rng *rng) {
+    nu_spec_dense(nu_sampler_distribution(ds, logits), q, n_vocab);
+    int32_t tok = nu_spec_draw(q, n_vocab, rng);
     nu_sampler_accept(ds, tok);
     return tok;
 }
 
-int32_t spec_lookup(const int32_t *t, int32_t n, int32_t k, int32_t ngram_min, int32_t ngram_max,
+int32_t nu_spec_lookup(const int32_t *t, int32_t n, int32_t k, int32_t ngram_min, int32_t ngram_max,
                     int32_t *out) {
     for (int32_t g = ngram_max; g >= ngram_min; g--) {
         if (g > n - 1) continue;
@@ -146,21 +146,21 @@ int32_t spec_lookup(const int32_t *t, int32_t n, int32_t k, int32_t ngram_min, i
     return 0;
 }
 
-void spec_draft_sampler_sync(nu_sampler *ds, const int32_t *toks, int32_t n_prompt, int32_t n) {
+void nu_spec_draft_sampler_sync(nu_sampler *ds, const int32_t *toks, int32_t n_prompt, int32_t n) {
     nu_sampler_reset(ds);
     nu_sampler_accept_prompt(ds, toks, n_prompt);
     for (int32_t i = n_prompt; i < n; i++) nu_sampler_accept(ds, toks[i]);
 }
 
-int32_t spec_verify(const spec_verify_args *a, nu_finish_reason *why) {
+int32_t nu_spec_verify(const nu_spec_verify_args *a, nu_finish_reason *why) {
     int32_t accepted = 0, nv = a->n_vocab;
     float *p = a->pbuf;
     *why = NU_FINISH_NONE;
     for (int32_t i = 0; i <= a->n_draft; i++) {
         const float *logits = nu_logits(a->tgt, a->first_entry + i);
-        spec_dense(nu_sampler_distribution(a->sampler, logits), p, nv);
+        nu_spec_dense(nu_sampler_distribution(a->sampler, logits), p, nv);
         if (i == a->n_draft) { /* all accepted: one more from the target */
-            *why = a->emit(a->user, spec_draw(p, nv, a->rng), logits);
+            *why = a->emit(a->user, nu_spec_draw(p, nv, a->rng), logits);
             return accepted;
         }
         int32_t x = a->draft[i];
@@ -176,7 +176,7 @@ int32_t spec_verify(const spec_verify_args *a, nu_finish_reason *why) {
             float qv = q ? q[v] : (v == x ? 1.0f : 0.0f);
             p[v] = p[v] > qv ? p[v] - qv : 0.0f;
         }
-        *why = a->emit(a->user, spec_draw(p, nv, a->rng), logits);
+        *why = a->emit(a->user, nu_spec_draw(p, nv, a->rng), logits);
         return accepted;
     }
     return accepted;
@@ -185,7 +185,7 @@ int32_t spec_verify(const spec_verify_args *a, nu_finish_reason *why) {
 /* ---- one speculative generation ------------------------------------------ */
 
 /* Everything one speculative generation keeps. */
-typedef struct spec_state {
+typedef struct nu_spec_state {
     nu_context *tgt, *dft;
     const nu_generate_params *p;
     const nu_speculative_params *sp;
@@ -198,14 +198,14 @@ typedef struct spec_state {
     float *q;                 /* [draft_max][n_vocab] draft distributions (dense) */
     float *pbuf;              /* [n_vocab] target distribution (dense) */
     nu_batch_entry *batch;
-    spec_length len; /* adaptive draft length */
+    nu_spec_length len; /* adaptive draft length */
     gen_output out;
     nu_speculative_stats *stats;
     int32_t n_vocab;
-} spec_state;
+} nu_spec_state;
 
 /* Decodes toks[from, to) into a cache (seq 0), logits for the last one. */
-static nu_status catch_up(nu_context *ctx, spec_state *s, int32_t from, int32_t to,
+static nu_status catch_up(nu_context *ctx, nu_spec_state *s, int32_t from, int32_t to,
                           int32_t *last_entry, nu_error *err) {
     *last_entry = -1;
     int32_t nb = ctx->params.n_batch;
@@ -221,14 +221,14 @@ static nu_status catch_up(nu_context *ctx, spec_state *s, int32_t from, int32_t 
 }
 
 /* The draft model proposes k tokens, keeping each distribution. */
-static nu_status propose_with_model(spec_state *s, int32_t k, nu_error *err) {
+static nu_status propose_with_model(nu_spec_state *s, int32_t k, nu_error *err) {
     int32_t entry = 0;
     nu_status st = catch_up(s->dft, s, s->dft_cached, s->n_toks, &entry, err);
     if (st) return st;
     s->dft_cached = s->n_toks;
     for (int32_t n = 0; n < k; n++) {
         float *q = s->q + (size_t)n * s->n_vocab;
-        s->draft[n] = spec_propose(s->ds, nu_logits(s->dft, entry), q, s->n_vocab, &s->rng);
+        s->draft[n] = nu_spec_propose(s->ds, nu_logits(s->dft, entry), q, s->n_vocab, &s->rng);
         s->stats->draft_passes++;
         if (n + 1 == k) break;
         nu_batch_entry e = {s->draft[n], s->n_toks + n, 0, true};
@@ -247,16 +247,16 @@ static void rollback(nu_context *ctx, int32_t *cached, int32_t keep) {
     }
 }
 
-/* Appends an emitted token (spec_emit_fn); returns a finish reason or NU_FINISH_NONE. */
+/* Appends an emitted token (nu_spec_emit_fn); returns a finish reason or NU_FINISH_NONE. */
 static nu_finish_reason emit(void *user, int32_t tok, const float *logits) {
-    spec_state *s = user;
+    nu_spec_state *s = user;
     const nu_model *m = s->tgt->model;
     nu_sampler_accept(s->ts, tok);
     if (nu_token_is_eog(m, tok)) return NU_FINISH_EOS;
     for (int32_t i = 0; i < s->p->n_stop_tokens; i++)
         if (s->p->stop_tokens[i] == tok) return NU_FINISH_STOP;
     s->toks[s->n_toks++] = tok;
-    nu_finish_reason why = gen_output_token(&s->out, tok, logits, nu_sampler_last_candidates(s->ts));
+    nu_finish_reason why = nu_gen_output_token(&s->out, tok, logits, nu_sampler_last_candidates(s->ts));
     if (why != NU_FINISH_NONE) return why;
     if (s->p->n_predict >= 0 && s->out.res->n_tokens >= s->p->n_predict) return NU_FINISH_LENGTH;
     if (s->n_toks >= s->tgt->params.n_ctx) return NU_FINISH_CONTEXT;
@@ -265,17 +265,17 @@ static nu_finish_reason emit(void *user, int32_t tok, const float *logits) {
 }
 
 /* One pass: propose, verify in one target batch, roll back what was rejected. */
-static nu_status pass(spec_state *s, nu_finish_reason *why, nu_error *err) {
+static nu_status pass(nu_spec_state *s, nu_finish_reason *why, nu_error *err) {
     int32_t limit = s->tgt->params.n_ctx - s->n_toks - 1, n_draft = 0;
     if (s->p->n_predict >= 0 && s->p->n_predict - s->out.res->n_tokens - 1 < limit)
         limit = s->p->n_predict - s->out.res->n_tokens - 1;
-    int32_t k = spec_length_next(&s->len, limit);
+    int32_t k = nu_spec_length_next(&s->len, limit);
     nu_status st = NU_OK;
     if (k > 0 && s->sp->draft) {
         st = propose_with_model(s, k, err);
         n_draft = k;
     } else if (k > 0) {
-        n_draft = spec_lookup(s->toks, s->n_toks, k, s->sp->lookup_ngram_min,
+        n_draft = nu_spec_lookup(s->toks, s->n_toks, k, s->sp->lookup_ngram_min,
                               s->sp->lookup_ngram_max, s->draft);
     }
     if (st) return st;
@@ -291,7 +291,7 @@ static nu_status pass(spec_state *s, nu_finish_reason *why, nu_error *err) {
     s->stats->target_passes++;
     s->stats->drafted += n_draft;
     int32_t before = s->n_toks;
-    spec_verify_args va = {.sampler = s->ts,
+    nu_spec_verify_args va = {.sampler = s->ts,
                            .tgt = s->tgt,
                            .first_entry = 0,
                            .draft = s->draft,
@@ -302,16 +302,16 @@ static nu_status pass(spec_state *s, nu_finish_reason *why, nu_error *err) {
                            .rng = &s->rng,
                            .emit = emit,
                            .user = s};
-    int32_t accepted = spec_verify(&va, why);
+    int32_t accepted = nu_spec_verify(&va, why);
     s->stats->accepted += accepted;
     /* caches keep the accepted proposals; the token drawn last is not read yet */
     s->tgt_cached = before + n_draft;
     rollback(s->tgt, &s->tgt_cached, before + accepted);
     if (s->sp->draft) {
         rollback(s->dft, &s->dft_cached, before + accepted);
-        spec_draft_sampler_sync(s->ds, s->toks, s->n_prompt, s->n_toks);
+        nu_spec_draft_sampler_sync(s->ds, s->toks, s->n_prompt, s->n_toks);
     }
-    spec_length_adapt(&s->len, s->sp, n_draft, accepted);
+    nu_spec_length_adapt(&s->len, s->sp, n_draft, accepted);
     return NU_OK;
 }
 
@@ -322,11 +322,11 @@ static nu_status check_params(const nu_context *tgt, const nu_generate_params *p
     if (p->n != 1)
         return nu_fail(err, NU_ERR_INVALID_ARG, "speculative decoding makes one sample (n = %d)",
                        p->n);
-    return spec_params_check(sp, tgt->model, sp->draft ? sp->draft->model : NULL,
+    return nu_spec_params_check(sp, tgt->model, sp->draft ? sp->draft->model : NULL,
                              tgt->params.n_batch, err);
 }
 
-static nu_status setup(spec_state *s, const char *prompt, nu_error *err) {
+static nu_status setup(nu_spec_state *s, const char *prompt, nu_error *err) {
     const nu_model *m = s->tgt->model;
     size_t len = strlen(prompt), n = 0;
     s->n_vocab = nu_model_n_vocab(m);
@@ -359,13 +359,13 @@ static nu_status setup(spec_state *s, const char *prompt, nu_error *err) {
         return st;
     if (s->ds) nu_sampler_accept_prompt(s->ds, s->toks, s->n_prompt);
     nu_rng_seed(&s->rng, s->p->sampling.seed);
-    spec_length_init(&s->len, s->sp);
+    nu_spec_length_init(&s->len, s->sp);
     nu_kv_seq_remove(s->tgt, 0, 0, -1);
     if (s->sp->draft) nu_kv_seq_remove(s->sp->draft, 0, 0, -1);
     return NU_OK;
 }
 
-static void teardown(spec_state *s) {
+static void teardown(nu_spec_state *s) {
     nu_sampler_free(s->ts);
     nu_sampler_free(s->ds);
     free(s->toks);
@@ -397,12 +397,12 @@ nu_status nu_generate_speculative(nu_context *target, const char *prompt,
         if (capped.draft_min > capped.draft_max) capped.draft_min = capped.draft_max;
         sp = &capped;
     }
-    spec_state s = {.tgt = target, .dft = sp->draft, .p = params, .sp = sp, .stats = stats};
+    nu_spec_state s = {.tgt = target, .dft = sp->draft, .p = params, .sp = sp, .stats = stats};
     double t0 = nu_time_ms();
     if ((st = setup(&s, prompt, err)) == NU_OK) {
-        gen_output_init(&s.out, result, params, target->model, 0);
+        nu_gen_output_init(&s.out, result, params, target->model, 0);
         result->n_prompt = s.n_prompt;
-        if (params->echo) gen_output_echo(&s.out, s.toks, s.n_prompt);
+        if (params->echo) nu_gen_output_echo(&s.out, s.toks, s.n_prompt);
         int32_t unused;
         st = catch_up(target, &s, 0, s.n_prompt - 1, &unused, err);
         s.tgt_cached = s.n_prompt - 1;
@@ -411,7 +411,7 @@ nu_status nu_generate_speculative(nu_context *target, const char *prompt,
         nu_finish_reason why = NU_FINISH_NONE;
         if (params->n_predict == 0) why = NU_FINISH_LENGTH;
         while (st == NU_OK && why == NU_FINISH_NONE) st = pass(&s, &why, err);
-        gen_output_finish(&s.out, why == NU_FINISH_NONE ? NU_FINISH_CANCELLED : why);
+        nu_gen_output_finish(&s.out, why == NU_FINISH_NONE ? NU_FINISH_CANCELLED : why);
         result->n_generated = result->n_tokens;
         result->generate_ms = nu_time_ms() - t0;
         result->n_drafted = (int32_t)stats->drafted;

@@ -15,7 +15,7 @@
  * type, a u64 count and the items.
  *
  * Parsed values, tables and lookup indexes all live in one chunked arena
- * owned by the gguf_file, so closing a file (or failing half-way) frees a
+ * owned by the nu_gguf_file, so closing a file (or failing half-way) frees a
  * short list of chunks, and a 150k-entry vocabulary costs one allocation.
  */
 #if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
@@ -61,9 +61,9 @@ typedef struct arena_chunk {
 } arena_chunk;
 
 /* An open-addressing hash table from names to entry numbers. Slots point at
- * the gguf_string inside the kv or tensor table, which never moves. */
+ * the nu_gguf_string inside the kv or tensor table, which never moves. */
 typedef struct name_slot {
-    const gguf_string *name; /* NULL: empty slot */
+    const nu_gguf_string *name; /* NULL: empty slot */
     uint64_t index;
 } name_slot;
 
@@ -72,17 +72,17 @@ typedef struct name_index {
     uint64_t mask; /* capacity - 1; capacity is a power of two */
 } name_index;
 
-/* Everything a gguf_file owns besides itself (gguf_file.arena points here). */
-typedef struct gguf_store {
+/* Everything a nu_gguf_file owns besides itself (nu_gguf_file.arena points here). */
+typedef struct nu_gguf_store {
     arena_chunk *chunks; /* the first chunk is the one being filled */
     name_index keys;
     name_index tensors;
-} gguf_store;
+} nu_gguf_store;
 
 /* Returns size bytes aligned for any type, or NULL when out of memory.
  * Large requests get a chunk of their own, linked behind the current one so
  * that the current chunk keeps serving small requests. */
-static void *arena_alloc(gguf_store *s, size_t size) {
+static void *arena_alloc(nu_gguf_store *s, size_t size) {
     const size_t align = sizeof(max_align_t);
     if (size > SIZE_MAX - align) return NULL;
     size = (size + align - 1) / align * align;
@@ -109,7 +109,7 @@ static void *arena_alloc(gguf_store *s, size_t size) {
 }
 
 /* Frees the store and every chunk it owns. */
-static void store_free(gguf_store *s) {
+static void store_free(nu_gguf_store *s) {
     if (!s) return;
     arena_chunk *c = s->chunks;
     while (c) {
@@ -128,7 +128,7 @@ static uint64_t hash_bytes(const char *p, uint64_t n) {
 }
 
 /* Sizes an index for n names (at most half full, so probes stay short). */
-static bool index_init(gguf_store *s, name_index *ix, uint64_t n) {
+static bool index_init(nu_gguf_store *s, name_index *ix, uint64_t n) {
     uint64_t cap = 8;
     while (cap < 2 * n) cap <<= 1;
     if (cap > SIZE_MAX / sizeof(name_slot)) return false;
@@ -151,7 +151,7 @@ static uint64_t index_find(const name_index *ix, const char *key, uint64_t n) {
 
 /* Records name as entry i. Returns the entry that already has this name,
  * or NOT_FOUND when the name is new (duplicates are never inserted). */
-static uint64_t index_insert(name_index *ix, const gguf_string *name, uint64_t i) {
+static uint64_t index_insert(name_index *ix, const nu_gguf_string *name, uint64_t i) {
     for (uint64_t at = hash_bytes(name->data, name->len) & ix->mask;; at = (at + 1) & ix->mask) {
         name_slot *slot = &ix->slots[at];
         if (!slot->name) {
@@ -172,7 +172,7 @@ typedef struct reader {
     const uint8_t *data;
     uint64_t size;
     uint64_t pos;
-    gguf_store *store;
+    nu_gguf_store *store;
     nu_error *err;
     nu_status status;
     /* The place being read, named in error messages: section NULL means the
@@ -180,7 +180,7 @@ typedef struct reader {
      * known, and the item numbers of the arrays we are inside. */
     const char *section;
     uint64_t index;
-    gguf_string name;
+    nu_gguf_string name;
     int depth;
     uint64_t item[MAX_ARRAY_DEPTH];
 } reader;
@@ -189,7 +189,7 @@ typedef unsigned long long ull; /* for printf */
 
 /* Copies a name for a message: at most 64 bytes, anything but printable
  * ASCII shown as '?', so a hostile name cannot break the one-line message. */
-static void printable_name(gguf_string s, char *buf, size_t cap) {
+static void printable_name(nu_gguf_string s, char *buf, size_t cap) {
     size_t n = 0;
     for (uint64_t i = 0; i < s.len && n + 4 < cap && i < 64; i++) {
         unsigned char c = (unsigned char)s.data[i];
@@ -312,7 +312,7 @@ static bool read_u64(reader *r, uint64_t *out) {
 }
 
 /* A string: u64 length, then the bytes (left in the file, not copied). */
-static bool read_string(reader *r, gguf_string *out) {
+static bool read_string(reader *r, nu_gguf_string *out) {
     uint64_t at = r->pos, len;
     if (!read_u64(r, &len)) return false;
     uint64_t left = r->size - r->pos;
@@ -338,14 +338,14 @@ static const uint8_t scalar_bytes[GGUF_TYPE_COUNT] = {
 
 /* The fewest bytes one value of a type can take in a file. Bounding a count
  * by remaining / this bounds the memory a file can make us allocate. */
-static uint64_t min_encoded_bytes(gguf_value_type t) {
+static uint64_t min_encoded_bytes(nu_gguf_value_type t) {
     if (t == GGUF_STRING) return 8; /* the length */
     if (t == GGUF_ARRAY) return 12; /* element type and count */
     return scalar_bytes[t];
 }
 
 /* Decodes one scalar (the caller has checked the bytes are there). */
-static void decode_scalar(gguf_value_type t, const uint8_t *p, gguf_value *v) {
+static void decode_scalar(nu_gguf_value_type t, const uint8_t *p, nu_gguf_value *v) {
     v->type = t;
     switch (t) {
     case GGUF_UINT8:
@@ -374,20 +374,20 @@ static void decode_scalar(gguf_value_type t, const uint8_t *p, gguf_value *v) {
 }
 
 /* A u32 value type, checked to be one GGUF defines. */
-static bool read_value_type(reader *r, gguf_value_type *out) {
+static bool read_value_type(reader *r, nu_gguf_value_type *out) {
     uint64_t at = r->pos;
     uint32_t t;
     if (!read_u32(r, &t)) return false;
     if (t >= GGUF_TYPE_COUNT)
         return fail(r, "value type %u at byte %llu is not a GGUF type (0..%d)", t, (ull)at,
                     GGUF_TYPE_COUNT - 1);
-    *out = (gguf_value_type)t;
+    *out = (nu_gguf_value_type)t;
     return true;
 }
 
 /* Decodes n scalars whose bytes the caller has checked are all in the file.
  * This is the hot loop for big arrays (token scores and types). */
-static bool read_scalar_items(reader *r, gguf_value_type t, uint64_t n, gguf_value *items) {
+static bool read_scalar_items(reader *r, nu_gguf_value_type t, uint64_t n, nu_gguf_value *items) {
     const uint64_t width = scalar_bytes[t];
     const uint8_t *p = r->data + r->pos;
     for (uint64_t i = 0; i < n; i++, p += width) {
@@ -403,11 +403,11 @@ static bool read_scalar_items(reader *r, gguf_value_type t, uint64_t n, gguf_val
     return true;
 }
 
-static bool read_value(reader *r, gguf_value_type t, gguf_value *out);
+static bool read_value(reader *r, nu_gguf_value_type t, nu_gguf_value *out);
 
 /* Reads the n items of a string or array array, tracking the item number
  * for messages. */
-static bool read_compound_items(reader *r, gguf_value_type t, uint64_t n, gguf_value *items) {
+static bool read_compound_items(reader *r, nu_gguf_value_type t, uint64_t n, nu_gguf_value *items) {
     int d = r->depth++;
     for (uint64_t i = 0; i < n; i++) {
         r->item[d] = i;
@@ -419,11 +419,11 @@ static bool read_compound_items(reader *r, gguf_value_type t, uint64_t n, gguf_v
 
 /* An array: u32 element type, u64 count, items. The count is checked
  * against the bytes left before the items are allocated. */
-static bool read_array(reader *r, gguf_value *out) {
+static bool read_array(reader *r, nu_gguf_value *out) {
     if (r->depth >= MAX_ARRAY_DEPTH)
         return fail(r, "arrays nested deeper than %d levels at byte %llu", MAX_ARRAY_DEPTH,
                     (ull)r->pos);
-    gguf_value_type elem = GGUF_UINT8; /* set by read_value_type */
+    nu_gguf_value_type elem = GGUF_UINT8; /* set by read_value_type */
     uint64_t n;
     if (!read_value_type(r, &elem)) return false;
     uint64_t at = r->pos;
@@ -437,15 +437,15 @@ static bool read_array(reader *r, gguf_value *out) {
     out->v.arr.items = NULL;
     out->v.arr.raw = scalar_bytes[elem] ? r->data + r->pos : NULL;
     if (n == 0) return true;
-    if (n > SIZE_MAX / sizeof(gguf_value)) return fail_nomem(r, UINT64_MAX);
-    out->v.arr.items = arena_alloc(r->store, (size_t)n * sizeof(gguf_value));
-    if (!out->v.arr.items) return fail_nomem(r, n * sizeof(gguf_value));
+    if (n > SIZE_MAX / sizeof(nu_gguf_value)) return fail_nomem(r, UINT64_MAX);
+    out->v.arr.items = arena_alloc(r->store, (size_t)n * sizeof(nu_gguf_value));
+    if (!out->v.arr.items) return fail_nomem(r, n * sizeof(nu_gguf_value));
     if (scalar_bytes[elem]) return read_scalar_items(r, elem, n, out->v.arr.items);
     return read_compound_items(r, elem, n, out->v.arr.items);
 }
 
 /* One value of type t at the cursor. */
-static bool read_value(reader *r, gguf_value_type t, gguf_value *out) {
+static bool read_value(reader *r, nu_gguf_value_type t, nu_gguf_value *out) {
     out->type = t;
     if (t == GGUF_STRING) return read_string(r, &out->v.s);
     if (t == GGUF_ARRAY) return read_array(r, out);
@@ -459,7 +459,7 @@ static bool read_value(reader *r, gguf_value_type t, gguf_value *out) {
 }
 
 /* Points the message context at key i (its name unknown until read). */
-static void enter(reader *r, const char *section, uint64_t i, gguf_string name) {
+static void enter(reader *r, const char *section, uint64_t i, nu_gguf_string name) {
     r->section = section;
     r->index = i;
     r->name = name;
@@ -467,8 +467,8 @@ static void enter(reader *r, const char *section, uint64_t i, gguf_string name) 
 }
 
 /* One key-value pair; keys must be non-empty and unique. */
-static bool read_kv(reader *r, uint64_t i, gguf_kv *kv) {
-    enter(r, "key", i, (gguf_string){NULL, 0});
+static bool read_kv(reader *r, uint64_t i, nu_gguf_kv *kv) {
+    enter(r, "key", i, (nu_gguf_string){NULL, 0});
     uint64_t at = r->pos;
     if (!read_string(r, &kv->key)) return false;
     if (kv->key.len == 0) return fail(r, "empty key at byte %llu", (ull)at);
@@ -479,7 +479,7 @@ static bool read_kv(reader *r, uint64_t i, gguf_kv *kv) {
     uint64_t dup = index_insert(&r->store->keys, &kv->key, i);
     if (dup != NOT_FOUND)
         return fail(r, "duplicates key %llu (the key starts at byte %llu)", (ull)dup, (ull)at);
-    gguf_value_type t = GGUF_UINT8; /* set by read_value_type */
+    nu_gguf_value_type t = GGUF_UINT8; /* set by read_value_type */
     return read_value_type(r, &t) && read_value(r, t, &kv->value);
 }
 
@@ -513,7 +513,7 @@ static bool read_magic_version(reader *r, uint32_t *version) {
 
 /* Magic, version and the two counts, which are checked against the bytes
  * left so that no later allocation can be absurd. */
-static bool read_header(reader *r, gguf_file *f) {
+static bool read_header(reader *r, nu_gguf_file *f) {
     if (!read_magic_version(r, &f->version)) return false;
     if (!read_u64(r, &f->n_tensors) || !read_u64(r, &f->n_kv)) return false;
     uint64_t left = r->size - r->pos;
@@ -532,26 +532,26 @@ static bool read_header(reader *r, gguf_file *f) {
 }
 
 /* All key-value pairs, in file order. */
-static bool read_kvs(reader *r, gguf_file *f) {
+static bool read_kvs(reader *r, nu_gguf_file *f) {
     if (!index_init(r->store, &r->store->keys, f->n_kv)) return fail_nomem(r, f->n_kv * 16);
     if (f->n_kv == 0) return true;
-    f->kv = arena_alloc(r->store, (size_t)f->n_kv * sizeof(gguf_kv));
-    if (!f->kv) return fail_nomem(r, f->n_kv * sizeof(gguf_kv));
+    f->kv = arena_alloc(r->store, (size_t)f->n_kv * sizeof(nu_gguf_kv));
+    if (!f->kv) return fail_nomem(r, f->n_kv * sizeof(nu_gguf_kv));
     for (uint64_t i = 0; i < f->n_kv; i++)
         if (!read_kv(r, i, &f->kv[i])) return false;
     return true;
 }
 
 /* general.alignment, when present, must be a nonzero power of two u32. */
-static bool apply_alignment(reader *r, gguf_file *f) {
+static bool apply_alignment(reader *r, nu_gguf_file *f) {
     f->alignment = DEFAULT_ALIGNMENT;
     static const char key[] = "general.alignment";
     uint64_t i = index_find(&r->store->keys, key, sizeof key - 1);
     if (i == NOT_FOUND) return true;
-    const gguf_value *v = &f->kv[i].value;
+    const nu_gguf_value *v = &f->kv[i].value;
     enter(r, "key", i, f->kv[i].key);
     if (v->type != GGUF_UINT32)
-        return fail(r, "the alignment must be a u32, not a %s", gguf_type_name(v->type));
+        return fail(r, "the alignment must be a u32, not a %s", nu_gguf_type_name(v->type));
     if (v->v.u == 0 || (v->v.u & (v->v.u - 1)) != 0)
         return fail(r, "alignment %llu is not a nonzero power of two", (ull)v->v.u);
     f->alignment = v->v.u;
@@ -559,7 +559,7 @@ static bool apply_alignment(reader *r, gguf_file *f) {
 }
 
 /* n_dims and the dimensions: each > 0, the product at most 2^62. */
-static bool read_dims(reader *r, gguf_tensor *t) {
+static bool read_dims(reader *r, nu_gguf_tensor *t) {
     uint64_t at = r->pos;
     if (!read_u32(r, &t->n_dims)) return false;
     if (t->n_dims < 1 || t->n_dims > 4)
@@ -583,7 +583,7 @@ static bool read_dims(reader *r, gguf_tensor *t) {
 
 /* The element type (known, and dividing the row into whole blocks), the
  * offset (aligned) and the size in bytes (not overflowing). */
-static bool read_type_offset(reader *r, uint64_t alignment, gguf_tensor *t) {
+static bool read_type_offset(reader *r, uint64_t alignment, nu_gguf_tensor *t) {
     uint64_t at = r->pos;
     if (!read_u32(r, &t->type)) return false;
     const nu_type_traits *tt = nu_type_get(t->type);
@@ -607,8 +607,8 @@ static bool read_type_offset(reader *r, uint64_t alignment, gguf_tensor *t) {
 }
 
 /* One tensor info; names must be unique. */
-static bool read_tensor_info(reader *r, uint64_t i, uint64_t alignment, gguf_tensor *t) {
-    enter(r, "tensor", i, (gguf_string){NULL, 0});
+static bool read_tensor_info(reader *r, uint64_t i, uint64_t alignment, nu_gguf_tensor *t) {
+    enter(r, "tensor", i, (nu_gguf_string){NULL, 0});
     uint64_t at = r->pos;
     if (!read_string(r, &t->name)) return false;
     r->name = t->name;
@@ -621,8 +621,8 @@ static bool read_tensor_info(reader *r, uint64_t i, uint64_t alignment, gguf_ten
 
 /* All tensor infos. The count is checked again now that the metadata's
  * size is known. */
-static bool read_tensor_infos(reader *r, gguf_file *f) {
-    enter(r, NULL, 0, (gguf_string){NULL, 0});
+static bool read_tensor_infos(reader *r, nu_gguf_file *f) {
+    enter(r, NULL, 0, (nu_gguf_string){NULL, 0});
     uint64_t left = r->size - r->pos;
     if (f->n_tensors > left / MIN_TENSOR_BYTES)
         return fail(r,
@@ -632,8 +632,8 @@ static bool read_tensor_infos(reader *r, gguf_file *f) {
     if (!index_init(r->store, &r->store->tensors, f->n_tensors))
         return fail_nomem(r, f->n_tensors * 16);
     if (f->n_tensors == 0) return true;
-    f->tensors = arena_alloc(r->store, (size_t)f->n_tensors * sizeof(gguf_tensor));
-    if (!f->tensors) return fail_nomem(r, f->n_tensors * sizeof(gguf_tensor));
+    f->tensors = arena_alloc(r->store, (size_t)f->n_tensors * sizeof(nu_gguf_tensor));
+    if (!f->tensors) return fail_nomem(r, f->n_tensors * sizeof(nu_gguf_tensor));
     for (uint64_t i = 0; i < f->n_tensors; i++)
         if (!read_tensor_info(r, i, f->alignment, &f->tensors[i])) return false;
     return true;
@@ -641,10 +641,10 @@ static bool read_tensor_infos(reader *r, gguf_file *f) {
 
 /* The data section starts at the header's end rounded up to the alignment;
  * every tensor's bytes must lie inside the file. */
-static bool place_tensor_data(reader *r, gguf_file *f) {
+static bool place_tensor_data(reader *r, nu_gguf_file *f) {
     f->data_offset = (r->pos + f->alignment - 1) / f->alignment * f->alignment;
     for (uint64_t i = 0; i < f->n_tensors; i++) {
-        gguf_tensor *t = &f->tensors[i];
+        nu_gguf_tensor *t = &f->tensors[i];
         enter(r, "tensor", i, t->name);
         uint64_t start = f->data_offset + t->offset;
         if (t->offset > UINT64_MAX - f->data_offset || t->n_bytes > UINT64_MAX - start)
@@ -660,9 +660,9 @@ static bool place_tensor_data(reader *r, gguf_file *f) {
 }
 
 /* Parses a whole file image. On failure nothing is left allocated. */
-static nu_status parse_image(const uint8_t *data, uint64_t size, gguf_file **out, nu_error *err) {
-    gguf_file *f = calloc(1, sizeof *f);
-    gguf_store *s = calloc(1, sizeof *s);
+static nu_status parse_image(const uint8_t *data, uint64_t size, nu_gguf_file **out, nu_error *err) {
+    nu_gguf_file *f = calloc(1, sizeof *f);
+    nu_gguf_store *s = calloc(1, sizeof *s);
     if (!f || !s) {
         free(f);
         free(s);
@@ -687,10 +687,10 @@ static nu_status parse_image(const uint8_t *data, uint64_t size, gguf_file **out
 /* Opening and closing                                                      */
 /* ------------------------------------------------------------------------ */
 
-nu_status gguf_open_memory(const void *data, size_t size, gguf_file **out, nu_error *err) {
-    if (!out) return nu_fail(err, NU_ERR_INVALID_ARG, "gguf_open_memory: out is NULL");
+nu_status nu_gguf_open_memory(const void *data, size_t size, nu_gguf_file **out, nu_error *err) {
+    if (!out) return nu_fail(err, NU_ERR_INVALID_ARG, "nu_gguf_open_memory: out is NULL");
     *out = NULL;
-    if (!data && size) return nu_fail(err, NU_ERR_INVALID_ARG, "gguf_open_memory: data is NULL");
+    if (!data && size) return nu_fail(err, NU_ERR_INVALID_ARG, "nu_gguf_open_memory: data is NULL");
     return parse_image(data, size, out, err);
 }
 
@@ -731,10 +731,10 @@ static nu_status map_file(const char *path, const uint8_t **base, uint64_t *size
     return status;
 }
 
-nu_status gguf_open(const char *path, gguf_file **out, nu_error *err) {
-    if (!out) return nu_fail(err, NU_ERR_INVALID_ARG, "gguf_open: out is NULL");
+nu_status nu_gguf_open(const char *path, nu_gguf_file **out, nu_error *err) {
+    if (!out) return nu_fail(err, NU_ERR_INVALID_ARG, "nu_gguf_open: out is NULL");
     *out = NULL;
-    if (!path) return nu_fail(err, NU_ERR_INVALID_ARG, "gguf_open: path is NULL");
+    if (!path) return nu_fail(err, NU_ERR_INVALID_ARG, "nu_gguf_open: path is NULL");
     const uint8_t *base = NULL;
     uint64_t size = 0;
     nu_status status = map_file(path, &base, &size, err);
@@ -749,7 +749,7 @@ nu_status gguf_open(const char *path, gguf_file **out, nu_error *err) {
     return NU_OK;
 }
 
-void gguf_close(gguf_file *f) {
+void nu_gguf_close(nu_gguf_file *f) {
     if (!f) return;
     if (f->mapped) munmap((void *)f->base, (size_t)f->size);
     store_free(f->arena);
@@ -760,23 +760,23 @@ void gguf_close(gguf_file *f) {
 /* Lookups                                                                  */
 /* ------------------------------------------------------------------------ */
 
-const gguf_value *gguf_find(const gguf_file *f, const char *key) {
+const nu_gguf_value *nu_gguf_find(const nu_gguf_file *f, const char *key) {
     if (!f || !key) return NULL;
-    const gguf_store *s = f->arena;
+    const nu_gguf_store *s = f->arena;
     uint64_t i = index_find(&s->keys, key, strlen(key));
     return i == NOT_FOUND ? NULL : &f->kv[i].value;
 }
 
-const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name) {
+const nu_gguf_tensor *nu_gguf_find_tensor(const nu_gguf_file *f, const char *name) {
     if (!f || !name) return NULL;
-    const gguf_store *s = f->arena;
+    const nu_gguf_store *s = f->arena;
     uint64_t i = index_find(&s->tensors, name, strlen(name));
     return i == NOT_FOUND ? NULL : &f->tensors[i];
 }
 
 /* Any integer value as sign and magnitude: *negative set when it is below
  * zero (then *neg holds it), else *pos holds it. False for non-integers. */
-static bool integer_value(const gguf_value *v, bool *negative, uint64_t *pos, int64_t *neg) {
+static bool integer_value(const nu_gguf_value *v, bool *negative, uint64_t *pos, int64_t *neg) {
     if (!v) return false;
     switch (v->type) {
     case GGUF_UINT8:
@@ -800,71 +800,71 @@ static bool integer_value(const gguf_value *v, bool *negative, uint64_t *pos, in
     }
 }
 
-bool gguf_get_u32(const gguf_file *f, const char *key, uint32_t *out) {
+bool nu_gguf_get_u32(const nu_gguf_file *f, const char *key, uint32_t *out) {
     bool negative;
     uint64_t pos = 0;
     int64_t neg = 0;
-    if (!integer_value(gguf_find(f, key), &negative, &pos, &neg)) return false;
+    if (!integer_value(nu_gguf_find(f, key), &negative, &pos, &neg)) return false;
     if (negative || pos > UINT32_MAX) return false;
     *out = (uint32_t)pos;
     return true;
 }
 
-bool gguf_get_i32(const gguf_file *f, const char *key, int32_t *out) {
+bool nu_gguf_get_i32(const nu_gguf_file *f, const char *key, int32_t *out) {
     bool negative;
     uint64_t pos = 0;
     int64_t neg = 0;
-    if (!integer_value(gguf_find(f, key), &negative, &pos, &neg)) return false;
+    if (!integer_value(nu_gguf_find(f, key), &negative, &pos, &neg)) return false;
     if (negative ? neg < INT32_MIN : pos > INT32_MAX) return false;
     *out = negative ? (int32_t)neg : (int32_t)pos;
     return true;
 }
 
-bool gguf_get_u64(const gguf_file *f, const char *key, uint64_t *out) {
+bool nu_gguf_get_u64(const nu_gguf_file *f, const char *key, uint64_t *out) {
     bool negative;
     uint64_t pos = 0;
     int64_t neg = 0;
-    if (!integer_value(gguf_find(f, key), &negative, &pos, &neg) || negative) return false;
+    if (!integer_value(nu_gguf_find(f, key), &negative, &pos, &neg) || negative) return false;
     *out = pos;
     return true;
 }
 
 /* FLOAT32 exactly; FLOAT64 rounded to float unless it is out of float range. */
-bool gguf_get_f32(const gguf_file *f, const char *key, float *out) {
-    const gguf_value *v = gguf_find(f, key);
+bool nu_gguf_get_f32(const nu_gguf_file *f, const char *key, float *out) {
+    const nu_gguf_value *v = nu_gguf_find(f, key);
     if (!v || (v->type != GGUF_FLOAT32 && v->type != GGUF_FLOAT64)) return false;
     if (isfinite(v->v.f) && fabs(v->v.f) > FLT_MAX) return false;
     *out = (float)v->v.f;
     return true;
 }
 
-bool gguf_get_bool(const gguf_file *f, const char *key, bool *out) {
-    const gguf_value *v = gguf_find(f, key);
+bool nu_gguf_get_bool(const nu_gguf_file *f, const char *key, bool *out) {
+    const nu_gguf_value *v = nu_gguf_find(f, key);
     if (!v || v->type != GGUF_BOOL) return false;
     *out = v->v.u != 0;
     return true;
 }
 
-bool gguf_get_str(const gguf_file *f, const char *key, gguf_string *out) {
-    const gguf_value *v = gguf_find(f, key);
+bool nu_gguf_get_str(const nu_gguf_file *f, const char *key, nu_gguf_string *out) {
+    const nu_gguf_value *v = nu_gguf_find(f, key);
     if (!v || v->type != GGUF_STRING) return false;
     *out = v->v.s;
     return true;
 }
 
-const gguf_value *gguf_get_arr(const gguf_file *f, const char *key, gguf_value_type elem_type) {
-    const gguf_value *v = gguf_find(f, key);
+const nu_gguf_value *nu_gguf_get_arr(const nu_gguf_file *f, const char *key, nu_gguf_value_type elem_type) {
+    const nu_gguf_value *v = nu_gguf_find(f, key);
     if (!v || v->type != GGUF_ARRAY || v->v.arr.elem_type != elem_type) return NULL;
     return v;
 }
 
-bool gguf_str_eq(gguf_string s, const char *c) {
+bool nu_gguf_str_eq(nu_gguf_string s, const char *c) {
     if (!c) return false;
     size_t n = strlen(c);
     return s.len == n && (n == 0 || memcmp(s.data, c, n) == 0);
 }
 
-const char *gguf_type_name(gguf_value_type t) {
+const char *nu_gguf_type_name(nu_gguf_value_type t) {
     static const char *const names[GGUF_TYPE_COUNT] = {
         [GGUF_UINT8] = "u8",    [GGUF_INT8] = "i8",   [GGUF_UINT16] = "u16",  [GGUF_INT16] = "i16",
         [GGUF_UINT32] = "u32",  [GGUF_INT32] = "i32", [GGUF_FLOAT32] = "f32", [GGUF_BOOL] = "bool",

@@ -1,13 +1,13 @@
 /* grammar.h - constrained generation (internal).
  *
  * The pieces, bottom to top:
- *   gram_buf      a growable text buffer; the converters write GBNF with it.
- *   gram_program  a GBNF grammar compiled to flat arrays: every rule is a list
+ *   nu_gram_buf      a growable text buffer; the converters write GBNF with it.
+ *   nu_gram_program  a GBNF grammar compiled to flat arrays: every rule is a list
  *                 of alternatives, every alternative a sequence of elements
  *                 (a character class over code points, or a reference to a
  *                 rule) ended by GRAM_END. Repetitions and groups of the
  *                 source are rewritten into extra rules by the parser.
- *   gram_arena    the matcher: a pushdown automaton over bytes. A matcher
+ *   nu_gram_arena    the matcher: a pushdown automaton over bytes. A matcher
  *                 state is a set of stacks of positions in the program (the
  *                 top is the class the next character must belong to, the
  *                 rest are where to continue after the current rule ends)
@@ -35,32 +35,32 @@
 
 /* A NUL-terminated growable string. An allocation failure sets `failed` and
  * makes every later append a no-op, so callers check once at the end. */
-typedef struct gram_buf {
+typedef struct nu_gram_buf {
     char *data;
     size_t len, cap;
     bool failed;
-} gram_buf;
+} nu_gram_buf;
 
-void gram_buf_init(gram_buf *b);
-void gram_buf_free(gram_buf *b);
-void gram_buf_add(gram_buf *b, const char *s, size_t n);
-void gram_buf_puts(gram_buf *b, const char *s);
-void gram_buf_printf(gram_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void nu_gram_buf_init(nu_gram_buf *b);
+void nu_gram_buf_free(nu_gram_buf *b);
+void nu_gram_buf_add(nu_gram_buf *b, const char *s, size_t n);
+void nu_gram_buf_puts(nu_gram_buf *b, const char *s);
+void nu_gram_buf_printf(nu_gram_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Appends s as a GBNF string literal ("..." with escapes); s is UTF-8. */
-void gram_buf_literal(gram_buf *b, const char *s, size_t n);
+void nu_gram_buf_literal(nu_gram_buf *b, const char *s, size_t n);
 /* Appends one code point as it must be written inside a GBNF [...] class. */
-void gram_buf_class_char(gram_buf *b, uint32_t cp);
+void nu_gram_buf_class_char(nu_gram_buf *b, uint32_t cp);
 /* Decodes the UTF-8 character at s (at most n > 0 bytes): its length, or 0
  * if it is not valid UTF-8. */
-size_t gram_utf8_decode(const char *s, size_t n, uint32_t *cp);
+size_t nu_gram_utf8_decode(const char *s, size_t n, uint32_t *cp);
 /* Is s[0..n) valid UTF-8 (no overlongs, surrogates or code points past
  * U+10FFFF)? If not, *bad is the offset of the first bad byte. */
-bool gram_utf8_valid(const char *s, size_t n, size_t *bad);
+bool nu_gram_utf8_valid(const char *s, size_t n, size_t *bad);
 /* Replaces control characters in an error message (which may quote
  * schema keys or regex text) so that it stays on one line. */
-void gram_one_line(nu_error *err);
+void nu_gram_one_line(nu_error *err);
 /* Hands the text to the caller (free() it); NULL if an append failed. */
-char *gram_buf_take(gram_buf *b);
+char *nu_gram_buf_take(nu_gram_buf *b);
 
 /* ------------------------------------------------------------------------ */
 /* Compiled grammar                                                         */
@@ -73,49 +73,49 @@ enum { GRAM_END = 0, GRAM_CLASS = 1, GRAM_REF = 2 };
 /* Largest code point. */
 #define GRAM_MAX_CP 0x10FFFFu
 
-typedef struct gram_elem {
+typedef struct nu_gram_elem {
     uint32_t kind; /* GRAM_END, GRAM_CLASS (arg: class) or GRAM_REF (arg: rule) */
     uint32_t arg;
-} gram_elem;
+} nu_gram_elem;
 
-typedef struct gram_range {
+typedef struct nu_gram_range {
     uint32_t lo, hi; /* inclusive code points */
-} gram_range;
+} nu_gram_range;
 
 /* A set of code points: sorted, disjoint, non-adjacent ranges, plus a bitmap
  * of the ASCII members for the common case. */
-typedef struct gram_class {
+typedef struct nu_gram_class {
     uint64_t ascii[2];
     uint32_t first, count; /* ranges[first .. first + count) */
     uint32_t min_bytes;    /* UTF-8 length of the smallest member */
-} gram_class;
+} nu_gram_class;
 
-typedef struct gram_program {
-    gram_elem *elems;
+typedef struct nu_gram_program {
+    nu_gram_elem *elems;
     uint32_t *dist; /* per element: fewest bytes that finish its alternative from there */
     uint32_t n_elems;
     uint32_t *alts;       /* first element of each alternative */
     uint32_t *rule_first; /* rule r's alternatives: alts[rule_first[r] .. rule_first[r + 1]) */
     uint32_t n_rules;
     uint32_t root;
-    gram_class *classes;
+    nu_gram_class *classes;
     uint32_t n_classes;
-    gram_range *ranges;
+    nu_gram_range *ranges;
     uint32_t n_ranges;
-} gram_program;
+} nu_gram_program;
 
 /* Parses GBNF text (len bytes, need not be NUL-terminated) and compiles it with
  * `root` (NULL: "root") as the start rule. Errors name the line and column
  * and what was expected; undefined rules and left recursion are reported by
  * name. Alternatives that can never finish are dropped. */
-nu_status gram_compile(const char *gbnf, size_t len, const char *root, gram_program **out,
+nu_status nu_gram_compile(const char *gbnf, size_t len, const char *root, nu_gram_program **out,
                        nu_error *err);
-void gram_program_free(gram_program *p);
+void nu_gram_program_free(nu_gram_program *p);
 
 /* Is code point cp in the class? */
-static inline bool gram_class_has(const gram_program *p, const gram_class *c, uint32_t cp) {
+static inline bool nu_gram_class_has(const nu_gram_program *p, const nu_gram_class *c, uint32_t cp) {
     if (cp < 128) return (c->ascii[cp >> 6] >> (cp & 63)) & 1;
-    const gram_range *r = p->ranges + c->first;
+    const nu_gram_range *r = p->ranges + c->first;
     uint32_t lo = 0, hi = c->count;
     while (lo < hi) {
         uint32_t mid = (lo + hi) / 2;
@@ -128,7 +128,7 @@ static inline bool gram_class_has(const gram_program *p, const gram_class *c, ui
 }
 
 /* Does the class hold any code point in [lo, hi]? */
-bool gram_class_meets(const gram_program *p, const gram_class *c, uint32_t lo, uint32_t hi);
+bool nu_gram_class_meets(const nu_gram_program *p, const nu_gram_class *c, uint32_t lo, uint32_t hi);
 
 /* ------------------------------------------------------------------------ */
 /* Matcher                                                                  */
@@ -145,30 +145,30 @@ bool gram_class_meets(const gram_program *p, const gram_class *c, uint32_t lo, u
 /* One stack entry: a position and the entry below it. `cost` is the fewest
  * bytes that finish this entry and everything below it; `hash` covers the
  * positions of the whole chain (equal stacks have equal hashes). */
-typedef struct gram_node {
+typedef struct nu_gram_node {
     uint32_t pos, parent, cost, hash;
-} gram_node;
+} nu_gram_node;
 
 /* An unfinished UTF-8 character: `need` continuation bytes still to come,
  * the bits so far in `value`, and the smallest code point of its length. */
-typedef struct gram_utf8 {
+typedef struct nu_gram_utf8 {
     uint32_t value, min_cp, need;
-} gram_utf8;
+} nu_gram_utf8;
 
 /* A matcher state: stack tops in arena->tops[start, end) (GRAM_NIL is the
  * empty stack: the grammar may end here), the partial character, and the
  * arena's node count when the level was made (for rolling back). */
-typedef struct gram_level {
+typedef struct nu_gram_level {
     uint32_t start, end;
     uint32_t nodes_mark;
-    gram_utf8 partial;
-} gram_level;
+    nu_gram_utf8 partial;
+} nu_gram_level;
 
 /* Memory for stacks; grows on demand and is reused, so a warm matcher does
  * not allocate. Levels live in it like a stack: a step appends a level and
  * rolling back to a level frees everything made after it. */
-typedef struct gram_arena {
-    gram_node *nodes, *spare; /* spare: the copy target of gram_commit */
+typedef struct nu_gram_arena {
+    nu_gram_node *nodes, *spare; /* spare: the copy target of nu_gram_commit */
     uint32_t n_nodes, cap_nodes;
     uint32_t *tops;
     uint32_t n_tops, cap_tops;
@@ -179,40 +179,40 @@ typedef struct gram_arena {
     uint32_t dedup_cap, stamp, remap_gen;
     bool overflow; /* a limit was hit: results are incomplete */
     bool nomem;    /* an allocation failed */
-} gram_arena;
+} nu_gram_arena;
 
-nu_status gram_arena_init(gram_arena *a, nu_error *err);
-void gram_arena_free(gram_arena *a);
+nu_status nu_gram_arena_init(nu_gram_arena *a, nu_error *err);
+void nu_gram_arena_free(nu_gram_arena *a);
 /* Copies src's committed level (the arena's first nodes and tops) into dst. */
-nu_status gram_arena_clone(gram_arena *dst, const gram_arena *src, const gram_level *lv,
+nu_status nu_gram_arena_clone(nu_gram_arena *dst, const nu_gram_arena *src, const nu_gram_level *lv,
                            nu_error *err);
 
 /* Drops every node and top made after level lv. */
-static inline void gram_rollback(gram_arena *a, const gram_level *lv) {
+static inline void nu_gram_rollback(nu_gram_arena *a, const nu_gram_level *lv) {
     a->n_nodes = lv->nodes_mark;
     a->n_tops = lv->end;
 }
 
 /* The state before any input: the expanded root rule. False on overflow. */
-bool gram_start(const gram_program *p, gram_arena *a, gram_level *out);
+bool nu_gram_start(const nu_gram_program *p, nu_gram_arena *a, nu_gram_level *out);
 /* Feeds one byte to level `in`, appending the next level to the arena. False
  * when no stack survives (the byte is not allowed) or a limit was hit. */
-bool gram_step(const gram_program *p, gram_arena *a, const gram_level *in, uint8_t byte,
-               gram_level *out);
+bool nu_gram_step(const nu_gram_program *p, nu_gram_arena *a, const nu_gram_level *in, uint8_t byte,
+               nu_gram_level *out);
 /* Fewest bytes that complete the grammar from this level (0: may end now). */
-uint32_t gram_distance(const gram_program *p, const gram_arena *a, const gram_level *lv);
+uint32_t nu_gram_distance(const nu_gram_program *p, const nu_gram_arena *a, const nu_gram_level *lv);
 /* The grammar may end here (no partial character, an empty stack). */
-bool gram_complete(const gram_arena *a, const gram_level *lv);
+bool nu_gram_complete(const nu_gram_arena *a, const nu_gram_level *lv);
 /* Only the empty stack is left: nothing but the end may follow. */
-bool gram_must_end(const gram_arena *a, const gram_level *lv);
+bool nu_gram_must_end(const nu_gram_arena *a, const nu_gram_level *lv);
 /* Makes lv the arena's only level, copying its reachable nodes to the front
  * (garbage collection between tokens). False if memory ran out. */
-bool gram_commit(gram_arena *a, gram_level *lv);
+bool nu_gram_commit(nu_gram_arena *a, nu_gram_level *lv);
 /* A hash of the state's stacks and partial character, independent of the
  * order of the tops, and its exact form (positions of every stack, in a
  * canonical order) written to key (grown as needed). */
-uint64_t gram_state_hash(const gram_arena *a, const gram_level *lv);
-bool gram_state_key(const gram_arena *a, const gram_level *lv, uint32_t **key, uint32_t *len,
+uint64_t nu_gram_state_hash(const nu_gram_arena *a, const nu_gram_level *lv);
+bool nu_gram_state_key(const nu_gram_arena *a, const nu_gram_level *lv, uint32_t **key, uint32_t *len,
                     uint32_t *cap);
 
 /* Turns the mask cache of a state on (the default) or off: for benchmarks
@@ -226,24 +226,24 @@ void nu_grammar_state_set_cache(nu_grammar_state *s, bool on);
 /* How a regex is used: matched against the whole text, or as a JSON Schema
  * "pattern": the decoded contents of a JSON string must contain a match
  * (unless anchored with ^ and $) and characters are written JSON-escaped. */
-typedef enum gram_regex_mode { GRAM_REGEX_FULL, GRAM_REGEX_JSON_STRING } gram_regex_mode;
+typedef enum nu_gram_regex_mode { GRAM_REGEX_FULL, GRAM_REGEX_JSON_STRING } nu_gram_regex_mode;
 
 /* Appends GBNF rules to b defining rule `name` (and helpers named
  * "<name>-..."): for FULL, exactly the texts the regex matches; for
  * JSON_STRING, the inside of a JSON string (without the quotes). */
-nu_status gram_regex_rules(gram_buf *b, const char *name, const char *regex, gram_regex_mode mode,
+nu_status nu_gram_regex_rules(nu_gram_buf *b, const char *name, const char *regex, nu_gram_regex_mode mode,
                            nu_error *err);
 
 /* An expression for one of the n strings (valid UTF-8), prefixes factored
  * out when there are many; and the whole grammar "root ::= ..." of them
  * (grammar_choices.c). */
-void gram_choices_expr(gram_buf *b, const char *const *choices, size_t n);
-void gram_choices_gbnf(gram_buf *b, const char *const *choices, size_t n);
+void nu_gram_choices_expr(nu_gram_buf *b, const char *const *choices, size_t n);
+void nu_gram_choices_gbnf(nu_gram_buf *b, const char *const *choices, size_t n);
 
 /* The whole GBNF grammar for a JSON Schema (root rule "root"). */
-nu_status gram_json_schema_gbnf(const char *schema, const nu_json_options *opt, gram_buf *out,
+nu_status nu_gram_json_schema_gbnf(const char *schema, const nu_json_options *opt, nu_gram_buf *out,
                                 nu_error *err);
 /* The grammar of any JSON object ("root"). */
-nu_status gram_json_any_gbnf(const nu_json_options *opt, gram_buf *out, nu_error *err);
+nu_status nu_gram_json_any_gbnf(const nu_json_options *opt, nu_gram_buf *out, nu_error *err);
 
 #endif

@@ -7,17 +7,17 @@
 
 #include "grammar.h"
 
-void gram_buf_init(gram_buf *b) {
+void nu_gram_buf_init(nu_gram_buf *b) {
     memset(b, 0, sizeof *b);
 }
 
-void gram_buf_free(gram_buf *b) {
+void nu_gram_buf_free(nu_gram_buf *b) {
     free(b->data);
-    gram_buf_init(b);
+    nu_gram_buf_init(b);
 }
 
 /* Makes room for n more bytes plus the NUL; false (and `failed`) if not. */
-static bool reserve(gram_buf *b, size_t n) {
+static bool reserve(nu_gram_buf *b, size_t n) {
     if (b->failed) return false;
     if (b->len + n + 1 <= b->cap) return true;
     size_t cap = b->cap ? b->cap : 256;
@@ -32,18 +32,18 @@ static bool reserve(gram_buf *b, size_t n) {
     return true;
 }
 
-void gram_buf_add(gram_buf *b, const char *s, size_t n) {
+void nu_gram_buf_add(nu_gram_buf *b, const char *s, size_t n) {
     if (!reserve(b, n)) return;
     memcpy(b->data + b->len, s, n);
     b->len += n;
     b->data[b->len] = 0;
 }
 
-void gram_buf_puts(gram_buf *b, const char *s) {
-    gram_buf_add(b, s, strlen(s));
+void nu_gram_buf_puts(nu_gram_buf *b, const char *s) {
+    nu_gram_buf_add(b, s, strlen(s));
 }
 
-void gram_buf_printf(gram_buf *b, const char *fmt, ...) {
+void nu_gram_buf_printf(nu_gram_buf *b, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(NULL, 0, fmt, ap);
@@ -57,44 +57,44 @@ void gram_buf_printf(gram_buf *b, const char *fmt, ...) {
 
 /* Quotes, backslashes and control bytes are escaped; other bytes (UTF-8
  * included) are written as they are. */
-void gram_buf_literal(gram_buf *b, const char *s, size_t n) {
-    gram_buf_add(b, "\"", 1);
+void nu_gram_buf_literal(nu_gram_buf *b, const char *s, size_t n) {
+    nu_gram_buf_add(b, "\"", 1);
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c == '"' || c == '\\')
-            gram_buf_printf(b, "\\%c", c);
+            nu_gram_buf_printf(b, "\\%c", c);
         else if (c == '\n')
-            gram_buf_puts(b, "\\n");
+            nu_gram_buf_puts(b, "\\n");
         else if (c == '\r')
-            gram_buf_puts(b, "\\r");
+            nu_gram_buf_puts(b, "\\r");
         else if (c == '\t')
-            gram_buf_puts(b, "\\t");
+            nu_gram_buf_puts(b, "\\t");
         else if (c < 0x20 || c == 0x7F)
-            gram_buf_printf(b, "\\x%02X", c);
+            nu_gram_buf_printf(b, "\\x%02X", c);
         else
-            gram_buf_add(b, (const char *)&c, 1);
+            nu_gram_buf_add(b, (const char *)&c, 1);
     }
-    gram_buf_add(b, "\"", 1);
+    nu_gram_buf_add(b, "\"", 1);
 }
 
 /* Printable ASCII as itself (the class syntax characters escaped); anything
  * else as \xHH, \uHHHH or \UHHHHHHHH so the text stays plain ASCII. */
-void gram_buf_class_char(gram_buf *b, uint32_t cp) {
+void nu_gram_buf_class_char(nu_gram_buf *b, uint32_t cp) {
     if (cp == ']' || cp == '[' || cp == '\\' || cp == '^' || cp == '-' || cp == '"')
-        gram_buf_printf(b, "\\%c", (char)cp);
+        nu_gram_buf_printf(b, "\\%c", (char)cp);
     else if (cp >= 0x20 && cp < 0x7F)
-        gram_buf_printf(b, "%c", (char)cp);
+        nu_gram_buf_printf(b, "%c", (char)cp);
     else if (cp < 0x100)
-        gram_buf_printf(b, "\\x%02X", (unsigned)cp);
+        nu_gram_buf_printf(b, "\\x%02X", (unsigned)cp);
     else if (cp < 0x10000)
-        gram_buf_printf(b, "\\u%04X", (unsigned)cp);
+        nu_gram_buf_printf(b, "\\u%04X", (unsigned)cp);
     else
-        gram_buf_printf(b, "\\U%08X", (unsigned)cp);
+        nu_gram_buf_printf(b, "\\U%08X", (unsigned)cp);
 }
 
-char *gram_buf_take(gram_buf *b) {
+char *nu_gram_buf_take(nu_gram_buf *b) {
     if (b->failed) {
-        gram_buf_free(b);
+        nu_gram_buf_free(b);
         return NULL;
     }
     if (!b->data) {
@@ -102,17 +102,17 @@ char *gram_buf_take(gram_buf *b) {
         b->data[0] = 0;
     }
     char *p = b->data;
-    gram_buf_init(b);
+    nu_gram_buf_init(b);
     return p;
 }
 
-void gram_one_line(nu_error *err) {
+void nu_gram_one_line(nu_error *err) {
     if (!err) return;
     for (char *p = err->message; *p; p++)
         if ((unsigned char)*p < 0x20 || *p == 0x7F) *p = '?';
 }
 
-size_t gram_utf8_decode(const char *s, size_t n, uint32_t *cp) {
+size_t nu_gram_utf8_decode(const char *s, size_t n, uint32_t *cp) {
     const unsigned char *u = (const unsigned char *)s;
     unsigned char b = u[0];
     size_t k = b < 0x80                 ? 1
@@ -132,10 +132,10 @@ size_t gram_utf8_decode(const char *s, size_t n, uint32_t *cp) {
     return k;
 }
 
-bool gram_utf8_valid(const char *s, size_t n, size_t *bad) {
+bool nu_gram_utf8_valid(const char *s, size_t n, size_t *bad) {
     for (size_t i = 0; i < n;) {
         uint32_t cp;
-        size_t k = gram_utf8_decode(s + i, n - i, &cp);
+        size_t k = nu_gram_utf8_decode(s + i, n - i, &cp);
         if (k == 0) {
             if (bad) *bad = i;
             return false;

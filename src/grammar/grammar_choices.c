@@ -44,11 +44,11 @@ static size_t common_prefix(const char *const *s, size_t n, size_t d) {
 /* Writes the choices s[0..n) (sorted, all sharing their first d bytes) from
  * byte d on: one alternative per next character, each its shared run as a
  * literal followed by the tree of what differs after it. */
-static void write_tree(gram_buf *b, const char *const *s, size_t n, size_t d) {
+static void write_tree(nu_gram_buf *b, const char *const *s, size_t n, size_t d) {
     size_t i = 0, alts = 0;
-    gram_buf_puts(b, "(");
+    nu_gram_buf_puts(b, "(");
     if (!s[0][d]) {
-        gram_buf_puts(b, "\"\"");
+        nu_gram_buf_puts(b, "\"\"");
         alts++;
         while (i < n && !s[i][d]) i++;
     }
@@ -56,22 +56,22 @@ static void write_tree(gram_buf *b, const char *const *s, size_t n, size_t d) {
         size_t j = i + 1;
         while (j < n && same_char(s[j], s[i], d)) j++;
         size_t end = common_prefix(s + i, j - i, d);
-        gram_buf_puts(b, alts++ ? " | " : "");
-        gram_buf_literal(b, s[i] + d, end - d);
+        nu_gram_buf_puts(b, alts++ ? " | " : "");
+        nu_gram_buf_literal(b, s[i] + d, end - d);
         if (j - i > 1) {
-            gram_buf_puts(b, " ");
+            nu_gram_buf_puts(b, " ");
             write_tree(b, s + i, j - i, end);
         }
         i = j;
     }
-    gram_buf_puts(b, ")");
+    nu_gram_buf_puts(b, ")");
 }
 
-void gram_choices_expr(gram_buf *b, const char *const *choices, size_t n) {
+void nu_gram_choices_expr(nu_gram_buf *b, const char *const *choices, size_t n) {
     if (n <= FLAT_CHOICES) {
         for (size_t i = 0; i < n; i++) {
-            gram_buf_puts(b, i ? " | " : "");
-            gram_buf_literal(b, choices[i], strlen(choices[i]));
+            nu_gram_buf_puts(b, i ? " | " : "");
+            nu_gram_buf_literal(b, choices[i], strlen(choices[i]));
         }
         return;
     }
@@ -86,8 +86,8 @@ void gram_choices_expr(gram_buf *b, const char *const *choices, size_t n) {
     free(sorted);
 }
 
-void gram_choices_gbnf(gram_buf *b, const char *const *choices, size_t n) {
-    gram_buf_puts(b, "root ::= ");
-    gram_choices_expr(b, choices, n);
-    gram_buf_puts(b, "\n");
+void nu_gram_choices_gbnf(nu_gram_buf *b, const char *const *choices, size_t n) {
+    nu_gram_buf_puts(b, "root ::= ");
+    nu_gram_choices_expr(b, choices, n);
+    nu_gram_buf_puts(b, "\n");
 }

@@ -1,7 +1,7 @@
 /* grammar_match.c - the byte-level matcher: a set of stacks of grammar
  * positions, advanced one byte at a time.
  *
- * A stack is a chain of gram_nodes. The top node's position is a character
+ * A stack is a chain of nu_gram_nodes. The top node's position is a character
  * class: the next character must be in it. Each node below is where to
  * continue once the rule above it ends. Stepping a character pops the top,
  * moves to the next element and expands it: a reference pushes each of the
@@ -18,7 +18,7 @@
  * Nodes are never changed once made, so stacks share their lower parts and
  * levels form a stack in the arena: stepping appends, rolling back drops.
  * Stacks equal in content are merged at each step (hash, then a walk down
- * the two chains until they meet). gram_commit copies the live nodes to the
+ * the two chains until they meet). nu_gram_commit copies the live nodes to the
  * front between tokens, so memory stays proportional to the live state. */
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +47,7 @@ static bool grow_array(void **p, uint32_t *cap, uint32_t n, size_t sz) {
 
 /* Grows the node arrays (nodes, their commit copy and the remap tables) to
  * hold n nodes. Past GRAM_MAX_NODES: overflow. */
-static bool grow_nodes(gram_arena *a, uint32_t n) {
+static bool grow_nodes(nu_gram_arena *a, uint32_t n) {
     if (n <= a->cap_nodes) return true;
     if (n > GRAM_MAX_NODES) {
         a->overflow = true;
@@ -55,9 +55,9 @@ static bool grow_nodes(gram_arena *a, uint32_t n) {
     }
     uint32_t c = a->cap_nodes ? a->cap_nodes : 1024;
     while (c < n) c *= 2;
-    gram_node *nodes = realloc(a->nodes, (size_t)c * sizeof *nodes);
+    nu_gram_node *nodes = realloc(a->nodes, (size_t)c * sizeof *nodes);
     if (nodes) a->nodes = nodes;
-    gram_node *spare = nodes ? realloc(a->spare, (size_t)c * sizeof *spare) : NULL;
+    nu_gram_node *spare = nodes ? realloc(a->spare, (size_t)c * sizeof *spare) : NULL;
     if (spare) a->spare = spare;
     uint32_t *remap = spare ? realloc(a->remap, (size_t)c * sizeof *remap) : NULL;
     if (remap) a->remap = remap;
@@ -72,7 +72,7 @@ static bool grow_nodes(gram_arena *a, uint32_t n) {
     return true;
 }
 
-nu_status gram_arena_init(gram_arena *a, nu_error *err) {
+nu_status nu_gram_arena_init(nu_gram_arena *a, nu_error *err) {
     memset(a, 0, sizeof *a);
     a->dedup_cap = DEDUP_MIN;
     a->dedup_slot = malloc(DEDUP_MIN * sizeof *a->dedup_slot);
@@ -80,13 +80,13 @@ nu_status gram_arena_init(gram_arena *a, nu_error *err) {
     if (!a->dedup_slot || !a->dedup_stamp || !grow_nodes(a, 1024) ||
         !grow_array((void **)&a->tops, &a->cap_tops, 256, sizeof *a->tops) ||
         !grow_array((void **)&a->work, &a->cap_work, 256, sizeof *a->work)) {
-        gram_arena_free(a);
+        nu_gram_arena_free(a);
         return nu_fail(err, NU_ERR_NOMEM, "out of memory for a grammar state");
     }
     return NU_OK;
 }
 
-void gram_arena_free(gram_arena *a) {
+void nu_gram_arena_free(nu_gram_arena *a) {
     free(a->nodes);
     free(a->spare);
     free(a->tops);
@@ -98,7 +98,7 @@ void gram_arena_free(gram_arena *a) {
     memset(a, 0, sizeof *a);
 }
 
-nu_status gram_arena_clone(gram_arena *dst, const gram_arena *src, const gram_level *lv,
+nu_status nu_gram_arena_clone(nu_gram_arena *dst, const nu_gram_arena *src, const nu_gram_level *lv,
                            nu_error *err) {
     if (!grow_nodes(dst, lv->nodes_mark > 0 ? lv->nodes_mark : 1) ||
         !grow_array((void **)&dst->tops, &dst->cap_tops, lv->end, sizeof *dst->tops))
@@ -125,9 +125,9 @@ static uint32_t mix_hash(uint32_t pos, uint32_t below) {
 }
 
 /* A new node (pos on top of parent); GRAM_NIL when a limit is hit. */
-static uint32_t new_node(const gram_program *p, gram_arena *a, uint32_t pos, uint32_t parent) {
+static uint32_t new_node(const nu_gram_program *p, nu_gram_arena *a, uint32_t pos, uint32_t parent) {
     if (a->n_nodes == a->cap_nodes && !grow_nodes(a, a->n_nodes + 1)) return GRAM_NIL;
-    gram_node *n = &a->nodes[a->n_nodes];
+    nu_gram_node *n = &a->nodes[a->n_nodes];
     uint32_t below_cost = parent == GRAM_NIL ? 0 : a->nodes[parent].cost;
     uint32_t below_hash = parent == GRAM_NIL ? 0x2545F491u : a->nodes[parent].hash;
     n->pos = pos;
@@ -138,10 +138,10 @@ static uint32_t new_node(const gram_program *p, gram_arena *a, uint32_t pos, uin
 }
 
 /* Do two stacks hold the same positions? Walks down until the chains meet. */
-static bool same_stack(const gram_arena *a, uint32_t x, uint32_t y) {
+static bool same_stack(const nu_gram_arena *a, uint32_t x, uint32_t y) {
     while (x != y) {
         if (x == GRAM_NIL || y == GRAM_NIL) return false;
-        const gram_node *nx = &a->nodes[x], *ny = &a->nodes[y];
+        const nu_gram_node *nx = &a->nodes[x], *ny = &a->nodes[y];
         if (nx->hash != ny->hash || nx->pos != ny->pos) return false;
         x = nx->parent;
         y = ny->parent;
@@ -150,7 +150,7 @@ static bool same_stack(const gram_arena *a, uint32_t x, uint32_t y) {
 }
 
 /* Starts a new dedup generation (the table is never cleared otherwise). */
-static void next_stamp(gram_arena *a) {
+static void next_stamp(nu_gram_arena *a) {
     if (++a->stamp == 0) {
         memset(a->dedup_stamp, 0, (size_t)a->dedup_cap * sizeof *a->dedup_stamp);
         a->stamp = 1;
@@ -159,7 +159,7 @@ static void next_stamp(gram_arena *a) {
 
 /* The slot of stack top in the dedup table: where it or an equal stack
  * sits, or the empty slot to put it in. */
-static uint32_t dedup_find(const gram_arena *a, uint32_t top) {
+static uint32_t dedup_find(const nu_gram_arena *a, uint32_t top) {
     uint32_t mask = a->dedup_cap - 1, h = top == GRAM_NIL ? 0 : a->nodes[top].hash;
     for (uint32_t i = h & mask;; i = (i + 1) & mask)
         if (a->dedup_stamp[i] != a->stamp || same_stack(a, a->tops[a->dedup_slot[i]], top))
@@ -168,7 +168,7 @@ static uint32_t dedup_find(const gram_arena *a, uint32_t top) {
 
 /* Doubles the dedup table, re-entering the level being built (tops from
  * start on). */
-static bool dedup_grow(gram_arena *a, uint32_t start) {
+static bool dedup_grow(nu_gram_arena *a, uint32_t start) {
     uint32_t cap = a->dedup_cap * 2;
     uint32_t *slot = malloc((size_t)cap * sizeof *slot);
     uint32_t *stamp = calloc(cap, sizeof *stamp);
@@ -193,7 +193,7 @@ static bool dedup_grow(gram_arena *a, uint32_t start) {
 
 /* Adds a stack top to the level being built (tops from `start` on) unless
  * an equal stack is there already. */
-static bool emit(gram_arena *a, uint32_t top, uint32_t start) {
+static bool emit(nu_gram_arena *a, uint32_t top, uint32_t start) {
     uint32_t i = dedup_find(a, top);
     if (a->dedup_stamp[i] == a->stamp) return true; /* a duplicate */
     uint32_t n = a->n_tops - start + 1;
@@ -216,7 +216,7 @@ static bool emit(gram_arena *a, uint32_t top, uint32_t start) {
 }
 
 /* Pushes a (position, rest-of-stack) pair on the expansion work list. */
-static bool push_work(gram_arena *a, uint32_t *n, uint32_t pos, uint32_t rest) {
+static bool push_work(nu_gram_arena *a, uint32_t *n, uint32_t pos, uint32_t rest) {
     if (!grow_array((void **)&a->work, &a->cap_work, *n + 2, sizeof *a->work)) {
         a->nomem = true;
         return false;
@@ -229,7 +229,7 @@ static bool push_work(gram_arena *a, uint32_t *n, uint32_t pos, uint32_t rest) {
 /* Emits the stacks that continue at `pos` with `rest` below: references are
  * expanded into their alternatives and ends of alternatives popped until
  * every top is a class (or the stack is empty). */
-static bool expand(const gram_program *p, gram_arena *a, uint32_t pos, uint32_t rest,
+static bool expand(const nu_gram_program *p, nu_gram_arena *a, uint32_t pos, uint32_t rest,
                    uint32_t start) {
     uint32_t n_work = 0, steps = 0;
     if (!push_work(a, &n_work, pos, rest)) return false;
@@ -241,13 +241,13 @@ static bool expand(const gram_program *p, gram_arena *a, uint32_t pos, uint32_t 
                 a->overflow = true;
                 return false;
             }
-            gram_elem e = p->elems[pos];
+            nu_gram_elem e = p->elems[pos];
             if (e.kind == GRAM_END) {
                 if (rest == GRAM_NIL) {
                     if (!emit(a, GRAM_NIL, start)) return false;
                     break;
                 }
-                const gram_node *n = &a->nodes[rest];
+                const nu_gram_node *n = &a->nodes[rest];
                 if (p->elems[n->pos].kind == GRAM_CLASS) {
                     if (!emit(a, rest, start)) return false;
                     break;
@@ -280,18 +280,18 @@ static bool expand(const gram_program *p, gram_arena *a, uint32_t pos, uint32_t 
 
 /* Feeds a byte to the character in progress. Sets *cp and *whole when it
  * completes a valid character; false for bytes no valid UTF-8 allows. */
-static bool utf8_feed(gram_utf8 *u, uint8_t b, uint32_t *cp, bool *whole) {
+static bool nu_utf8_feed(nu_gram_utf8 *u, uint8_t b, uint32_t *cp, bool *whole) {
     *whole = false;
     if (u->need == 0) {
         if (b < 0x80) {
             *cp = b;
             *whole = true;
         } else if (b >= 0xC2 && b <= 0xDF) {
-            *u = (gram_utf8){b & 0x1Fu, 0x80, 1};
+            *u = (nu_gram_utf8){b & 0x1Fu, 0x80, 1};
         } else if (b >= 0xE0 && b <= 0xEF) {
-            *u = (gram_utf8){b & 0x0Fu, 0x800, 2};
+            *u = (nu_gram_utf8){b & 0x0Fu, 0x800, 2};
         } else if (b >= 0xF0 && b <= 0xF4) {
-            *u = (gram_utf8){b & 0x07u, 0x10000, 3};
+            *u = (nu_gram_utf8){b & 0x07u, 0x10000, 3};
         } else {
             return false;
         }
@@ -304,12 +304,12 @@ static bool utf8_feed(gram_utf8 *u, uint8_t b, uint32_t *cp, bool *whole) {
     if (v < u->min_cp || v > GRAM_MAX_CP || (v >= 0xD800 && v <= 0xDFFF)) return false;
     *cp = v;
     *whole = true;
-    *u = (gram_utf8){0, 0, 0};
+    *u = (nu_gram_utf8){0, 0, 0};
     return true;
 }
 
 /* The code points that can still complete the partial character. */
-static void utf8_interval(const gram_utf8 *u, uint32_t *lo, uint32_t *hi) {
+static void nu_utf8_interval(const nu_gram_utf8 *u, uint32_t *lo, uint32_t *hi) {
     uint32_t shift = 6 * u->need;
     uint32_t max = u->min_cp == 0x80 ? 0x7FF : u->min_cp == 0x800 ? 0xFFFF : GRAM_MAX_CP;
     *lo = u->value << shift;
@@ -319,21 +319,21 @@ static void utf8_interval(const gram_utf8 *u, uint32_t *lo, uint32_t *hi) {
 }
 
 /* May the class still match the partial character (surrogates excluded)? */
-static bool class_meets_partial(const gram_program *p, const gram_class *c, uint32_t lo,
+static bool class_meets_partial(const nu_gram_program *p, const nu_gram_class *c, uint32_t lo,
                                 uint32_t hi) {
-    return gram_class_meets(p, c, lo, hi < 0xD7FF ? hi : 0xD7FF) ||
-           gram_class_meets(p, c, lo > 0xE000 ? lo : 0xE000, hi);
+    return nu_gram_class_meets(p, c, lo, hi < 0xD7FF ? hi : 0xD7FF) ||
+           nu_gram_class_meets(p, c, lo > 0xE000 ? lo : 0xE000, hi);
 }
 
 /* ------------------------------------------------------------------------ */
 /* Levels                                                                   */
 /* ------------------------------------------------------------------------ */
 
-bool gram_start(const gram_program *p, gram_arena *a, gram_level *out) {
+bool nu_gram_start(const nu_gram_program *p, nu_gram_arena *a, nu_gram_level *out) {
     next_stamp(a);
     a->overflow = false;
     out->start = a->n_tops;
-    out->partial = (gram_utf8){0, 0, 0};
+    out->partial = (nu_gram_utf8){0, 0, 0};
     uint32_t r = p->root;
     bool ok = true;
     for (uint32_t k = p->rule_first[r]; ok && k < p->rule_first[r + 1]; k++)
@@ -344,13 +344,13 @@ bool gram_start(const gram_program *p, gram_arena *a, gram_level *out) {
 }
 
 /* Advances every stack whose class holds cp. */
-static bool step_char(const gram_program *p, gram_arena *a, const gram_level *in, uint32_t cp,
+static bool step_char(const nu_gram_program *p, nu_gram_arena *a, const nu_gram_level *in, uint32_t cp,
                       uint32_t start) {
     for (uint32_t i = in->start; i < in->end; i++) {
         uint32_t t = a->tops[i];
         if (t == GRAM_NIL) continue;
         uint32_t pos = a->nodes[t].pos, parent = a->nodes[t].parent;
-        if (gram_class_has(p, &p->classes[p->elems[pos].arg], cp) &&
+        if (nu_gram_class_has(p, &p->classes[p->elems[pos].arg], cp) &&
             !expand(p, a, pos + 1, parent, start))
             return false;
     }
@@ -358,26 +358,26 @@ static bool step_char(const gram_program *p, gram_arena *a, const gram_level *in
 }
 
 /* Keeps the stacks whose class may still match the partial character. */
-static bool step_partial(const gram_program *p, gram_arena *a, const gram_level *in,
-                         const gram_utf8 *u, uint32_t start) {
+static bool step_partial(const nu_gram_program *p, nu_gram_arena *a, const nu_gram_level *in,
+                         const nu_gram_utf8 *u, uint32_t start) {
     uint32_t lo, hi;
-    utf8_interval(u, &lo, &hi);
+    nu_utf8_interval(u, &lo, &hi);
     if (lo > hi) return true; /* an overlong or out-of-range sequence: nothing survives */
     for (uint32_t i = in->start; i < in->end; i++) {
         uint32_t t = a->tops[i];
         if (t == GRAM_NIL) continue;
-        const gram_class *c = &p->classes[p->elems[a->nodes[t].pos].arg];
+        const nu_gram_class *c = &p->classes[p->elems[a->nodes[t].pos].arg];
         if (class_meets_partial(p, c, lo, hi) && !emit(a, t, start)) return false;
     }
     return true;
 }
 
-bool gram_step(const gram_program *p, gram_arena *a, const gram_level *in, uint8_t byte,
-               gram_level *out) {
-    gram_utf8 u = in->partial;
+bool nu_gram_step(const nu_gram_program *p, nu_gram_arena *a, const nu_gram_level *in, uint8_t byte,
+               nu_gram_level *out) {
+    nu_gram_utf8 u = in->partial;
     uint32_t cp = 0, nodes_before = a->n_nodes, tops_before = a->n_tops;
     bool whole;
-    if (a->overflow || !utf8_feed(&u, byte, &cp, &whole)) return false;
+    if (a->overflow || !nu_utf8_feed(&u, byte, &cp, &whole)) return false;
     next_stamp(a);
     out->start = a->n_tops;
     out->partial = u;
@@ -390,7 +390,7 @@ bool gram_step(const gram_program *p, gram_arena *a, const gram_level *in, uint8
     return false;
 }
 
-uint32_t gram_distance(const gram_program *p, const gram_arena *a, const gram_level *lv) {
+uint32_t nu_gram_distance(const nu_gram_program *p, const nu_gram_arena *a, const nu_gram_level *lv) {
     uint32_t best = GRAM_INF;
     for (uint32_t i = lv->start; i < lv->end; i++) {
         uint32_t t = a->tops[i];
@@ -403,14 +403,14 @@ uint32_t gram_distance(const gram_program *p, const gram_arena *a, const gram_le
     return best;
 }
 
-bool gram_complete(const gram_arena *a, const gram_level *lv) {
+bool nu_gram_complete(const nu_gram_arena *a, const nu_gram_level *lv) {
     if (lv->partial.need > 0) return false;
     for (uint32_t i = lv->start; i < lv->end; i++)
         if (a->tops[i] == GRAM_NIL) return true;
     return false;
 }
 
-bool gram_must_end(const gram_arena *a, const gram_level *lv) {
+bool nu_gram_must_end(const nu_gram_arena *a, const nu_gram_level *lv) {
     if (lv->partial.need > 0) return false;
     for (uint32_t i = lv->start; i < lv->end; i++)
         if (a->tops[i] != GRAM_NIL) return false;
@@ -423,7 +423,7 @@ bool gram_must_end(const gram_arena *a, const gram_level *lv) {
 
 /* Copies the chain under top into spare (sharing what was copied before in
  * this commit); returns the copy of top. */
-static uint32_t copy_chain(gram_arena *a, uint32_t top, uint32_t *n_new) {
+static uint32_t copy_chain(nu_gram_arena *a, uint32_t top, uint32_t *n_new) {
     uint32_t depth = 0, t = top;
     while (t != GRAM_NIL && a->remap_stamp[t] != a->remap_gen) {
         if (!grow_array((void **)&a->work, &a->cap_work, depth + 1, sizeof *a->work)) {
@@ -445,7 +445,7 @@ static uint32_t copy_chain(gram_arena *a, uint32_t top, uint32_t *n_new) {
     return below;
 }
 
-bool gram_commit(gram_arena *a, gram_level *lv) {
+bool nu_gram_commit(nu_gram_arena *a, nu_gram_level *lv) {
     if (++a->remap_gen == 0) {
         memset(a->remap_stamp, 0, (size_t)a->cap_nodes * sizeof *a->remap_stamp);
         a->remap_gen = 1;
@@ -457,12 +457,12 @@ bool gram_commit(gram_arena *a, gram_level *lv) {
         a->tops[i] = copy_chain(a, a->tops[i], &n_new);
         if (a->nomem) return false;
     }
-    gram_node *t = a->nodes;
+    nu_gram_node *t = a->nodes;
     a->nodes = a->spare;
     a->spare = t;
     a->n_nodes = n_new;
     a->n_tops = n;
-    *lv = (gram_level){0, n, n_new, lv->partial};
+    *lv = (nu_gram_level){0, n, n_new, lv->partial};
     return true;
 }
 
@@ -478,7 +478,7 @@ static uint64_t mix64(uint64_t x) {
     return x ^ (x >> 33);
 }
 
-uint64_t gram_state_hash(const gram_arena *a, const gram_level *lv) {
+uint64_t nu_gram_state_hash(const nu_gram_arena *a, const nu_gram_level *lv) {
     uint64_t h = mix64(((uint64_t)lv->partial.value << 40) ^ ((uint64_t)lv->partial.need << 32) ^
                        lv->partial.min_cp);
     for (uint32_t i = lv->start; i < lv->end; i++) {
@@ -489,11 +489,11 @@ uint64_t gram_state_hash(const gram_arena *a, const gram_level *lv) {
 }
 
 /* Orders stacks by hash, then by positions from the top down. */
-static int cmp_stacks(const gram_arena *a, uint32_t x, uint32_t y) {
+static int cmp_stacks(const nu_gram_arena *a, uint32_t x, uint32_t y) {
     while (x != y) {
         if (x == GRAM_NIL) return -1;
         if (y == GRAM_NIL) return 1;
-        const gram_node *nx = &a->nodes[x], *ny = &a->nodes[y];
+        const nu_gram_node *nx = &a->nodes[x], *ny = &a->nodes[y];
         if (nx->hash != ny->hash) return nx->hash < ny->hash ? -1 : 1;
         if (nx->pos != ny->pos) return nx->pos < ny->pos ? -1 : 1;
         x = nx->parent;
@@ -510,7 +510,7 @@ static bool key_put(uint32_t **key, uint32_t *len, uint32_t *cap, uint32_t v) {
 }
 
 /* Sifts t[i] down a max-heap of n stacks ordered by cmp_stacks. */
-static void sift_down(const gram_arena *a, uint32_t *t, uint32_t n, uint32_t i) {
+static void sift_down(const nu_gram_arena *a, uint32_t *t, uint32_t n, uint32_t i) {
     for (;;) {
         uint32_t l = 2 * i + 1, r = l + 1, big = i;
         if (l < n && cmp_stacks(a, t[l], t[big]) > 0) big = l;
@@ -525,7 +525,7 @@ static void sift_down(const gram_arena *a, uint32_t *t, uint32_t n, uint32_t i) 
 
 /* Sorts stack tops into the canonical order: insertion sort for the usual
  * handful, heapsort when a level is large (a long enum, say). */
-static void sort_stacks(const gram_arena *a, uint32_t *t, uint32_t n) {
+static void sort_stacks(const nu_gram_arena *a, uint32_t *t, uint32_t n) {
     if (n <= 16) {
         for (uint32_t i = 1; i < n; i++) {
             uint32_t x = t[i], j = i;
@@ -543,7 +543,7 @@ static void sort_stacks(const gram_arena *a, uint32_t *t, uint32_t n) {
     }
 }
 
-bool gram_state_key(const gram_arena *a, const gram_level *lv, uint32_t **key, uint32_t *len,
+bool nu_gram_state_key(const nu_gram_arena *a, const nu_gram_level *lv, uint32_t **key, uint32_t *len,
                     uint32_t *cap) {
     uint32_t n = lv->end - lv->start;
     *len = 0;

@@ -1,4 +1,4 @@
-/* grammar_parse.c - GBNF text to a compiled gram_program.
+/* grammar_parse.c - GBNF text to a compiled nu_gram_program.
  *
  * The syntax (as llama.cpp users write it):
  *
@@ -59,13 +59,13 @@ typedef struct gp {
     uint32_t n_rules, cap_rules;
     uint32_t *name_slots; /* open addressing: user rule names -> rule */
     uint32_t name_cap, n_users;
-    gram_range *ranges;
+    nu_gram_range *ranges;
     uint32_t n_ranges, cap_ranges;
-    gram_class *classes;
+    nu_gram_class *classes;
     uint32_t n_classes, cap_classes;
     uint32_t *class_slots; /* open addressing: class contents -> class */
     uint32_t class_cap;
-    gram_range *tmp; /* the class being parsed */
+    nu_gram_range *tmp; /* the class being parsed */
     uint32_t n_tmp, cap_tmp;
     uint32_t cur; /* the user rule being parsed */
     size_t n_items;
@@ -175,7 +175,7 @@ static bool at_rule_head(const gp *g) {
 
 /* Decodes one UTF-8 character at the current position; 0 bytes if invalid. */
 static size_t decode_utf8(const gp *g, uint32_t *cp) {
-    return gram_utf8_decode(g->src + g->pos, g->len - g->pos, cp);
+    return nu_gram_utf8_decode(g->src + g->pos, g->len - g->pos, cp);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -278,7 +278,7 @@ static bool push_item(gp *g, uint32_t r, uint32_t a, uint32_t kind, uint32_t arg
 /* ------------------------------------------------------------------------ */
 
 static int cmp_range(const void *a, const void *b) {
-    const gram_range *x = a, *y = b;
+    const nu_gram_range *x = a, *y = b;
     return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
@@ -298,27 +298,27 @@ static void normalise_tmp(gp *g, bool negate) {
     /* The complement has at most one range more; build it in place from the end. */
     if (!grow(g, (void **)&g->tmp, &g->cap_tmp, n + 1, sizeof *g->tmp)) return;
     uint32_t next = 0, m = 0;
-    gram_range *out = malloc((size_t)(n + 1) * sizeof *out);
+    nu_gram_range *out = malloc((size_t)(n + 1) * sizeof *out);
     if (!out) {
         gp_nomem(g);
         return;
     }
     for (uint32_t i = 0; i < n; i++) {
-        if (g->tmp[i].lo > next) out[m++] = (gram_range){next, g->tmp[i].lo - 1};
+        if (g->tmp[i].lo > next) out[m++] = (nu_gram_range){next, g->tmp[i].lo - 1};
         next = g->tmp[i].hi + 1;
     }
-    if (next <= GRAM_MAX_CP) out[m++] = (gram_range){next, GRAM_MAX_CP};
+    if (next <= GRAM_MAX_CP) out[m++] = (nu_gram_range){next, GRAM_MAX_CP};
     memcpy(g->tmp, out, (size_t)m * sizeof *out);
     g->n_tmp = m;
     free(out);
 }
 
-static uint32_t utf8_len(uint32_t cp) {
+static uint32_t nu_utf8_len(uint32_t cp) {
     return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
 }
 
 static bool same_class(const gp *g, uint32_t c) {
-    const gram_class *k = &g->classes[c];
+    const nu_gram_class *k = &g->classes[c];
     return k->count == g->n_tmp &&
            (g->n_tmp == 0 ||
             memcmp(g->ranges + k->first, g->tmp, (size_t)g->n_tmp * sizeof *g->tmp) == 0);
@@ -333,8 +333,8 @@ static bool rehash_classes(gp *g) {
     }
     memset(slots, 0xFF, (size_t)cap * sizeof *slots);
     for (uint32_t i = 0; i < g->n_classes; i++) {
-        const gram_class *k = &g->classes[i];
-        uint32_t h = hash_bytes(g->ranges + k->first, k->count * sizeof(gram_range)) & (cap - 1);
+        const nu_gram_class *k = &g->classes[i];
+        uint32_t h = hash_bytes(g->ranges + k->first, k->count * sizeof(nu_gram_range)) & (cap - 1);
         while (slots[h] != GRAM_NIL) h = (h + 1) & (cap - 1);
         slots[h] = i;
     }
@@ -355,11 +355,11 @@ static uint32_t intern_tmp(gp *g) {
     if (!grow(g, (void **)&g->ranges, &g->cap_ranges, g->n_ranges + g->n_tmp, sizeof *g->ranges) ||
         !grow(g, (void **)&g->classes, &g->cap_classes, g->n_classes + 1, sizeof *g->classes))
         return GRAM_NIL;
-    gram_class *k = &g->classes[g->n_classes];
+    nu_gram_class *k = &g->classes[g->n_classes];
     memset(k, 0, sizeof *k);
     k->first = g->n_ranges;
     k->count = g->n_tmp;
-    k->min_bytes = g->n_tmp ? utf8_len(g->tmp[0].lo) : GRAM_INF;
+    k->min_bytes = g->n_tmp ? nu_utf8_len(g->tmp[0].lo) : GRAM_INF;
     for (uint32_t i = 0; i < g->n_tmp; i++) {
         g->ranges[g->n_ranges++] = g->tmp[i];
         for (uint32_t cp = g->tmp[i].lo; cp <= g->tmp[i].hi && cp < 128; cp++)
@@ -371,7 +371,7 @@ static uint32_t intern_tmp(gp *g) {
 
 static bool tmp_add(gp *g, uint32_t lo, uint32_t hi) {
     if (!grow(g, (void **)&g->tmp, &g->cap_tmp, g->n_tmp + 1, sizeof *g->tmp)) return false;
-    g->tmp[g->n_tmp++] = (gram_range){lo, hi};
+    g->tmp[g->n_tmp++] = (nu_gram_range){lo, hi};
     return true;
 }
 
@@ -1070,11 +1070,11 @@ static uint32_t alt_length(const gp *g, const gp_alt *alt, const uint32_t *len) 
 
 /* Writes one alternative at element e: its items, the end, and for each
  * position the fewest bytes that finish the alternative from there. */
-static uint32_t lay_out_alt(const gp *g, const gp_alt *alt, const uint32_t *len, gram_program *p,
+static uint32_t lay_out_alt(const gp *g, const gp_alt *alt, const uint32_t *len, nu_gram_program *p,
                             uint32_t e) {
     for (uint32_t i = 0; i < alt->n; i++)
-        p->elems[e + i] = (gram_elem){alt->items[i].kind, alt->items[i].arg};
-    p->elems[e + alt->n] = (gram_elem){GRAM_END, 0};
+        p->elems[e + i] = (nu_gram_elem){alt->items[i].kind, alt->items[i].arg};
+    p->elems[e + alt->n] = (nu_gram_elem){GRAM_END, 0};
     p->dist[e + alt->n] = 0;
     for (uint32_t i = alt->n; i-- > 0;)
         p->dist[e + i] = sat_add(p->dist[e + i + 1], item_length(g, alt->items[i], len));
@@ -1082,7 +1082,7 @@ static uint32_t lay_out_alt(const gp *g, const gp_alt *alt, const uint32_t *len,
 }
 
 /* A program with room for the finishable alternatives. */
-static gram_program *program_alloc(gp *g, const uint32_t *len) {
+static nu_gram_program *program_alloc(gp *g, const uint32_t *len) {
     uint32_t n_elems = 0, n_alts = 0;
     for (uint32_t r = 0; r < g->n_rules; r++)
         for (uint32_t a = 0; a < g->rules[r].n_alts; a++)
@@ -1090,7 +1090,7 @@ static gram_program *program_alloc(gp *g, const uint32_t *len) {
                 n_elems += g->rules[r].alts[a].n + 1;
                 n_alts++;
             }
-    gram_program *p = calloc(1, sizeof *p);
+    nu_gram_program *p = calloc(1, sizeof *p);
     if (p) {
         p->elems = malloc((n_elems + 1) * sizeof *p->elems);
         p->dist = malloc((n_elems + 1) * sizeof *p->dist);
@@ -1098,7 +1098,7 @@ static gram_program *program_alloc(gp *g, const uint32_t *len) {
         p->rule_first = malloc((g->n_rules + 1) * sizeof *p->rule_first);
     }
     if (!p || !p->elems || !p->dist || !p->alts || !p->rule_first) {
-        gram_program_free(p);
+        nu_gram_program_free(p);
         gp_nomem(g);
         return NULL;
     }
@@ -1106,8 +1106,8 @@ static gram_program *program_alloc(gp *g, const uint32_t *len) {
 }
 
 /* Lays the finishable alternatives out flat and moves the class tables. */
-static gram_program *build_program(gp *g, const uint32_t *len, uint32_t root) {
-    gram_program *p = program_alloc(g, len);
+static nu_gram_program *build_program(gp *g, const uint32_t *len, uint32_t root) {
+    nu_gram_program *p = program_alloc(g, len);
     if (!p) return NULL;
     uint32_t e = 0, k = 0;
     for (uint32_t r = 0; r < g->n_rules; r++) {
@@ -1146,7 +1146,7 @@ static void gp_free(gp *g) {
 }
 
 /* Checks the parsed grammar and lays it out. */
-static gram_program *finish(gp *g, const char *root) {
+static nu_gram_program *finish(gp *g, const char *root) {
     if (!check_defined(g)) return NULL;
     uint32_t r = find_rule(g, root, strlen(root));
     if (r == GRAM_NIL) {
@@ -1156,7 +1156,7 @@ static gram_program *finish(gp *g, const char *root) {
     }
     uint32_t *len = rule_min_lengths(g);
     if (!len) return NULL;
-    gram_program *p = NULL;
+    nu_gram_program *p = NULL;
     if (check_left_recursion(g, len)) {
         if (len[r] >= GRAM_INF)
             gp_fail(g, g->rules[r].site,
@@ -1170,12 +1170,12 @@ static gram_program *finish(gp *g, const char *root) {
     return p;
 }
 
-nu_status gram_compile(const char *gbnf, size_t len, const char *root, gram_program **out,
+nu_status nu_gram_compile(const char *gbnf, size_t len, const char *root, nu_gram_program **out,
                        nu_error *err) {
     *out = NULL;
     gp g = {.src = gbnf, .len = len, .err = err};
     if (!root) root = "root";
-    gram_program *p = NULL;
+    nu_gram_program *p = NULL;
     /* ranges and tmp are never NULL, so offsets into them are always defined */
     if (grow(&g, (void **)&g.ranges, &g.cap_ranges, 8, sizeof *g.ranges) &&
         grow(&g, (void **)&g.tmp, &g.cap_tmp, 8, sizeof *g.tmp) && parse_grammar(&g))
@@ -1183,14 +1183,14 @@ nu_status gram_compile(const char *gbnf, size_t len, const char *root, gram_prog
     nu_status st = g.st;
     gp_free(&g);
     if (st != NU_OK) {
-        gram_program_free(p);
+        nu_gram_program_free(p);
         return st;
     }
     *out = p;
     return NU_OK;
 }
 
-void gram_program_free(gram_program *p) {
+void nu_gram_program_free(nu_gram_program *p) {
     if (!p) return;
     free(p->elems);
     free(p->dist);
@@ -1202,9 +1202,9 @@ void gram_program_free(gram_program *p) {
 }
 
 /* Binary search for the first range ending at or after lo. */
-bool gram_class_meets(const gram_program *p, const gram_class *c, uint32_t lo, uint32_t hi) {
+bool nu_gram_class_meets(const nu_gram_program *p, const nu_gram_class *c, uint32_t lo, uint32_t hi) {
     if (lo > hi) return false;
-    const gram_range *r = p->ranges + c->first;
+    const nu_gram_range *r = p->ranges + c->first;
     uint32_t a = 0, b = c->count;
     while (a < b) {
         uint32_t mid = (a + b) / 2;

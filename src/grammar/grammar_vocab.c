@@ -27,7 +27,7 @@
 enum { TOK_NONE = 0, TOK_TEXT = 1, TOK_EOG = 2 };
 
 struct nu_grammar {
-    gram_program *prog;
+    nu_gram_program *prog;
     bool has_vocab;
     int32_t n_vocab;
     uint8_t *tok_kind; /* TOK_* per token */
@@ -52,9 +52,9 @@ typedef struct mask_entry {
 
 struct nu_grammar_state {
     const nu_grammar *g;
-    gram_arena a;
-    gram_level cur;     /* the committed state: tops and nodes at the front of the arena */
-    gram_level *levels; /* trie walk, one per depth */
+    nu_gram_arena a;
+    nu_gram_level cur;     /* the committed state: tops and nodes at the front of the arena */
+    nu_gram_level *levels; /* trie walk, one per depth */
     int64_t budget;     /* tokens left, -1: no limit */
     uint64_t *bits;     /* last walk: allowed text tokens */
     uint32_t *dist;     /* last walk: distance after each allowed token */
@@ -188,7 +188,7 @@ static bool index_tokens(nu_grammar *g) {
 
 void nu_grammar_free(nu_grammar *g) {
     if (!g) return;
-    gram_program_free(g->prog);
+    nu_gram_program_free(g->prog);
     free(g->tok_kind);
     free(g->tok_off);
     free(g->bytes);
@@ -210,7 +210,7 @@ static nu_status grammar_new(const nu_model *m, const char *gbnf, size_t len, co
         return nu_fail(err, NU_ERR_INVALID_ARG, "the model was loaded without a vocabulary");
     nu_grammar *g = calloc(1, sizeof *g);
     if (!g) return nu_fail(err, NU_ERR_NOMEM, "out of memory for a grammar");
-    nu_status st = gram_compile(gbnf, len, root, &g->prog, err);
+    nu_status st = nu_gram_compile(gbnf, len, root, &g->prog, err);
     if (st == NU_OK && v) {
         g->has_vocab = true;
         if (!load_tokens(g, v) || !index_tokens(g))
@@ -286,12 +286,12 @@ nu_json_options nu_json_default_options(void) {
 }
 
 /* Moves a finished buffer to *gbnf. */
-static nu_status take_text(nu_status st, gram_buf *b, char **gbnf, nu_error *err) {
+static nu_status take_text(nu_status st, nu_gram_buf *b, char **gbnf, nu_error *err) {
     if (st == NU_OK) {
-        *gbnf = gram_buf_take(b);
+        *gbnf = nu_gram_buf_take(b);
         if (!*gbnf) st = nu_fail(err, NU_ERR_NOMEM, "out of memory writing a grammar");
     }
-    gram_buf_free(b);
+    nu_gram_buf_free(b);
     return st;
 }
 
@@ -300,25 +300,25 @@ nu_status nu_json_schema_to_gbnf(const char *schema, const nu_json_options *opt,
     *gbnf = NULL;
     if (!schema) return nu_fail(err, NU_ERR_INVALID_ARG, "no JSON schema given");
     nu_json_options o = opt ? *opt : nu_json_default_options();
-    gram_buf b;
-    gram_buf_init(&b);
-    return take_text(gram_json_schema_gbnf(schema, &o, &b, err), &b, gbnf, err);
+    nu_gram_buf b;
+    nu_gram_buf_init(&b);
+    return take_text(nu_gram_json_schema_gbnf(schema, &o, &b, err), &b, gbnf, err);
 }
 
 nu_status nu_json_object_to_gbnf(const nu_json_options *opt, char **gbnf, nu_error *err) {
     *gbnf = NULL;
     nu_json_options o = opt ? *opt : nu_json_default_options();
-    gram_buf b;
-    gram_buf_init(&b);
-    return take_text(gram_json_any_gbnf(&o, &b, err), &b, gbnf, err);
+    nu_gram_buf b;
+    nu_gram_buf_init(&b);
+    return take_text(nu_gram_json_any_gbnf(&o, &b, err), &b, gbnf, err);
 }
 
 nu_status nu_regex_to_gbnf(const char *regex, char **gbnf, nu_error *err) {
     *gbnf = NULL;
     if (!regex) return nu_fail(err, NU_ERR_INVALID_ARG, "no regular expression given");
-    gram_buf b;
-    gram_buf_init(&b);
-    return take_text(gram_regex_rules(&b, "root", regex, GRAM_REGEX_FULL, err), &b, gbnf, err);
+    nu_gram_buf b;
+    nu_gram_buf_init(&b);
+    return take_text(nu_gram_regex_rules(&b, "root", regex, GRAM_REGEX_FULL, err), &b, gbnf, err);
 }
 
 nu_status nu_choices_to_gbnf(const char *const *choices, size_t n, char **gbnf, nu_error *err) {
@@ -326,12 +326,12 @@ nu_status nu_choices_to_gbnf(const char *const *choices, size_t n, char **gbnf, 
     if (n == 0) return nu_fail(err, NU_ERR_INVALID_ARG, "no choices given");
     for (size_t i = 0; i < n; i++) {
         if (!choices[i]) return nu_fail(err, NU_ERR_INVALID_ARG, "choice %zu is NULL", i);
-        if (!gram_utf8_valid(choices[i], strlen(choices[i]), NULL))
+        if (!nu_gram_utf8_valid(choices[i], strlen(choices[i]), NULL))
             return nu_fail(err, NU_ERR_INVALID_ARG, "choice %zu is not valid UTF-8", i);
     }
-    gram_buf b;
-    gram_buf_init(&b);
-    gram_choices_gbnf(&b, choices, n);
+    nu_gram_buf b;
+    nu_gram_buf_init(&b);
+    nu_gram_choices_gbnf(&b, choices, n);
     return take_text(NU_OK, &b, gbnf, err);
 }
 
@@ -345,7 +345,7 @@ void nu_gbnf_free(char *gbnf) {
 
 void nu_grammar_state_free(nu_grammar_state *s) {
     if (!s) return;
-    gram_arena_free(&s->a);
+    nu_gram_arena_free(&s->a);
     free(s->levels);
     free(s->bits);
     free(s->dist);
@@ -364,7 +364,7 @@ static nu_status state_alloc(const nu_grammar *g, nu_grammar_state **out, nu_err
     if (!s) return nu_fail(err, NU_ERR_NOMEM, "out of memory for a grammar state");
     s->g = g;
     s->budget = -1;
-    nu_status st = gram_arena_init(&s->a, err);
+    nu_status st = nu_gram_arena_init(&s->a, err);
     if (st == NU_OK && g->has_vocab) {
         size_t words = ((size_t)g->n_vocab + 63) / 64;
         s->levels = malloc(((size_t)g->max_depth + 1) * sizeof *s->levels);
@@ -387,7 +387,7 @@ nu_status nu_grammar_state_new(const nu_grammar *g, nu_grammar_state **out, nu_e
     nu_status st = state_alloc(g, out, err);
     if (st) return st;
     nu_grammar_state *s = *out;
-    bool ok = gram_start(g->prog, &s->a, &s->cur) && gram_commit(&s->a, &s->cur);
+    bool ok = nu_gram_start(g->prog, &s->a, &s->cur) && nu_gram_commit(&s->a, &s->cur);
     if (!ok) {
         st = s->a.overflow ? nu_fail(err, NU_ERR_UNSUPPORTED,
                                      "the grammar's start rule expands into too many alternatives")
@@ -403,7 +403,7 @@ nu_status nu_grammar_state_copy(const nu_grammar_state *src, nu_grammar_state **
     nu_status st = state_alloc(src->g, out, err);
     if (st) return st;
     nu_grammar_state *s = *out;
-    st = gram_arena_clone(&s->a, &src->a, &src->cur, err);
+    st = nu_gram_arena_clone(&s->a, &src->a, &src->cur, err);
     if (st) {
         nu_grammar_state_free(s);
         *out = NULL;
@@ -416,7 +416,7 @@ nu_status nu_grammar_state_copy(const nu_grammar_state *src, nu_grammar_state **
 
 nu_status nu_grammar_state_set_budget(nu_grammar_state *s, int32_t n_tokens, nu_error *err) {
     if (n_tokens < -1) return nu_fail(err, NU_ERR_INVALID_ARG, "token budget %d", n_tokens);
-    uint32_t d = gram_distance(s->g->prog, &s->a, &s->cur);
+    uint32_t d = nu_gram_distance(s->g->prog, &s->a, &s->cur);
     if (n_tokens >= 0 && d > (uint32_t)n_tokens)
         return nu_fail(err, NU_ERR_INVALID_ARG,
                        "a budget of %d tokens cannot finish this "
@@ -431,15 +431,15 @@ void nu_grammar_state_set_cache(nu_grammar_state *s, bool on) {
 }
 
 bool nu_grammar_is_complete(const nu_grammar_state *s) {
-    return gram_complete(&s->a, &s->cur);
+    return nu_gram_complete(&s->a, &s->cur);
 }
 
 bool nu_grammar_must_end(const nu_grammar_state *s) {
-    return gram_must_end(&s->a, &s->cur) || s->budget == 0;
+    return nu_gram_must_end(&s->a, &s->cur) || s->budget == 0;
 }
 
 int64_t nu_grammar_distance(const nu_grammar_state *s) {
-    return gram_distance(s->g->prog, &s->a, &s->cur);
+    return nu_gram_distance(s->g->prog, &s->a, &s->cur);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -453,11 +453,11 @@ static bool fits_budget(const nu_grammar_state *s, uint32_t dist) {
 
 /* Steps the committed state through bytes; leaves the result level in *out
  * (the caller rolls back or commits). */
-static bool walk_bytes(nu_grammar_state *s, const uint8_t *b, size_t n, gram_level *out) {
-    gram_level lv = s->cur, next;
+static bool walk_bytes(nu_grammar_state *s, const uint8_t *b, size_t n, nu_gram_level *out) {
+    nu_gram_level lv = s->cur, next;
     s->a.overflow = false;
     for (size_t i = 0; i < n; i++) {
-        if (!gram_step(s->g->prog, &s->a, &lv, b[i], &next)) return false;
+        if (!nu_gram_step(s->g->prog, &s->a, &lv, b[i], &next)) return false;
         lv = next;
     }
     *out = lv;
@@ -473,10 +473,10 @@ bool nu_grammar_allows(nu_grammar_state *s, int32_t t) {
     const nu_grammar *g = s->g;
     if (g->tok_kind[t] == TOK_EOG) return nu_grammar_is_complete(s);
     if (g->tok_kind[t] != TOK_TEXT || s->budget == 0) return false;
-    gram_level lv;
+    nu_gram_level lv;
     bool ok = walk_bytes(s, g->bytes + g->tok_off[t], g->tok_off[t + 1] - g->tok_off[t], &lv) &&
-              fits_budget(s, gram_distance(g->prog, &s->a, &lv));
-    gram_rollback(&s->a, &s->cur);
+              fits_budget(s, nu_gram_distance(g->prog, &s->a, &lv));
+    nu_gram_rollback(&s->a, &s->cur);
     return ok;
 }
 
@@ -484,21 +484,21 @@ bool nu_grammar_allows(nu_grammar_state *s, int32_t t) {
  * text token that may come next, s->dist the distance after it. */
 static void walk_trie(nu_grammar_state *s) {
     const nu_grammar *g = s->g;
-    gram_arena *a = &s->a;
+    nu_gram_arena *a = &s->a;
     memset(s->bits, 0, (((size_t)g->n_vocab + 63) / 64) * sizeof *s->bits);
     s->walk_max = 0;
     s->levels[0] = s->cur;
     a->overflow = false;
     for (uint32_t i = 1; i < g->n_trie;) {
         uint32_t d = g->trie_depth[i];
-        gram_rollback(a, &s->levels[d - 1]);
-        if (!gram_step(g->prog, a, &s->levels[d - 1], g->trie_byte[i], &s->levels[d])) {
+        nu_gram_rollback(a, &s->levels[d - 1]);
+        if (!nu_gram_step(g->prog, a, &s->levels[d - 1], g->trie_byte[i], &s->levels[d])) {
             a->overflow = false; /* a refused subtree; the next one starts afresh */
             i = g->trie_end[i];
             continue;
         }
         if (g->trie_tok_count[i]) {
-            uint32_t dist = gram_distance(g->prog, a, &s->levels[d]);
+            uint32_t dist = nu_gram_distance(g->prog, a, &s->levels[d]);
             if (dist > s->walk_max) s->walk_max = dist;
             for (uint32_t k = 0; k < g->trie_tok_count[i]; k++) {
                 int32_t t = g->trie_toks[g->trie_tok_first[i] + k];
@@ -508,13 +508,13 @@ static void walk_trie(nu_grammar_state *s) {
         }
         i++;
     }
-    gram_rollback(a, &s->cur);
+    nu_gram_rollback(a, &s->cur);
 }
 
 /* The cached mask of the committed state, or NULL. Leaves the state's key
  * in s->key for cache_store. */
 static mask_entry *cache_find(nu_grammar_state *s, uint64_t hash) {
-    if (!gram_state_key(&s->a, &s->cur, &s->key, &s->key_len, &s->key_cap)) return NULL;
+    if (!nu_gram_state_key(&s->a, &s->cur, &s->key, &s->key_len, &s->key_cap)) return NULL;
     for (int i = 0; i < MASK_CACHE; i++) {
         mask_entry *e = &s->cache[i];
         if (e->valid && e->hash == hash && e->key_len == s->key_len &&
@@ -558,7 +558,7 @@ static const uint64_t *full_mask(nu_grammar_state *s, bool *per_token) {
         *per_token = !fits_budget(s, s->walk_max);
         return s->bits;
     }
-    uint64_t hash = gram_state_hash(&s->a, &s->cur);
+    uint64_t hash = nu_gram_state_hash(&s->a, &s->cur);
     mask_entry *e = cache_find(s, hash);
     if (e && fits_budget(s, e->max_dist)) {
         *per_token = false;
@@ -622,9 +622,9 @@ static nu_status refuse(nu_grammar_state *s, nu_error *err, const char *what) {
 }
 
 /* Makes lv the committed state. */
-static nu_status commit(nu_grammar_state *s, gram_level *lv, nu_error *err) {
-    if (!gram_commit(&s->a, lv)) {
-        gram_rollback(&s->a, &s->cur);
+static nu_status commit(nu_grammar_state *s, nu_gram_level *lv, nu_error *err) {
+    if (!nu_gram_commit(&s->a, lv)) {
+        nu_gram_rollback(&s->a, &s->cur);
         return nu_fail(err, NU_ERR_NOMEM, "out of memory in a grammar state");
     }
     s->cur = *lv;
@@ -639,7 +639,7 @@ nu_status nu_grammar_accept(nu_grammar_state *s, int32_t t, nu_error *err) {
         if (nu_grammar_is_complete(s)) return NU_OK;
         return nu_fail(err, NU_ERR_INVALID_ARG,
                        "the end is not allowed yet: the text needs at least %u more bytes",
-                       gram_distance(g->prog, &s->a, &s->cur));
+                       nu_gram_distance(g->prog, &s->a, &s->cur));
     }
     if (g->tok_kind[t] != TOK_TEXT)
         return nu_fail(err, NU_ERR_INVALID_ARG, "token %d has no text and is never allowed", t);
@@ -647,14 +647,14 @@ nu_status nu_grammar_accept(nu_grammar_state *s, int32_t t, nu_error *err) {
     snprintf(what, sizeof what, "token %d", t);
     if (s->budget == 0)
         return nu_fail(err, NU_ERR_INVALID_ARG, "token %d: the token budget is spent", t);
-    gram_level lv;
+    nu_gram_level lv;
     if (!walk_bytes(s, g->bytes + g->tok_off[t], g->tok_off[t + 1] - g->tok_off[t], &lv)) {
         nu_status st = refuse(s, err, what);
-        gram_rollback(&s->a, &s->cur);
+        nu_gram_rollback(&s->a, &s->cur);
         return st;
     }
-    if (!fits_budget(s, gram_distance(g->prog, &s->a, &lv))) {
-        gram_rollback(&s->a, &s->cur);
+    if (!fits_budget(s, nu_gram_distance(g->prog, &s->a, &lv))) {
+        nu_gram_rollback(&s->a, &s->cur);
         return nu_fail(err, NU_ERR_INVALID_ARG,
                        "token %d would leave too few tokens of the budget to finish", t);
     }
@@ -666,18 +666,18 @@ nu_status nu_grammar_accept(nu_grammar_state *s, int32_t t, nu_error *err) {
 /* Steps bytes [from, to) on from level *lv, committing every `chunk` bytes
  * so memory stays bounded; reports the first refused byte. */
 static nu_status accept_run(nu_grammar_state *s, const uint8_t *b, size_t len, nu_error *err) {
-    gram_level lv = s->cur, next;
+    nu_gram_level lv = s->cur, next;
     s->a.overflow = false;
     for (size_t i = 0; i < len; i++) {
-        if (!gram_step(s->g->prog, &s->a, &lv, b[i], &next)) {
+        if (!nu_gram_step(s->g->prog, &s->a, &lv, b[i], &next)) {
             char what[64];
             snprintf(what, sizeof what, "byte %zu (0x%02X)", i, b[i]);
             nu_status st = refuse(s, err, what);
-            gram_rollback(&s->a, &s->cur);
+            nu_gram_rollback(&s->a, &s->cur);
             return st;
         }
         lv = next;
-        if ((i + 1) % 1024 == 0 && !gram_commit(&s->a, &lv))
+        if ((i + 1) % 1024 == 0 && !nu_gram_commit(&s->a, &lv))
             return nu_fail(err, NU_ERR_NOMEM, "out of memory in a grammar state");
     }
     return commit(s, &lv, err);
@@ -692,7 +692,7 @@ nu_status nu_grammar_accept_bytes(nu_grammar_state *s, const char *bytes, size_t
     if (st) return st;
     st = accept_run(copy, (const uint8_t *)bytes, len, err);
     if (st == NU_OK) {
-        gram_arena t = s->a;
+        nu_gram_arena t = s->a;
         s->a = copy->a;
         copy->a = t;
         s->cur = copy->cur;

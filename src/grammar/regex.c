@@ -42,10 +42,10 @@ typedef struct rx {
     size_t len, pos;
     rx_node *nodes;
     uint32_t n_nodes, cap_nodes;
-    gram_range *ranges;
+    nu_gram_range *ranges;
     uint32_t n_ranges, cap_ranges;
     int depth;
-    gram_regex_mode mode;
+    nu_gram_regex_mode mode;
     nu_error *err;
     nu_status st;
 } rx;
@@ -66,7 +66,7 @@ __attribute__((format(printf, 3, 4))) static void rx_fail(rx *r, size_t at, cons
     for (size_t i = 0; i < at && i < r->len; i++) col += ((unsigned char)r->src[i] & 0xC0) != 0x80;
     r->st = nu_fail(r->err, NU_ERR_FORMAT, "regex /%.60s%s/ at character %zu: %s", r->src,
                     r->len > 60 ? "..." : "", col, msg);
-    gram_one_line(r->err);
+    nu_gram_one_line(r->err);
 }
 
 static void rx_nomem(rx *r) {
@@ -121,18 +121,18 @@ static void rx_free(rx *r) {
 
 /* A growable list of ranges being collected for one class. */
 typedef struct rx_set {
-    gram_range *r;
+    nu_gram_range *r;
     uint32_t n, cap;
 } rx_set;
 
 static bool set_add(rx *r, rx_set *s, uint32_t lo, uint32_t hi) {
     if (!rx_grow(r, (void **)&s->r, &s->cap, s->n + 1, sizeof *s->r)) return false;
-    s->r[s->n++] = (gram_range){lo, hi};
+    s->r[s->n++] = (nu_gram_range){lo, hi};
     return true;
 }
 
 static int cmp_range(const void *a, const void *b) {
-    const gram_range *x = a, *y = b;
+    const nu_gram_range *x = a, *y = b;
     return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
@@ -180,12 +180,12 @@ static uint32_t class_node(rx *r, rx_set *s) {
 
 /* Adds the members of \d \w \s (or their complements) to s. */
 static bool add_shorthand(rx *r, rx_set *s, char c) {
-    static const gram_range digit[] = {{'0', '9'}};
-    static const gram_range word[] = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
-    static const gram_range space[] = {
+    static const nu_gram_range digit[] = {{'0', '9'}};
+    static const nu_gram_range word[] = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
+    static const nu_gram_range space[] = {
         {0x09, 0x0D},     {0x20, 0x20},     {0xA0, 0xA0},     {0x1680, 0x1680}, {0x2000, 0x200A},
         {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000}, {0xFEFF, 0xFEFF}};
-    const gram_range *src = c == 'd' || c == 'D' ? digit : c == 'w' || c == 'W' ? word : space;
+    const nu_gram_range *src = c == 'd' || c == 'D' ? digit : c == 'w' || c == 'W' ? word : space;
     uint32_t n = c == 'd' || c == 'D' ? 1 : c == 'w' || c == 'W' ? 4 : 10;
     rx_set t = {0};
     bool ok = true;
@@ -210,7 +210,7 @@ static char rx_peek(const rx *r) {
 
 /* One UTF-8 character of the pattern. */
 static bool rx_utf8(rx *r, uint32_t *cp) {
-    size_t k = gram_utf8_decode(r->src + r->pos, r->len - r->pos, cp);
+    size_t k = nu_gram_utf8_decode(r->src + r->pos, r->len - r->pos, cp);
     if (k == 0) {
         rx_fail(r, r->pos, "invalid UTF-8");
         return false;
@@ -632,17 +632,17 @@ static uint32_t nonempty(rx *r, uint32_t id) {
 /* ------------------------------------------------------------------------ */
 
 /* Writes ranges as the members of a GBNF class. */
-static void emit_members(gram_buf *b, const gram_range *rg, uint32_t n) {
+static void emit_members(nu_gram_buf *b, const nu_gram_range *rg, uint32_t n) {
     for (uint32_t i = 0; i < n; i++) {
-        gram_buf_class_char(b, rg[i].lo);
+        nu_gram_buf_class_char(b, rg[i].lo);
         if (rg[i].hi == rg[i].lo) continue;
-        gram_buf_puts(b, "-");
-        gram_buf_class_char(b, rg[i].hi);
+        nu_gram_buf_puts(b, "-");
+        nu_gram_buf_class_char(b, rg[i].hi);
     }
 }
 
 /* A single character as a GBNF literal. */
-static void emit_char(gram_buf *b, uint32_t cp) {
+static void emit_char(nu_gram_buf *b, uint32_t cp) {
     char u[4];
     size_t k;
     if (cp < 0x80) {
@@ -664,14 +664,14 @@ static void emit_char(gram_buf *b, uint32_t cp) {
         u[3] = (char)(0x80 | (cp & 0x3F));
         k = 4;
     }
-    gram_buf_literal(b, u, k);
+    nu_gram_buf_literal(b, u, k);
 }
 
 /* Writes ranges as a GBNF class (negated when the complement is shorter),
  * or a literal for a single character. */
-static void emit_ranges(rx *r, gram_buf *b, const gram_range *rg, uint32_t n) {
+static void emit_ranges(rx *r, nu_gram_buf *b, const nu_gram_range *rg, uint32_t n) {
     if (n == 0) {
-        gram_buf_puts(b, "[^\\x00-\\U0010FFFF]");
+        nu_gram_buf_puts(b, "[^\\x00-\\U0010FFFF]");
         return;
     }
     if (n == 1 && rg[0].lo == rg[0].hi && !(rg[0].lo >= 0xD800 && rg[0].lo <= 0xDFFF)) {
@@ -687,17 +687,17 @@ static void emit_ranges(rx *r, gram_buf *b, const gram_range *rg, uint32_t n) {
     }
     if (ok && next <= GRAM_MAX_CP) ok = set_add(r, &c, next, GRAM_MAX_CP);
     bool neg = ok && c.n > 0 && c.n < n;
-    gram_buf_puts(b, neg ? "[^" : "[");
+    nu_gram_buf_puts(b, neg ? "[^" : "[");
     if (neg)
         emit_members(b, c.r, c.n);
     else
         emit_members(b, rg, n);
-    gram_buf_puts(b, "]");
+    nu_gram_buf_puts(b, "]");
     free(c.r);
 }
 
 /* The escape JSON writes for a character that cannot appear raw. */
-static void json_escape_literal(gram_buf *b, uint32_t cp) {
+static void json_escape_literal(nu_gram_buf *b, uint32_t cp) {
     char esc[8];
     switch (cp) {
     case '"': strcpy(esc, "\\\""); break;
@@ -709,25 +709,25 @@ static void json_escape_literal(gram_buf *b, uint32_t cp) {
     case '\f': strcpy(esc, "\\f"); break;
     default: snprintf(esc, sizeof esc, "\\u%04x", (unsigned)cp); break;
     }
-    gram_buf_literal(b, esc, strlen(esc));
+    nu_gram_buf_literal(b, esc, strlen(esc));
 }
 
 /* A class inside a JSON string: the raw members JSON allows, and one
  * escape sequence for each member that must be escaped. */
-static void emit_json_class(rx *r, gram_buf *b, const gram_range *rg, uint32_t n) {
+static void emit_json_class(rx *r, nu_gram_buf *b, const nu_gram_range *rg, uint32_t n) {
     rx_set raw = {0};
-    gram_buf_puts(b, "(");
+    nu_gram_buf_puts(b, "(");
     bool any = false;
     for (uint32_t i = 0; i < n; i++) {
         for (uint32_t cp = rg[i].lo; cp <= rg[i].hi && cp < 0x20; cp++) {
-            gram_buf_puts(b, any ? " | " : "");
+            nu_gram_buf_puts(b, any ? " | " : "");
             json_escape_literal(b, cp);
             any = true;
         }
         uint32_t lo = rg[i].lo < 0x20 ? 0x20 : rg[i].lo;
         for (uint32_t cp = lo; cp <= rg[i].hi; cp++) {
             if (cp == '"' || cp == '\\') {
-                gram_buf_puts(b, any ? " | " : "");
+                nu_gram_buf_puts(b, any ? " | " : "");
                 json_escape_literal(b, cp);
                 any = true;
             } else {
@@ -742,27 +742,27 @@ static void emit_json_class(rx *r, gram_buf *b, const gram_range *rg, uint32_t n
         }
     }
     if (raw.n || !any) {
-        gram_buf_puts(b, any ? " | " : "");
+        nu_gram_buf_puts(b, any ? " | " : "");
         emit_ranges(r, b, raw.r, raw.n);
     }
-    gram_buf_puts(b, ")");
+    nu_gram_buf_puts(b, ")");
     free(raw.r);
 }
 
-static void emit_node(rx *r, gram_buf *b, uint32_t id);
+static void emit_node(rx *r, nu_gram_buf *b, uint32_t id);
 
-static void emit_class(rx *r, gram_buf *b, const rx_node *n) {
+static void emit_class(rx *r, nu_gram_buf *b, const rx_node *n) {
     if (r->mode == GRAM_REGEX_JSON_STRING)
         emit_json_class(r, b, r->ranges + n->first, n->count);
     else
         emit_ranges(r, b, r->ranges + n->first, n->count);
 }
 
-static void emit_repeat(rx *r, gram_buf *b, uint32_t id) {
+static void emit_repeat(rx *r, nu_gram_buf *b, uint32_t id) {
     rx_node n = r->nodes[id];
     uint32_t kid = n.kids[0];
     if (n.max == 0) {
-        gram_buf_puts(b, "\"\"");
+        nu_gram_buf_puts(b, "\"\"");
         return;
     }
     if (nullable(r, kid)) {
@@ -770,72 +770,72 @@ static void emit_repeat(rx *r, gram_buf *b, uint32_t id) {
         n.min = 0;
         if (kid == RX_NONE) return;
     }
-    gram_buf_puts(b, "(");
+    nu_gram_buf_puts(b, "(");
     emit_node(r, b, kid);
-    gram_buf_puts(b, ")");
+    nu_gram_buf_puts(b, ")");
     if (n.min == 0 && n.max == GRAM_INF)
-        gram_buf_puts(b, "*");
+        nu_gram_buf_puts(b, "*");
     else if (n.min == 1 && n.max == GRAM_INF)
-        gram_buf_puts(b, "+");
+        nu_gram_buf_puts(b, "+");
     else if (n.min == 0 && n.max == 1)
-        gram_buf_puts(b, "?");
+        nu_gram_buf_puts(b, "?");
     else if (n.max == GRAM_INF)
-        gram_buf_printf(b, "{%u,}", n.min);
+        nu_gram_buf_printf(b, "{%u,}", n.min);
     else if (n.min == n.max)
-        gram_buf_printf(b, "{%u}", n.min);
+        nu_gram_buf_printf(b, "{%u}", n.min);
     else
-        gram_buf_printf(b, "{%u,%u}", n.min, n.max);
+        nu_gram_buf_printf(b, "{%u,%u}", n.min, n.max);
 }
 
 /* Writes a node as a GBNF expression (parenthesised where it matters). */
-static void emit_node(rx *r, gram_buf *b, uint32_t id) {
+static void emit_node(rx *r, nu_gram_buf *b, uint32_t id) {
     if (r->st) return;
     const rx_node n = r->nodes[id];
     switch (n.kind) {
-    case RX_EMPTY: gram_buf_puts(b, "\"\""); return;
+    case RX_EMPTY: nu_gram_buf_puts(b, "\"\""); return;
     case RX_CLASS: emit_class(r, b, &r->nodes[id]); return;
     case RX_REPEAT: emit_repeat(r, b, id); return;
     case RX_CONCAT:
-        if (n.n_kids == 0) gram_buf_puts(b, "\"\"");
+        if (n.n_kids == 0) nu_gram_buf_puts(b, "\"\"");
         for (uint32_t i = 0; i < n.n_kids; i++) {
-            gram_buf_puts(b, i ? " " : "");
+            nu_gram_buf_puts(b, i ? " " : "");
             emit_node(r, b, r->nodes[id].kids[i]);
         }
         return;
     case RX_ALT:
-        gram_buf_puts(b, "(");
+        nu_gram_buf_puts(b, "(");
         for (uint32_t i = 0; i < n.n_kids; i++) {
-            gram_buf_puts(b, i ? " | " : "");
+            nu_gram_buf_puts(b, i ? " | " : "");
             emit_node(r, b, r->nodes[id].kids[i]);
         }
-        gram_buf_puts(b, ")");
+        nu_gram_buf_puts(b, ")");
         return;
     }
 }
 
 /* The top level: alternatives, padded with "any characters" on the sides
  * that are not anchored when the regex searches a JSON string. */
-static void emit_top(rx *r, gram_buf *b, const char *name, uint32_t top) {
+static void emit_top(rx *r, nu_gram_buf *b, const char *name, uint32_t top) {
     bool search = r->mode == GRAM_REGEX_JSON_STRING;
-    gram_buf_printf(b, "%s ::= ", name);
+    nu_gram_buf_printf(b, "%s ::= ", name);
     for (uint32_t i = 0; i < r->nodes[top].n_kids; i++) {
         uint32_t seq = r->nodes[top].kids[i];
-        gram_buf_puts(b, i ? "\n    | " : "");
-        if (search && !r->nodes[seq].min) gram_buf_printf(b, "%s-any ", name);
-        gram_buf_puts(b, "(");
+        nu_gram_buf_puts(b, i ? "\n    | " : "");
+        if (search && !r->nodes[seq].min) nu_gram_buf_printf(b, "%s-any ", name);
+        nu_gram_buf_puts(b, "(");
         emit_node(r, b, seq);
-        gram_buf_puts(b, ")");
-        if (search && !r->nodes[seq].max) gram_buf_printf(b, " %s-any", name);
+        nu_gram_buf_puts(b, ")");
+        if (search && !r->nodes[seq].max) nu_gram_buf_printf(b, " %s-any", name);
     }
-    gram_buf_puts(b, "\n");
+    nu_gram_buf_puts(b, "\n");
     if (search)
-        gram_buf_printf(b,
+        nu_gram_buf_printf(b,
                         "%s-any ::= ([^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" "
                         "([0-9a-cA-CefEF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2})))*\n",
                         name);
 }
 
-nu_status gram_regex_rules(gram_buf *b, const char *name, const char *regex, gram_regex_mode mode,
+nu_status nu_gram_regex_rules(nu_gram_buf *b, const char *name, const char *regex, nu_gram_regex_mode mode,
                            nu_error *err) {
     rx r = {.src = regex, .len = strlen(regex), .mode = mode, .err = err};
     /* ranges is never NULL, so offsets into it are always defined */

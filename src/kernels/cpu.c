@@ -26,13 +26,23 @@ static const nu_kernel_set *const level_sets[] = {
 /* The chosen level, -1 until nu_kernels_init has run. */
 static _Atomic int selected_level = -1;
 
+#if defined(__x86_64__)
+/* F16C (CPUID leaf 1, ECX bit 29) read directly: not every compiler's
+ * __builtin_cpu_supports knows its name. AVX2 implies the OS saves the YMM
+ * state F16C needs. */
+static int cpu_has_f16c(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    return (int)((c >> 29) & 1u);
+}
+#endif
+
 /* CPUID check for each level's instruction sets (the ones its files are
  * compiled with and actually use). */
 nu_simd nu_kernels_cpu_level(void) {
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(__x86_64__)
     __builtin_cpu_init();
-    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
     int avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                  __builtin_cpu_supports("avx512vnni");

@@ -22,10 +22,10 @@ const nu_vocab *nu_model_vocab(const nu_model *m) {
 }
 
 /* Copies a metadata string into a fixed buffer (truncating); "" when absent. */
-static void copy_meta_str(const gguf_file *f, const char *key, char *dst, size_t cap) {
-    gguf_string s;
+static void copy_meta_str(const nu_gguf_file *f, const char *key, char *dst, size_t cap) {
+    nu_gguf_string s;
     dst[0] = 0;
-    if (!gguf_get_str(f, key, &s)) return;
+    if (!nu_gguf_get_str(f, key, &s)) return;
     size_t n = s.len < cap - 1 ? (size_t)s.len : cap - 1;
     memcpy(dst, s.data, n);
     dst[n] = 0;
@@ -37,11 +37,11 @@ static nu_status arch_int(const nu_model *m, const char *suffix, bool required, 
     char key[128];
     snprintf(key, sizeof key, "%s.%s", m->arch, suffix);
     uint32_t v;
-    if (!gguf_find(m->file, key)) {
+    if (!nu_gguf_find(m->file, key)) {
         if (required) return nu_fail(err, NU_ERR_FORMAT, "missing metadata key %s", key);
         return NU_OK;
     }
-    if (!gguf_get_u32(m->file, key, &v) || v == 0 || v > (1u << 30))
+    if (!nu_gguf_get_u32(m->file, key, &v) || v == 0 || v > (1u << 30))
         return nu_fail(err, NU_ERR_FORMAT, "metadata %s must be an integer in 1..2^30", key);
     *out = (int32_t)v;
     return NU_OK;
@@ -50,8 +50,8 @@ static nu_status arch_int(const nu_model *m, const char *suffix, bool required, 
 static nu_status arch_float(const nu_model *m, const char *suffix, float *out, nu_error *err) {
     char key[128];
     snprintf(key, sizeof key, "%s.%s", m->arch, suffix);
-    if (!gguf_find(m->file, key)) return NU_OK;
-    if (!gguf_get_f32(m->file, key, out) || !(*out > 0) || *out > 1e30f)
+    if (!nu_gguf_find(m->file, key)) return NU_OK;
+    if (!nu_gguf_get_f32(m->file, key, out) || !(*out > 0) || *out > 1e30f)
         return nu_fail(err, NU_ERR_FORMAT, "metadata %s must be a positive number", key);
     return NU_OK;
 }
@@ -73,7 +73,7 @@ static nu_status read_rope_scaling(nu_model *m, nu_error *err) {
     if (st != NU_OK) return st;
     if (type[0] == 0) {
         snprintf(key, sizeof key, "%s.rope.scale_linear", m->arch);
-        if (gguf_find(m->file, key) && hp->rope_factor != 1.0f)
+        if (nu_gguf_find(m->file, key) && hp->rope_factor != 1.0f)
             hp->rope_scaling = NU_ROPE_SCALING_LINEAR;
     } else if (strcmp(type, "linear") == 0) {
         hp->rope_scaling = NU_ROPE_SCALING_LINEAR;
@@ -124,8 +124,8 @@ static nu_status read_hparams(nu_model *m, nu_error *err) {
 
 /* Finds a tensor and checks its type and shape; ne1 = 0 means a vector. */
 static nu_status get_tensor(const nu_model *m, const char *name, int64_t ne0, int64_t ne1,
-                            bool required, const gguf_tensor **out, nu_error *err) {
-    const gguf_tensor *t = gguf_find_tensor(m->file, name);
+                            bool required, const nu_gguf_tensor **out, nu_error *err) {
+    const nu_gguf_tensor *t = nu_gguf_find_tensor(m->file, name);
     *out = NULL;
     if (!t) {
         if (required) return nu_fail(err, NU_ERR_FORMAT, "missing tensor '%s'", name);
@@ -150,7 +150,7 @@ static nu_status get_tensor(const nu_model *m, const char *name, int64_t ne0, in
 
 static nu_status get_matrix(const nu_model *m, const char *name, int64_t n_in, int64_t n_out,
                             nu_matrix *out, nu_error *err) {
-    const gguf_tensor *t;
+    const nu_gguf_tensor *t;
     nu_status st = get_tensor(m, name, n_in, n_out, true, &t, err);
     if (st) return st;
     out->type = t->type;
@@ -163,7 +163,7 @@ static nu_status get_matrix(const nu_model *m, const char *name, int64_t n_in, i
 
 static nu_status get_vector(const nu_model *m, const char *name, int64_t n, bool required,
                             const float **out, nu_error *err) {
-    const gguf_tensor *t;
+    const nu_gguf_tensor *t;
     nu_status st = get_tensor(m, name, n, 0, required, &t, err);
     *out = t ? (const float *)t->data : NULL;
     return st;
@@ -202,7 +202,7 @@ static nu_status load_weights(nu_model *m, nu_error *err) {
     if (st) return st;
     if ((st = get_vector(m, "output_norm.weight", hp->n_embd, true, &m->output_norm, err)))
         return st;
-    if (gguf_find_tensor(m->file, "output.weight")) {
+    if (nu_gguf_find_tensor(m->file, "output.weight")) {
         st = get_matrix(m, "output.weight", hp->n_embd, hp->n_vocab, &m->output, err);
         if (st) return st;
     } else {
@@ -320,7 +320,7 @@ nu_status nu_model_load(const char *path, const nu_model_params *params, nu_mode
     if (!m) return nu_fail(err, NU_ERR_NOMEM, "out of memory");
     m->mode = params->mode;
     nu_kernels_init();
-    nu_status st = gguf_open(path, &m->file, err);
+    nu_status st = nu_gguf_open(path, &m->file, err);
     if (st == NU_OK) st = load_model_parts(m, err);
     if (st != NU_OK) {
         nu_model_free(m);
@@ -339,7 +339,7 @@ void nu_model_free(nu_model *m) {
     free(m->layers);
     if (m->packed) munmap(m->packed, m->packed_bytes);
     nu_vocab_free(m->vocab);
-    gguf_close(m->file);
+    nu_gguf_close(m->file);
     free(m);
 }
 
@@ -368,7 +368,7 @@ const char *nu_model_meta_key(const nu_model *m, int64_t i) {
         if (!mm->meta_keys) return NULL;
     }
     if (!mm->meta_keys[i]) {
-        gguf_string k = m->file->kv[i].key;
+        nu_gguf_string k = m->file->kv[i].key;
         char *s = malloc(k.len + 1);
         if (!s) return NULL;
         memcpy(s, k.data, k.len);
@@ -381,9 +381,9 @@ const char *nu_model_meta_key(const nu_model *m, int64_t i) {
 const char *nu_model_meta_type(const nu_model *m, int64_t i) {
     static __thread char buf[48];
     if (i < 0 || (uint64_t)i >= m->file->n_kv) return NULL;
-    const gguf_value *v = &m->file->kv[i].value;
-    if (v->type != GGUF_ARRAY) return gguf_type_name(v->type);
-    snprintf(buf, sizeof buf, "arr[%s,%" PRIu64 "]", gguf_type_name(v->v.arr.elem_type),
+    const nu_gguf_value *v = &m->file->kv[i].value;
+    if (v->type != GGUF_ARRAY) return nu_gguf_type_name(v->type);
+    snprintf(buf, sizeof buf, "arr[%s,%" PRIu64 "]", nu_gguf_type_name(v->v.arr.elem_type),
              v->v.arr.n);
     return buf;
 }
@@ -402,7 +402,7 @@ static void out_bytes(text_out *o, const char *s, size_t n) {
 static void out_str(text_out *o, const char *s) { out_bytes(o, s, strlen(s)); }
 
 /* Strings are shown quoted with control characters escaped. */
-static void out_quoted(text_out *o, gguf_string s) {
+static void out_quoted(text_out *o, nu_gguf_string s) {
     char esc[8];
     out_str(o, "\"");
     for (uint64_t k = 0; k < s.len; k++) {
@@ -420,7 +420,7 @@ static void out_quoted(text_out *o, gguf_string s) {
     out_str(o, "\"");
 }
 
-static void out_value(text_out *o, const gguf_value *v, int max_items) {
+static void out_value(text_out *o, const nu_gguf_value *v, int max_items) {
     char num[64];
     switch (v->type) {
     case GGUF_UINT8: case GGUF_UINT16: case GGUF_UINT32: case GGUF_UINT64:
@@ -470,7 +470,7 @@ int64_t nu_model_tensor_count(const nu_model *m) {
 bool nu_model_tensor(const nu_model *m, int64_t i, nu_tensor_info *out) {
     static __thread char name[256];
     if (i < 0 || (uint64_t)i >= m->file->n_tensors) return false;
-    const gguf_tensor *t = &m->file->tensors[i];
+    const nu_gguf_tensor *t = &m->file->tensors[i];
     size_t n = t->name.len < sizeof name - 1 ? (size_t)t->name.len : sizeof name - 1;
     memcpy(name, t->name.data, n);
     name[n] = 0;

@@ -42,7 +42,7 @@ typedef struct nu_layer {
 } nu_layer;
 
 struct nu_model {
-    gguf_file *file;
+    nu_gguf_file *file;
     nu_vocab *vocab;
     nu_load_mode mode;
     char arch[64];

@@ -75,16 +75,16 @@ typedef struct model_shape {
 
 typedef enum role { ROLE_OTHER, ROLE_OUTPUT, ROLE_ATTN_V, ROLE_FFN_DOWN, ROLE_ATTN_OUTPUT } role;
 
-static bool name_has(gguf_string name, const char *part) {
+static bool name_has(nu_gguf_string name, const char *part) {
     size_t n = strlen(part);
     for (size_t i = 0; i + n <= name.len; i++)
         if (memcmp(name.data + i, part, n) == 0) return true;
     return false;
 }
 
-static role role_of(gguf_string name, const model_shape *m) {
-    if (gguf_str_eq(name, "output.weight")) return ROLE_OUTPUT;
-    if (gguf_str_eq(name, "token_embd.weight")) return m->has_output ? ROLE_OTHER : ROLE_OUTPUT;
+static role role_of(nu_gguf_string name, const model_shape *m) {
+    if (nu_gguf_str_eq(name, "output.weight")) return ROLE_OUTPUT;
+    if (nu_gguf_str_eq(name, "token_embd.weight")) return m->has_output ? ROLE_OTHER : ROLE_OUTPUT;
     if (name_has(name, "attn_v.weight") || name_has(name, "attn_qkv.weight")) return ROLE_ATTN_V;
     if (name_has(name, "ffn_down")) return ROLE_FFN_DOWN;
     if (name_has(name, "attn_output.weight")) return ROLE_ATTN_OUTPUT;
@@ -92,7 +92,7 @@ static role role_of(gguf_string name, const model_shape *m) {
 }
 
 /* The layer of a "blk.N." tensor, or -1. */
-static int layer_of(gguf_string name) {
+static int layer_of(nu_gguf_string name) {
     if (name.len < 5 || memcmp(name.data, "blk.", 4) != 0) return -1;
     int layer = 0;
     size_t i = 4;
@@ -154,7 +154,7 @@ static uint32_t k_fallback(uint32_t type) {
  * block or to F16/F32 when their rows do not fit it. Under the plain
  * recipes the output projection of a 4/5-bit file gets Q8_0 (it decides
  * every logit, so it keeps more precision). */
-static uint32_t target_type(const gguf_tensor *t, const recipe *rc, const model_shape *m) {
+static uint32_t target_type(const nu_gguf_tensor *t, const recipe *rc, const model_shape *m) {
     bool matrix = t->n_dims >= 2 && t->ne[1] > 1;
     if (!matrix || !nu_type_get(t->type)->computable) return t->type;
     uint32_t want = rc->base;
@@ -164,7 +164,7 @@ static uint32_t target_type(const gguf_tensor *t, const recipe *rc, const model_
     } else {
         bool low_bits = want == NU_TYPE_Q4_0 || want == NU_TYPE_Q4_1 || want == NU_TYPE_Q5_0 ||
                         want == NU_TYPE_Q5_1;
-        if (low_bits && gguf_str_eq(t->name, "output.weight")) want = NU_TYPE_Q8_0;
+        if (low_bits && nu_gguf_str_eq(t->name, "output.weight")) want = NU_TYPE_Q8_0;
     }
     if (t->ne[0] % nu_type_get(want)->block_size)
         return t->type == NU_TYPE_F32 ? NU_TYPE_F32 : NU_TYPE_F16;
@@ -172,18 +172,18 @@ static uint32_t target_type(const gguf_tensor *t, const recipe *rc, const model_
 }
 
 /* Reads the recipes' model facts from the metadata. */
-static model_shape read_shape(const gguf_file *in) {
-    model_shape m = {0, 1, gguf_find_tensor(in, "output.weight") != NULL};
-    gguf_string arch;
+static model_shape read_shape(const nu_gguf_file *in) {
+    model_shape m = {0, 1, nu_gguf_find_tensor(in, "output.weight") != NULL};
+    nu_gguf_string arch;
     char key[256];
     uint32_t v, heads = 0, kv_heads = 0;
-    if (!gguf_get_str(in, "general.architecture", &arch) || arch.len > 128) return m;
+    if (!nu_gguf_get_str(in, "general.architecture", &arch) || arch.len > 128) return m;
     snprintf(key, sizeof key, "%.*s.block_count", (int)arch.len, arch.data);
-    if (gguf_get_u32(in, key, &v) && v < 100000) m.n_layer = (int)v;
+    if (nu_gguf_get_u32(in, key, &v) && v < 100000) m.n_layer = (int)v;
     snprintf(key, sizeof key, "%.*s.attention.head_count", (int)arch.len, arch.data);
-    if (gguf_get_u32(in, key, &v)) heads = v;
+    if (nu_gguf_get_u32(in, key, &v)) heads = v;
     snprintf(key, sizeof key, "%.*s.attention.head_count_kv", (int)arch.len, arch.data);
-    kv_heads = gguf_get_u32(in, key, &v) ? v : heads;
+    kv_heads = nu_gguf_get_u32(in, key, &v) ? v : heads;
     if (heads && kv_heads) m.n_gqa = (int)(heads / kv_heads);
     if (m.n_layer == 0) /* no block count: as llama.cpp, count the attn_v tensors */
         for (uint64_t i = 0; i < in->n_tensors; i++)
@@ -203,13 +203,13 @@ static void put(writer *w, const void *p, size_t n) {
 }
 static void put_u32(writer *w, uint32_t v) { put(w, &v, 4); }
 static void put_u64(writer *w, uint64_t v) { put(w, &v, 8); }
-static void put_str(writer *w, gguf_string s) {
+static void put_str(writer *w, nu_gguf_string s) {
     put_u64(w, s.len);
     put(w, s.data, s.len);
 }
 
 /* A value's payload (not its type), recursively for arrays. */
-static void put_value(writer *w, const gguf_value *v) {
+static void put_value(writer *w, const nu_gguf_value *v) {
     switch (v->type) {
     case GGUF_UINT8: case GGUF_BOOL: { uint8_t x = (uint8_t)v->v.u; put(w, &x, 1); break; }
     case GGUF_INT8: { int8_t x = (int8_t)v->v.i; put(w, &x, 1); break; }
@@ -232,7 +232,7 @@ static void put_value(writer *w, const gguf_value *v) {
 }
 
 static void put_kv(writer *w, const char *key, uint32_t type, const void *payload, size_t n) {
-    gguf_string k = {key, strlen(key)};
+    nu_gguf_string k = {key, strlen(key)};
     put_str(w, k);
     put_u32(w, type);
     put(w, payload, n);
@@ -249,15 +249,15 @@ static void pad_to(writer *w, uint64_t *pos, uint64_t align) {
 }
 
 /* Header, metadata (general.file_type replaced) and tensor directory. */
-static uint64_t write_header(writer *w, const gguf_file *in, const uint32_t *types,
+static uint64_t write_header(writer *w, const nu_gguf_file *in, const uint32_t *types,
                              uint32_t file_type) {
-    uint64_t n_kv = in->n_kv + (gguf_find(in, "general.file_type") ? 0 : 1);
+    uint64_t n_kv = in->n_kv + (nu_gguf_find(in, "general.file_type") ? 0 : 1);
     put(w, "GGUF", 4);
     put_u32(w, 3);
     put_u64(w, in->n_tensors);
     put_u64(w, n_kv);
     for (uint64_t i = 0; i < in->n_kv; i++) {
-        if (gguf_str_eq(in->kv[i].key, "general.file_type")) continue;
+        if (nu_gguf_str_eq(in->kv[i].key, "general.file_type")) continue;
         put_str(w, in->kv[i].key);
         put_u32(w, in->kv[i].value.type);
         put_value(w, &in->kv[i].value);
@@ -265,7 +265,7 @@ static uint64_t write_header(writer *w, const gguf_file *in, const uint32_t *typ
     put_kv(w, "general.file_type", GGUF_UINT32, &file_type, 4);
     uint64_t offset = 0;
     for (uint64_t i = 0; i < in->n_tensors; i++) {
-        const gguf_tensor *t = &in->tensors[i];
+        const nu_gguf_tensor *t = &in->tensors[i];
         put_str(w, t->name);
         put_u32(w, t->n_dims);
         for (uint32_t d = 0; d < t->n_dims; d++) put_u64(w, (uint64_t)t->ne[d]);
@@ -285,7 +285,7 @@ static uint64_t write_header(writer *w, const gguf_file *in, const uint32_t *typ
 
 /* One batch of rows of a tensor, converted by the pool's threads. */
 typedef struct convert_job {
-    const gguf_tensor *t;
+    const nu_gguf_tensor *t;
     uint32_t type;
     uint64_t row0, rows;
     size_t in_bytes, out_bytes;
@@ -309,7 +309,7 @@ static void convert_task(void *arg, int ith, int nth) {
 
 /* Converts one tensor batch by batch (rows in order, so the bytes written
  * do not depend on the thread count). */
-static void write_tensor(writer *w, nu_threadpool *pool, const gguf_tensor *t, uint32_t type,
+static void write_tensor(writer *w, nu_threadpool *pool, const nu_gguf_tensor *t, uint32_t type,
                          float *scratch, uint8_t *out) {
     uint64_t n = (uint64_t)t->ne[0], rows = t->n_elements / n;
     convert_job j = {.t = t, .type = type, .scratch = scratch, .out = out};
@@ -327,13 +327,13 @@ static void write_tensor(writer *w, nu_threadpool *pool, const gguf_tensor *t, u
     }
 }
 
-static nu_status plan_types(const gguf_file *in, const recipe *rc, uint32_t **types,
+static nu_status plan_types(const nu_gguf_file *in, const recipe *rc, uint32_t **types,
                             nu_error *err) {
     const model_shape m = read_shape(in);
     *types = malloc((size_t)(in->n_tensors + 1) * sizeof **types);
     if (!*types) return nu_fail(err, NU_ERR_NOMEM, "out of memory");
     for (uint64_t i = 0; i < in->n_tensors; i++) {
-        const gguf_tensor *t = &in->tensors[i];
+        const nu_gguf_tensor *t = &in->tensors[i];
         bool known = nu_type_get(t->type)->computable || t->n_dims == 1;
         if (!known)
             return nu_fail(err, NU_ERR_UNSUPPORTED,
@@ -351,7 +351,7 @@ static int convert_threads(void) {
     return n < 1 ? 1 : n > 8 ? 8 : (int)n;
 }
 
-static nu_status write_all(const gguf_file *in, const char *tmp, const uint32_t *types,
+static nu_status write_all(const nu_gguf_file *in, const char *tmp, const uint32_t *types,
                            const recipe *rc, nu_error *err) {
     int64_t widest = 1;
     for (uint64_t i = 0; i < in->n_tensors; i++)
@@ -372,7 +372,7 @@ static nu_status write_all(const gguf_file *in, const char *tmp, const uint32_t 
     uint64_t pos = write_header(&w, in, types, (uint32_t)rc->file_type);
     pad_to(&w, &pos, in->alignment);
     for (uint64_t i = 0; i < in->n_tensors && !w.failed; i++) {
-        const gguf_tensor *t = &in->tensors[i];
+        const nu_gguf_tensor *t = &in->tensors[i];
         write_tensor(&w, pool, t, types[i], scratch, out);
         pos +=
             nu_type_row_bytes(types[i], (uint64_t)t->ne[0]) * (t->n_elements / (uint64_t)t->ne[0]);
@@ -397,8 +397,8 @@ nu_status nu_quantize_file(const char *in_path, const char *out_path, const char
                        "q3_k_m, q3_k_s, q2_k, q5_k, q4_k, q3_k)",
                        type_name);
     nu_kernels_init();
-    gguf_file *in;
-    nu_status st = gguf_open(in_path, &in, err);
+    nu_gguf_file *in;
+    nu_status st = nu_gguf_open(in_path, &in, err);
     if (st) return st;
     uint32_t *types = NULL;
     char tmp[4096];
@@ -409,6 +409,6 @@ nu_status nu_quantize_file(const char *in_path, const char *out_path, const char
         st = nu_fail(err, NU_ERR_IO, "cannot rename %s to %s", tmp, out_path);
     if (st) unlink(tmp);
     free(types);
-    gguf_close(in);
+    nu_gguf_close(in);
     return st;
 }

@@ -167,14 +167,14 @@ void nu_watermark_apply(const nu_watermark *w, nu_candidates *c, bool identity) 
 
 /* The n-grams seen so far: open addressing over their start positions in
  * the token array (-1: empty), compared token by token. */
-typedef struct gram_set {
+typedef struct nu_gram_set {
     int64_t *slot;
     size_t mask;
     const int32_t *tokens;
     size_t len; /* tokens per n-gram */
-} gram_set;
+} nu_gram_set;
 
-static nu_status gram_set_init(gram_set *g, const int32_t *tokens, size_t n, size_t len,
+static nu_status nu_gram_set_init(nu_gram_set *g, const int32_t *tokens, size_t n, size_t len,
                                nu_error *err) {
     size_t cap = 16;
     while (cap < 2 * n) cap *= 2;
@@ -188,7 +188,7 @@ static nu_status gram_set_init(gram_set *g, const int32_t *tokens, size_t n, siz
 }
 
 /* Adds the n-gram starting at `start`; false if it was there already. */
-static bool gram_set_add(gram_set *g, size_t start) {
+static bool nu_gram_set_add(nu_gram_set *g, size_t start) {
     const int32_t *gram = g->tokens + start;
     uint64_t h = 0;
     for (size_t i = 0; i < g->len; i++) h = mix(h ^ (uint64_t)(uint32_t)gram[i]);
@@ -234,13 +234,13 @@ nu_status nu_watermark_detect(const nu_model *model, const nu_watermark_params *
     if (!st) st = check_tokens(model, tokens, n, err);
     if (st) return st;
     size_t h = (size_t)p->context;
-    gram_set set = {0};
-    if (n > h && (st = gram_set_init(&set, tokens, n - h, h + 1, err))) return st;
+    nu_gram_set set = {0};
+    if (n > h && (st = nu_gram_set_init(&set, tokens, n - h, h + 1, err))) return st;
     uint64_t key = nu_watermark_key_hash(p->key), threshold = nu_watermark_threshold(p->gamma);
     out->n_tokens = (int64_t)n;
     for (size_t i = 0; i < n; i++) {
         signed char mark = -1;
-        if (i >= h && gram_set_add(&set, i - h)) {
+        if (i >= h && nu_gram_set_add(&set, i - h)) {
             uint64_t seed = nu_watermark_context_seed(key, tokens + i - h, (int32_t)h);
             mark = is_green(seed, threshold, tokens[i]);
             out->scored++;

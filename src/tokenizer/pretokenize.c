@@ -154,16 +154,16 @@ static const family_def *find_family(const char *name, size_t len) {
 /* Compiling                                                                */
 /* ------------------------------------------------------------------------ */
 
-typedef struct pretok_stage {
+typedef struct nu_pretok_stage {
     stage_kind kind;
     pcre2_code *code; /* STAGE_REGEX */
     bool jit;         /* JIT-compiled: matched with pcre2_jit_match directly */
-} pretok_stage;
+} nu_pretok_stage;
 
 struct pretokenizer {
     const family_def *def;
     int n_stages;
-    pretok_stage stages[MAX_STAGES];
+    nu_pretok_stage stages[MAX_STAGES];
 };
 
 /* Compiles one pattern and JIT-compiles it when the platform can (without
@@ -183,7 +183,7 @@ static nu_status compile_pattern(const char *pattern, pcre2_code **out, bool *ji
     return NU_OK;
 }
 
-nu_status pretokenizer_new(const char *name, size_t len, pretokenizer **out, bool *known,
+nu_status nu_pretokenizer_new(const char *name, size_t len, pretokenizer **out, bool *known,
                            nu_error *err) {
     *out = NULL;
     const family_def *def = len == 0 ? &families[0] : find_family(name, len);
@@ -202,28 +202,28 @@ nu_status pretokenizer_new(const char *name, size_t len, pretokenizer **out, boo
         }
     }
     if (st) {
-        pretokenizer_free(p);
+        nu_pretokenizer_free(p);
         return st;
     }
     *out = p;
     return NU_OK;
 }
 
-void pretokenizer_free(pretokenizer *p) {
+void nu_pretokenizer_free(pretokenizer *p) {
     if (!p) return;
     for (int i = 0; i < p->n_stages; i++) pcre2_code_free(p->stages[i].code);
     free(p);
 }
 
-const char *pretokenizer_family(const pretokenizer *p) {
+const char *nu_pretokenizer_family(const pretokenizer *p) {
     return p->def->names[0];
 }
 
-bool pretokenizer_ignores_merges(const pretokenizer *p) {
+bool nu_pretokenizer_ignores_merges(const pretokenizer *p) {
     return p->def->ignore_merges;
 }
 
-bool pretokenizer_adds_bos(const pretokenizer *p) {
+bool nu_pretokenizer_adds_bos(const pretokenizer *p) {
     return p->def->adds_bos;
 }
 
@@ -235,14 +235,14 @@ bool pretokenizer_adds_bos(const pretokenizer *p) {
  * machine stack suffices for every pattern here on ordinary text). */
 #define JIT_STACK_MAX (64u << 20)
 
-struct pretok_scratch {
+struct nu_pretok_scratch {
     pcre2_match_data *match;
     pcre2_match_context *context; /* with a large JIT stack; made on first need */
     pcre2_jit_stack *jit_stack;
 };
 
-nu_status pretok_scratch_new(pretok_scratch **out, nu_error *err) {
-    pretok_scratch *s = calloc(1, sizeof *s);
+nu_status nu_pretok_scratch_new(nu_pretok_scratch **out, nu_error *err) {
+    nu_pretok_scratch *s = calloc(1, sizeof *s);
     if (s) s->match = pcre2_match_data_create(1, NULL);
     if (!s || !s->match) {
         free(s);
@@ -253,7 +253,7 @@ nu_status pretok_scratch_new(pretok_scratch **out, nu_error *err) {
     return NU_OK;
 }
 
-void pretok_scratch_free(pretok_scratch *s) {
+void nu_pretok_scratch_free(nu_pretok_scratch *s) {
     if (!s) return;
     pcre2_match_data_free(s->match);
     pcre2_match_context_free(s->context);
@@ -263,7 +263,7 @@ void pretok_scratch_free(pretok_scratch *s) {
 
 /* Gives the scratch a large JIT stack, for matches the default one cannot
  * hold. False when that cannot be allocated. */
-static bool grow_jit_stack(pretok_scratch *s) {
+static bool grow_jit_stack(nu_pretok_scratch *s) {
     if (s->context) return false; /* already large: the match is too deep */
     s->context = pcre2_match_context_create(NULL);
     s->jit_stack = pcre2_jit_stack_create(32u << 10, JIT_STACK_MAX, NULL);
@@ -276,7 +276,7 @@ static bool grow_jit_stack(pretok_scratch *s) {
  * true with its bounds, false when there is none. A matching failure other
  * than "no match" sets *st. The JIT entry point skips pcre2_match's checks
  * (the options are fixed, and malformed UTF-8 is allowed by the pattern). */
-static bool find_match(pretok_scratch *s, const pretok_stage *g, const char *text, size_t len,
+static bool find_match(nu_pretok_scratch *s, const nu_pretok_stage *g, const char *text, size_t len,
                        size_t from, size_t *start, size_t *end, nu_status *st, nu_error *err) {
     for (;;) {
         PCRE2_SPTR subject = (PCRE2_SPTR)text;
@@ -305,8 +305,8 @@ static bool find_match(pretok_scratch *s, const pretok_stage *g, const char *tex
 /* What a run of stages needs besides the piece. */
 typedef struct cut_ctx {
     const pretokenizer *p;
-    pretok_scratch *s;
-    pretok_piece_fn fn;
+    nu_pretok_scratch *s;
+    nu_pretok_piece_fn fn;
     void *fn_ctx;
     nu_error *err;
 } cut_ctx;
@@ -330,7 +330,7 @@ static size_t char_len_at(const unsigned char *s, size_t n) {
  * without matching (a malformed sequence is all bytes no pattern matches). */
 static nu_status split_regex(const cut_ctx *c, int k, const char *text, size_t len) {
     if (char_len_at((const unsigned char *)text, len) == len) return run_stage(c, k + 1, text, len);
-    const pretok_stage *g = &c->p->stages[k];
+    const nu_pretok_stage *g = &c->p->stages[k];
     size_t gap = 0, from = 0, start, end;
     nu_status st = NU_OK;
     while (!st && from < len && find_match(c->s, g, text, len, from, &start, &end, &st, c->err)) {
@@ -395,8 +395,8 @@ static nu_status run_stage(const cut_ctx *c, int k, const char *text, size_t len
     return NU_OK;
 }
 
-nu_status pretokenize(const pretokenizer *p, pretok_scratch *s, const char *text, size_t len,
-                      pretok_piece_fn fn, void *ctx, nu_error *err) {
+nu_status nu_pretokenize(const pretokenizer *p, nu_pretok_scratch *s, const char *text, size_t len,
+                      nu_pretok_piece_fn fn, void *ctx, nu_error *err) {
     cut_ctx c = {p, s, fn, ctx, err};
     return run_stage(&c, 0, text, len);
 }

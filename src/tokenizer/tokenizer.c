@@ -141,8 +141,8 @@ static nu_status build_bigrams(nu_vocab *v, nu_error *err) {
         const unsigned char *s = (const unsigned char *)v->pool + v->offset[id];
         size_t n = v->length[id], k0 = 0;
         for (size_t i = 0; i < n; i += k0) {
-            k0 = utf8_char_len(s + i, n - i);
-            size_t k1 = i + k0 < n ? utf8_char_len(s + i + k0, n - i - k0) : 0;
+            k0 = nu_utf8_char_len(s + i, n - i);
+            size_t k1 = i + k0 < n ? nu_utf8_char_len(s + i + k0, n - i - k0) : 0;
             if (k1 == 0) break;
             uint64_t key = bigram_key(char_key(s + i, k0), char_key(s + i + k0, k1));
             if (!bigram_add(v, key)) return nu_fail(err, NU_ERR_NOMEM, "out of memory");
@@ -155,31 +155,31 @@ static nu_status build_bigrams(nu_vocab *v, nu_error *err) {
 /* Loading: metadata helpers                                                */
 /* ------------------------------------------------------------------------ */
 
-static bool is_integer_type(gguf_value_type t) {
+static bool is_integer_type(nu_gguf_value_type t) {
     return t <= GGUF_INT32 || t == GGUF_UINT64 || t == GGUF_INT64;
 }
 
-static bool is_signed_type(gguf_value_type t) {
+static bool is_signed_type(nu_gguf_value_type t) {
     return t == GGUF_INT8 || t == GGUF_INT16 || t == GGUF_INT32 || t == GGUF_INT64;
 }
 
 /* An integer value as int64 (UINT64 above INT64_MAX saturates). */
-static int64_t int_value(const gguf_value *x) {
+static int64_t int_value(const nu_gguf_value *x) {
     if (is_signed_type(x->type)) return x->v.i;
     return x->v.u > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)x->v.u;
 }
 
 /* An optional array key: *out is NULL when absent. Present, it must be an
  * array of n elements accepted by elem_ok. */
-static nu_status find_array(const gguf_file *f, const char *key, bool (*elem_ok)(gguf_value_type),
-                            uint64_t n, const gguf_value **out, nu_error *err) {
-    const gguf_value *a = gguf_find(f, key);
+static nu_status find_array(const nu_gguf_file *f, const char *key, bool (*elem_ok)(nu_gguf_value_type),
+                            uint64_t n, const nu_gguf_value **out, nu_error *err) {
+    const nu_gguf_value *a = nu_gguf_find(f, key);
     *out = NULL;
     if (!a) return NU_OK;
     if (a->type != GGUF_ARRAY || !elem_ok(a->v.arr.elem_type)) {
-        const char *t = a->type == GGUF_ARRAY ? gguf_type_name(a->v.arr.elem_type) : "";
+        const char *t = a->type == GGUF_ARRAY ? nu_gguf_type_name(a->v.arr.elem_type) : "";
         return nu_fail(err, NU_ERR_FORMAT, "%s has the wrong type (%s%s%s)", key,
-                       gguf_type_name(a->type), a->type == GGUF_ARRAY ? " of " : "", t);
+                       nu_gguf_type_name(a->type), a->type == GGUF_ARRAY ? " of " : "", t);
     }
     if (a->v.arr.n != n) {
         return nu_fail(err, NU_ERR_FORMAT, "%s has %llu entries but tokenizer.ggml.tokens has %llu",
@@ -189,19 +189,19 @@ static nu_status find_array(const gguf_file *f, const char *key, bool (*elem_ok)
     return NU_OK;
 }
 
-static bool is_float_type(gguf_value_type t) {
+static bool is_float_type(nu_gguf_value_type t) {
     return t == GGUF_FLOAT32 || t == GGUF_FLOAT64;
 }
 
 /* A token id key: absent keeps *id; 0xFFFFFFFF, negative or out-of-range
  * values mean "none" (-1), as converters write them; a non-integer is an error. */
-static nu_status read_token_id(const gguf_file *f, const char *key, int32_t n_tokens, int32_t *id,
+static nu_status read_token_id(const nu_gguf_file *f, const char *key, int32_t n_tokens, int32_t *id,
                                nu_error *err) {
-    const gguf_value *x = gguf_find(f, key);
+    const nu_gguf_value *x = nu_gguf_find(f, key);
     if (!x) return NU_OK;
     if (!is_integer_type(x->type)) {
         return nu_fail(err, NU_ERR_FORMAT, "%s should be an integer token id, found %s", key,
-                       gguf_type_name(x->type));
+                       nu_gguf_type_name(x->type));
     }
     int64_t val = int_value(x);
     *id = val >= 0 && val < n_tokens ? (int32_t)val : -1;
@@ -209,12 +209,12 @@ static nu_status read_token_id(const gguf_file *f, const char *key, int32_t n_to
 }
 
 /* A flag key: absent keeps *flag; anything but a bool is an error. */
-static nu_status read_flag(const gguf_file *f, const char *key, bool *flag, nu_error *err) {
-    const gguf_value *x = gguf_find(f, key);
+static nu_status read_flag(const nu_gguf_file *f, const char *key, bool *flag, nu_error *err) {
+    const nu_gguf_value *x = nu_gguf_find(f, key);
     if (!x) return NU_OK;
     if (x->type != GGUF_BOOL) {
         return nu_fail(err, NU_ERR_FORMAT, "%s should be a bool, found %s", key,
-                       gguf_type_name(x->type));
+                       nu_gguf_type_name(x->type));
     }
     *flag = x->v.u != 0;
     return NU_OK;
@@ -225,16 +225,16 @@ static nu_status read_flag(const gguf_file *f, const char *key, bool *flag, nu_e
 /* ------------------------------------------------------------------------ */
 
 /* tokenizer.ggml.model decides the kind; unknown kinds are unsupported. */
-static nu_status load_kind(const gguf_file *f, nu_vocab *v, nu_error *err) {
-    const gguf_value *x = gguf_find(f, "tokenizer.ggml.model");
+static nu_status load_kind(const nu_gguf_file *f, nu_vocab *v, nu_error *err) {
+    const nu_gguf_value *x = nu_gguf_find(f, "tokenizer.ggml.model");
     if (!x) return nu_fail(err, NU_ERR_FORMAT, "tokenizer.ggml.model is missing");
     if (x->type != GGUF_STRING) {
         return nu_fail(err, NU_ERR_FORMAT, "tokenizer.ggml.model should be a string, found %s",
-                       gguf_type_name(x->type));
+                       nu_gguf_type_name(x->type));
     }
-    if (gguf_str_eq(x->v.s, "llama")) {
+    if (nu_gguf_str_eq(x->v.s, "llama")) {
         v->kind = VOCAB_SPM;
-    } else if (gguf_str_eq(x->v.s, "gpt2")) {
+    } else if (nu_gguf_str_eq(x->v.s, "gpt2")) {
         v->kind = VOCAB_BPE;
     } else {
         int n = x->v.s.len > 64 ? 64 : (int)x->v.s.len;
@@ -251,11 +251,11 @@ static nu_status load_kind(const gguf_file *f, nu_vocab *v, nu_error *err) {
 
 /* Copies the token texts into one NUL-terminated pool, checking that each is
  * well-formed UTF-8 without NUL bytes. */
-static nu_status load_texts(const gguf_file *f, nu_vocab *v, nu_error *err) {
-    const gguf_value *a = gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_STRING);
+static nu_status load_texts(const nu_gguf_file *f, nu_vocab *v, nu_error *err) {
+    const nu_gguf_value *a = nu_gguf_get_arr(f, "tokenizer.ggml.tokens", GGUF_STRING);
     if (!a) {
         return nu_fail(err, NU_ERR_FORMAT,
-                       gguf_find(f, "tokenizer.ggml.tokens")
+                       nu_gguf_find(f, "tokenizer.ggml.tokens")
                            ? "tokenizer.ggml.tokens is not an array of strings"
                            : "tokenizer.ggml.tokens is missing");
     }
@@ -266,8 +266,8 @@ static nu_status load_texts(const gguf_file *f, nu_vocab *v, nu_error *err) {
     v->n_tokens = (int32_t)a->v.arr.n;
     size_t total = 0;
     for (int32_t i = 0; i < v->n_tokens; i++) {
-        gguf_string s = a->v.arr.items[i].v.s;
-        if (s.len >= UINT32_MAX || !utf8_valid_text(s.data, s.len)) {
+        nu_gguf_string s = a->v.arr.items[i].v.s;
+        if (s.len >= UINT32_MAX || !nu_utf8_valid_text(s.data, s.len)) {
             return nu_fail(err, NU_ERR_FORMAT, "token %d: text is not valid UTF-8 (or has NUL)", i);
         }
         total += s.len + 1;
@@ -280,7 +280,7 @@ static nu_status load_texts(const gguf_file *f, nu_vocab *v, nu_error *err) {
     }
     size_t at = 0;
     for (int32_t i = 0; i < v->n_tokens; i++) {
-        gguf_string s = a->v.arr.items[i].v.s;
+        nu_gguf_string s = a->v.arr.items[i].v.s;
         memcpy(v->pool + at, s.data, s.len);
         v->pool[at + s.len] = 0;
         v->offset[i] = at;
@@ -292,14 +292,14 @@ static nu_status load_texts(const gguf_file *f, nu_vocab *v, nu_error *err) {
 }
 
 /* Scores (optional, 0 when absent) and types (optional, normal when absent). */
-static nu_status load_scores_types(const gguf_file *f, nu_vocab *v, nu_error *err) {
+static nu_status load_scores_types(const nu_gguf_file *f, nu_vocab *v, nu_error *err) {
     size_t n = (size_t)v->n_tokens;
     v->score = calloc(n, sizeof *v->score);
     v->type = malloc(n);
     v->flags = calloc(n, 1);
     if (!v->score || !v->type || !v->flags) return nu_fail(err, NU_ERR_NOMEM, "out of memory");
     memset(v->type, NU_TOKEN_NORMAL, n);
-    const gguf_value *scores, *types;
+    const nu_gguf_value *scores, *types;
     nu_status st = find_array(f, "tokenizer.ggml.scores", is_float_type, n, &scores, err);
     if (st) return st;
     st = find_array(f, "tokenizer.ggml.token_type", is_integer_type, n, &types, err);
@@ -326,14 +326,14 @@ static nu_status load_scores_types(const gguf_file *f, nu_vocab *v, nu_error *er
  * ids and add BOS only when the file (or, as Llama 3's, the pre-tokenizer
  * family) says so; they never add a space prefix, which their pre-tokenizers
  * do not know (llama.cpp ignores the flag for them too). */
-static nu_status load_specials(const gguf_file *f, nu_vocab *v, nu_error *err) {
+static nu_status load_specials(const nu_gguf_file *f, nu_vocab *v, nu_error *err) {
     bool spm = v->kind == VOCAB_SPM;
     int32_t n = v->n_tokens;
     v->unk = spm && n > 0 ? 0 : -1;
     v->bos = spm && n > 1 ? 1 : -1;
     v->eos = spm && n > 2 ? 2 : -1;
     v->pad = v->sep = v->eot = v->eom = -1;
-    v->add_bos = spm || (v->kind == VOCAB_BPE && bpe_default_add_bos(v));
+    v->add_bos = spm || (v->kind == VOCAB_BPE && nu_bpe_default_add_bos(v));
     v->add_eos = false;
     v->add_space_prefix = spm;
     static const char *const keys[] = {
@@ -504,14 +504,14 @@ static int32_t match_special(const nu_vocab *v, const char *s, size_t n, bool pa
 /* Loading: entry points                                                    */
 /* ------------------------------------------------------------------------ */
 
-nu_status nu_vocab_load(const gguf_file *f, nu_vocab **out, nu_error *err) {
+nu_status nu_vocab_load(const nu_gguf_file *f, nu_vocab **out, nu_error *err) {
     *out = NULL;
     nu_vocab *v = calloc(1, sizeof *v);
     if (!v) return nu_fail(err, NU_ERR_NOMEM, "out of memory for the vocabulary");
     nu_status st = load_kind(f, v, err);
     if (!st) st = load_texts(f, v, err);
     if (!st) st = load_scores_types(f, v, err);
-    if (!st && v->kind == VOCAB_BPE) st = bpe_load_pre(f, v, err);
+    if (!st && v->kind == VOCAB_BPE) st = nu_bpe_load_pre(f, v, err);
     if (!st) st = load_specials(f, v, err);
     if (!st && v->kind == VOCAB_SPM) st = find_byte_tokens(v, err);
     if (!st) {
@@ -520,7 +520,7 @@ nu_status nu_vocab_load(const gguf_file *f, nu_vocab **out, nu_error *err) {
     }
     if (!st) st = build_trie(v, err);
     if (!st && v->kind == VOCAB_SPM) st = build_bigrams(v, err);
-    if (!st && v->kind == VOCAB_BPE) st = bpe_load_merges(f, v, err);
+    if (!st && v->kind == VOCAB_BPE) st = nu_bpe_load_merges(f, v, err);
     if (st) {
         nu_vocab_free(v);
         return st;
@@ -540,7 +540,7 @@ void nu_vocab_free(nu_vocab *v) {
     free(v->slots);
     free(v->trie);
     free(v->bigrams);
-    bpe_vocab_free(v->bpe);
+    nu_bpe_vocab_free(v->bpe);
     free(v);
 }
 
@@ -793,7 +793,7 @@ static int32_t spm_split(spm_work *w, size_t len) {
     const unsigned char *u = (const unsigned char *)w->text;
     int32_t n = 0;
     for (size_t i = 0; i < len; n++) {
-        size_t k = utf8_char_len(u + i, len - i);
+        size_t k = nu_utf8_char_len(u + i, len - i);
         if (k == 0) k = 1;
         w->symbols[n] = (spm_symbol){(uint32_t)i, (uint32_t)k, (uint32_t)k, n - 1, n + 1, ~n};
         i += k;
@@ -863,25 +863,25 @@ static size_t next_special(const nu_vocab *v, const char *text, size_t from, siz
  * kind's scratch memory, sized for the whole input. */
 typedef struct fragment_encoder {
     spm_work spm;
-    bpe_work *bpe;
+    nu_bpe_work *bpe;
 } fragment_encoder;
 
 static nu_status encoder_init(const nu_vocab *v, fragment_encoder *e, size_t len, nu_error *err) {
     memset(e, 0, sizeof *e);
-    if (v->kind == VOCAB_BPE) return bpe_work_new(v, len, &e->bpe, err);
+    if (v->kind == VOCAB_BPE) return nu_bpe_work_new(v, len, &e->bpe, err);
     return spm_work_init(&e->spm, len, err);
 }
 
 static void encoder_free(fragment_encoder *e) {
     spm_work_free(&e->spm);
-    bpe_work_free(e->bpe);
+    nu_bpe_work_free(e->bpe);
 }
 
 /* Encodes one fragment of plain text. SentencePiece's space prefix goes only
  * on a fragment that starts the text. */
 static nu_status encode_fragment(const nu_vocab *v, fragment_encoder *e, const char *s, size_t n,
                                  bool at_start, token_sink *out, nu_error *err) {
-    if (v->kind == VOCAB_BPE) return bpe_encode(v, e->bpe, s, n, out, err);
+    if (v->kind == VOCAB_BPE) return nu_bpe_encode(v, e->bpe, s, n, out, err);
     return spm_encode(v, &e->spm, s, n, at_start && v->add_space_prefix, out, err);
 }
 
@@ -940,12 +940,12 @@ typedef void (*byte_fn)(void *ctx, unsigned char b);
 static void send_normal_text(const nu_vocab *v, const char *s, size_t n, byte_fn fn, void *ctx) {
     const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < n;) {
-        size_t k = utf8_char_len(u + i, n - i);
+        size_t k = nu_utf8_char_len(u + i, n - i);
         if (k == 0) k = 1;
         if (v->kind == VOCAB_SPM && k == 3 && memcmp(u + i, "\xE2\x96\x81", 3) == 0) {
             fn(ctx, ' ');
-        } else if (v->kind == VOCAB_BPE && bpe_byte_of_char(utf8_decode(u + i, k)) >= 0) {
-            fn(ctx, (unsigned char)bpe_byte_of_char(utf8_decode(u + i, k)));
+        } else if (v->kind == VOCAB_BPE && nu_bpe_byte_of_char(nu_utf8_decode(u + i, k)) >= 0) {
+            fn(ctx, (unsigned char)nu_bpe_byte_of_char(nu_utf8_decode(u + i, k)));
         } else {
             for (size_t j = 0; j < k; j++) fn(ctx, u[i + j]);
         }
@@ -1017,12 +1017,12 @@ static void detok_write_replacement(detok_out *o) {
 }
 
 /* The length a lead byte announces (2..4), or 0 if it cannot start one. */
-static size_t utf8_lead_len(unsigned char c) {
+static size_t nu_utf8_lead_len(unsigned char c) {
     return c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
 }
 
 /* Whether b can follow the pending bytes p[0..n) of a character. */
-static bool utf8_can_continue(const unsigned char *p, size_t n, unsigned char b) {
+static bool nu_utf8_can_continue(const unsigned char *p, size_t n, unsigned char b) {
     if ((b & 0xC0) != 0x80) return false;
     if (n != 1) return true;
     if (p[0] == 0xE0) return b >= 0xA0;
@@ -1039,9 +1039,9 @@ static void detok_feed(void *ctx, unsigned char b) {
     detok_out *o = ctx;
     nu_detokenizer *d = o->d;
     if (d->n_pending > 0) {
-        if (utf8_can_continue(d->pending, d->n_pending, b)) {
+        if (nu_utf8_can_continue(d->pending, d->n_pending, b)) {
             d->pending[d->n_pending++] = b;
-            if (d->n_pending == utf8_lead_len(d->pending[0])) {
+            if (d->n_pending == nu_utf8_lead_len(d->pending[0])) {
                 for (size_t i = 0; i < d->n_pending; i++) detok_write(o, d->pending[i]);
                 d->n_pending = 0;
             }
@@ -1052,7 +1052,7 @@ static void detok_feed(void *ctx, unsigned char b) {
     }
     if (b < 0x80) {
         detok_write(o, b);
-    } else if (utf8_lead_len(b)) {
+    } else if (nu_utf8_lead_len(b)) {
         d->pending[d->n_pending++] = b;
     } else {
         detok_write_replacement(o);

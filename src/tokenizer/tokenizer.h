@@ -15,7 +15,7 @@ typedef struct nu_vocab nu_vocab;
 /* Reads tokenizer.ggml.model, tokens, scores, token_type, the special token
  * ids and the add-BOS / add-EOS / add-space-prefix flags; for byte-level BPE
  * ("gpt2") also tokenizer.ggml.merges and tokenizer.ggml.pre. */
-nu_status nu_vocab_load(const gguf_file *f, nu_vocab **out, nu_error *err);
+nu_status nu_vocab_load(const nu_gguf_file *f, nu_vocab **out, nu_error *err);
 void nu_vocab_free(nu_vocab *v);
 
 int32_t nu_vocab_n_tokens(const nu_vocab *v);

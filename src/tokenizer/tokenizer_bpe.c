@@ -35,7 +35,7 @@ typedef struct merge_slot {
 
 #define EMPTY_KEY UINT64_MAX /* token ids are below 2^26: no pair has this key */
 
-struct bpe_vocab {
+struct nu_bpe_vocab {
     merge_slot *merges; /* open addressing, linear probing */
     uint64_t merge_mask;
     size_t n_merges;
@@ -56,14 +56,14 @@ static bool byte_is_printable(unsigned b) {
 }
 
 /* The code point GPT-2's mapping gives byte b. */
-static uint32_t bpe_char_of_byte(unsigned b) {
+static uint32_t nu_bpe_char_of_byte(unsigned b) {
     if (byte_is_printable(b)) return b;
     if (b <= 0x20) return 0x100 + b;             /* 33 bytes: U+0100..U+0120 */
     if (b <= 0xA0) return 0x100 + 33 + b - 0x7F; /* 34 bytes: U+0121..U+0142 */
     return 0x143;                                /* 0xAD */
 }
 
-int bpe_byte_of_char(uint32_t cp) {
+int nu_bpe_byte_of_char(uint32_t cp) {
     if (cp <= 0xFF) return byte_is_printable(cp) ? (int)cp : -1;
     if (cp > 0x143) return -1;
     uint32_t k = cp - 0x100;
@@ -74,7 +74,7 @@ int bpe_byte_of_char(uint32_t cp) {
 
 /* Writes the UTF-8 of byte b's character (1 or 2 bytes) to out. */
 static size_t put_byte_char(unsigned b, char *out) {
-    uint32_t cp = bpe_char_of_byte(b);
+    uint32_t cp = nu_bpe_char_of_byte(b);
     if (cp < 0x80) {
         out[0] = (char)cp;
         return 1;
@@ -88,20 +88,20 @@ static size_t put_byte_char(unsigned b, char *out) {
 /* Loading                                                                  */
 /* ------------------------------------------------------------------------ */
 
-nu_status bpe_load_pre(const gguf_file *f, nu_vocab *v, nu_error *err) {
-    gguf_string name = {"", 0};
-    const gguf_value *x = gguf_find(f, "tokenizer.ggml.pre");
+nu_status nu_bpe_load_pre(const nu_gguf_file *f, nu_vocab *v, nu_error *err) {
+    nu_gguf_string name = {"", 0};
+    const nu_gguf_value *x = nu_gguf_find(f, "tokenizer.ggml.pre");
     if (x && x->type != GGUF_STRING) {
         return nu_fail(err, NU_ERR_FORMAT, "tokenizer.ggml.pre should be a string, found %s",
-                       gguf_type_name(x->type));
+                       nu_gguf_type_name(x->type));
     }
     if (x) name = x->v.s;
     v->bpe = calloc(1, sizeof *v->bpe);
     if (!v->bpe) return nu_fail(err, NU_ERR_NOMEM, "out of memory for the vocabulary");
     bool known;
-    nu_status st = pretokenizer_new(name.data, name.len, &v->bpe->pre, &known, err);
+    nu_status st = nu_pretokenizer_new(name.data, name.len, &v->bpe->pre, &known, err);
     if (st) return st;
-    v->bpe->ignore_merges = pretokenizer_ignores_merges(v->bpe->pre);
+    v->bpe->ignore_merges = nu_pretokenizer_ignores_merges(v->bpe->pre);
     if (!known) {
         int n = name.len > 64 ? 64 : (int)name.len;
         snprintf(v->warning, sizeof v->warning,
@@ -112,14 +112,14 @@ nu_status bpe_load_pre(const gguf_file *f, nu_vocab *v, nu_error *err) {
     return NU_OK;
 }
 
-bool bpe_default_add_bos(const nu_vocab *v) {
-    return v->bpe && pretokenizer_adds_bos(v->bpe->pre);
+bool nu_bpe_default_add_bos(const nu_vocab *v) {
+    return v->bpe && nu_pretokenizer_adds_bos(v->bpe->pre);
 }
 
-void bpe_vocab_free(bpe_vocab *b) {
+void nu_bpe_vocab_free(nu_bpe_vocab *b) {
     if (!b) return;
     free(b->merges);
-    pretokenizer_free(b->pre);
+    nu_pretokenizer_free(b->pre);
     free(b);
 }
 
@@ -133,7 +133,7 @@ static uint64_t merge_home(uint64_t key, uint64_t mask) {
 }
 
 /* The merge of the pair (left, right), or NULL. */
-static const merge_slot *find_merge(const bpe_vocab *b, int32_t left, int32_t right) {
+static const merge_slot *find_merge(const nu_bpe_vocab *b, int32_t left, int32_t right) {
     if (left < 0 || right < 0) return NULL;
     uint64_t key = pair_key(left, right);
     for (uint64_t i = merge_home(key, b->merge_mask);; i = (i + 1) & b->merge_mask) {
@@ -145,7 +145,7 @@ static const merge_slot *find_merge(const bpe_vocab *b, int32_t left, int32_t ri
 
 /* Adds a merge; a pair listed twice keeps its later rank, as in Hugging
  * Face's tokenizers (whose merge map is built by inserting in order). */
-static void add_merge(bpe_vocab *b, int32_t left, int32_t right, uint32_t rank, int32_t token) {
+static void add_merge(nu_bpe_vocab *b, int32_t left, int32_t right, uint32_t rank, int32_t token) {
     uint64_t key = pair_key(left, right);
     uint64_t i = merge_home(key, b->merge_mask);
     while (b->merges[i].key != EMPTY_KEY && b->merges[i].key != key) i = (i + 1) & b->merge_mask;
@@ -157,7 +157,7 @@ static void add_merge(bpe_vocab *b, int32_t left, int32_t right, uint32_t rank, 
  * never starts a merge line with a space, but may in principle hold one
  * later), looks up A, B and AB, and adds the merge when all three are
  * tokens. join is a buffer of at least s.len bytes. */
-static nu_status parse_merge(nu_vocab *v, gguf_string s, uint32_t rank, char *join, nu_error *err) {
+static nu_status parse_merge(nu_vocab *v, nu_gguf_string s, uint32_t rank, char *join, nu_error *err) {
     const char *sp = s.len > 1 ? memchr(s.data + 1, ' ', s.len - 1) : NULL;
     if (!sp) {
         int n = s.len > 40 ? 40 : (int)s.len;
@@ -185,13 +185,13 @@ static void find_byte_chars(nu_vocab *v) {
     }
 }
 
-nu_status bpe_load_merges(const gguf_file *f, nu_vocab *v, nu_error *err) {
-    bpe_vocab *b = v->bpe;
+nu_status nu_bpe_load_merges(const nu_gguf_file *f, nu_vocab *v, nu_error *err) {
+    nu_bpe_vocab *b = v->bpe;
     find_byte_chars(v);
-    const gguf_value *a = gguf_get_arr(f, "tokenizer.ggml.merges", GGUF_STRING);
+    const nu_gguf_value *a = nu_gguf_get_arr(f, "tokenizer.ggml.merges", GGUF_STRING);
     if (!a) {
         return nu_fail(err, NU_ERR_FORMAT,
-                       gguf_find(f, "tokenizer.ggml.merges")
+                       nu_gguf_find(f, "tokenizer.ggml.merges")
                            ? "tokenizer.ggml.merges is not an array of strings"
                            : "tokenizer.ggml.merges is missing (a 'gpt2' vocabulary needs it)");
     }
@@ -223,20 +223,20 @@ nu_status bpe_load_merges(const gguf_file *f, nu_vocab *v, nu_error *err) {
 
 /* A symbol of a piece: a token (or -1, merged away or no token), in a doubly
  * linked list of the symbols still alive. */
-typedef struct bpe_symbol {
+typedef struct nu_bpe_symbol {
     int32_t token;
     int32_t prev, next;
-} bpe_symbol;
+} nu_bpe_symbol;
 
 /* A queued pair: the symbol at pos (holding left) and its neighbour
  * (holding right) join into token. Still valid while both hold the same
  * tokens: a symbol's token changes only by growing, so equal ids mean the
  * very same pair. */
-typedef struct bpe_pair {
+typedef struct nu_bpe_pair {
     uint32_t rank;
     int32_t pos;
     int32_t left, right, token;
-} bpe_pair;
+} nu_bpe_pair;
 
 /* A cached piece: its bytes (in the text being tokenized, alive for the
  * whole call) and its tokens. Only short pieces are cached: they are the
@@ -254,13 +254,13 @@ typedef struct cache_entry {
 /* Inputs shorter than this are not worth a cache. */
 #define CACHE_MIN_INPUT 512
 
-struct bpe_work {
+struct nu_bpe_work {
     const nu_vocab *v;
     token_sink *out;
-    pretok_scratch *pre;
-    bpe_symbol *symbols;
+    nu_pretok_scratch *pre;
+    nu_bpe_symbol *symbols;
     size_t symbols_cap;
-    bpe_pair *heap;
+    nu_bpe_pair *heap;
     size_t n_heap, heap_cap;
     char *mapped; /* a piece in GPT-2 characters (ignore_merges lookups) */
     size_t mapped_cap;
@@ -272,7 +272,7 @@ struct bpe_work {
 
 /* A cache with about one slot per 16 input bytes (256 to 16384 slots), or
  * none for short inputs. */
-static bool cache_init(bpe_work *w, size_t len) {
+static bool cache_init(nu_bpe_work *w, size_t len) {
     if (len < CACHE_MIN_INPUT) return true;
     size_t n = 256;
     while (n < 16384 && n < len / 16) n *= 2;
@@ -281,17 +281,17 @@ static bool cache_init(bpe_work *w, size_t len) {
     return w->cache != NULL;
 }
 
-nu_status bpe_work_new(const nu_vocab *v, size_t len, bpe_work **out, nu_error *err) {
-    bpe_work *w = calloc(1, sizeof *w);
+nu_status nu_bpe_work_new(const nu_vocab *v, size_t len, nu_bpe_work **out, nu_error *err) {
+    nu_bpe_work *w = calloc(1, sizeof *w);
     *out = w;
     if (!w || !cache_init(w, len)) return nu_fail(err, NU_ERR_NOMEM, "out of memory tokenizing");
     w->v = v;
-    return pretok_scratch_new(&w->pre, err);
+    return nu_pretok_scratch_new(&w->pre, err);
 }
 
-void bpe_work_free(bpe_work *w) {
+void nu_bpe_work_free(nu_bpe_work *w) {
     if (!w) return;
-    pretok_scratch_free(w->pre);
+    nu_pretok_scratch_free(w->pre);
     free(w->symbols);
     free(w->heap);
     free(w->mapped);
@@ -313,13 +313,13 @@ static uint64_t piece_hash(const char *s, size_t n) {
 }
 
 /* The cache slot a piece belongs in, or NULL when it is not cacheable. */
-static cache_entry *cache_slot(const bpe_work *w, const char *s, size_t n) {
+static cache_entry *cache_slot(const nu_bpe_work *w, const char *s, size_t n) {
     if (!w->cache || n > CACHE_MAX_BYTES) return NULL;
     return &w->cache[piece_hash(s, n) & w->cache_mask];
 }
 
 /* Writes the cached tokens of a piece; false when the slot holds another. */
-static bool cache_emit(bpe_work *w, const cache_entry *e, const char *s, size_t n) {
+static bool cache_emit(nu_bpe_work *w, const cache_entry *e, const char *s, size_t n) {
     if (!e->text || e->len != n || memcmp(e->text, s, n) != 0) return false;
     for (uint32_t i = 0; i < e->n_tokens; i++) sink_push(w->out, e->tokens[i]);
     return true;
@@ -349,7 +349,7 @@ static void *reserve(void *buf, size_t *cap, size_t n, size_t elem) {
 /* Sizes the scratch arrays for a piece of n bytes: a symbol, a token and
  * two mapped bytes per byte, and three queued pairs (the initial pairs and
  * two per merge). */
-static bool reserve_piece(bpe_work *w, size_t n) {
+static bool reserve_piece(nu_bpe_work *w, size_t n) {
     void *p;
     if (n > INT32_MAX / 4) return false;
     if (!(p = reserve(w->symbols, &w->symbols_cap, n, sizeof *w->symbols))) return false;
@@ -368,13 +368,13 @@ static bool reserve_piece(bpe_work *w, size_t n) {
 /* ------------------------------------------------------------------------ */
 
 /* Heap order: lower rank first, then the leftmost pair. */
-static bool pair_before(const bpe_pair *a, const bpe_pair *b) {
+static bool pair_before(const nu_bpe_pair *a, const nu_bpe_pair *b) {
     return a->rank < b->rank || (a->rank == b->rank && a->pos < b->pos);
 }
 
 /* Pushes onto the binary heap (room was reserved for every pair a piece
  * can queue). */
-static void heap_push(bpe_work *w, bpe_pair p) {
+static void heap_push(nu_bpe_work *w, nu_bpe_pair p) {
     size_t i = w->n_heap++;
     while (i > 0 && pair_before(&p, &w->heap[(i - 1) / 2])) {
         w->heap[i] = w->heap[(i - 1) / 2];
@@ -383,8 +383,8 @@ static void heap_push(bpe_work *w, bpe_pair p) {
     w->heap[i] = p;
 }
 
-static bpe_pair heap_pop(bpe_work *w) {
-    bpe_pair top = w->heap[0], last = w->heap[--w->n_heap];
+static nu_bpe_pair heap_pop(nu_bpe_work *w) {
+    nu_bpe_pair top = w->heap[0], last = w->heap[--w->n_heap];
     size_t i = 0, n = w->n_heap;
     for (;;) {
         size_t c = 2 * i + 1;
@@ -399,21 +399,21 @@ static bpe_pair heap_pop(bpe_work *w) {
 }
 
 /* Queues the symbol at pos with its right neighbour if they have a merge. */
-static void queue_pair(bpe_work *w, int32_t pos) {
+static void queue_pair(nu_bpe_work *w, int32_t pos) {
     if (pos < 0) return;
-    const bpe_symbol *a = &w->symbols[pos];
+    const nu_bpe_symbol *a = &w->symbols[pos];
     if (a->next < 0) return;
     int32_t right = w->symbols[a->next].token;
     const merge_slot *m = find_merge(w->v->bpe, a->token, right);
-    if (m) heap_push(w, (bpe_pair){m->rank, pos, a->token, right, m->token});
+    if (m) heap_push(w, (nu_bpe_pair){m->rank, pos, a->token, right, m->token});
 }
 
 /* Joins the best queued pair, unless it went stale. */
-static void merge_best(bpe_work *w) {
-    bpe_pair p = heap_pop(w);
-    bpe_symbol *a = &w->symbols[p.pos];
+static void merge_best(nu_bpe_work *w) {
+    nu_bpe_pair p = heap_pop(w);
+    nu_bpe_symbol *a = &w->symbols[p.pos];
     if (a->token != p.left || a->next < 0) return;
-    bpe_symbol *b = &w->symbols[a->next];
+    nu_bpe_symbol *b = &w->symbols[a->next];
     if (b->token != p.right) return;
     a->token = p.token;
     b->token = -1;
@@ -425,7 +425,7 @@ static void merge_best(bpe_work *w) {
 
 /* The token whose text is the whole piece in GPT-2 characters, or -1 (for
  * pre-tokenizers with ignore_merges). */
-static int32_t whole_piece_token(bpe_work *w, const unsigned char *s, size_t n) {
+static int32_t whole_piece_token(nu_bpe_work *w, const unsigned char *s, size_t n) {
     if (n > w->v->max_token_len) return -1;
     size_t k = 0;
     for (size_t i = 0; i < n; i++) k += put_byte_char(s[i], w->mapped + k);
@@ -437,12 +437,12 @@ static int32_t whole_piece_token(bpe_work *w, const unsigned char *s, size_t n) 
  * the vocabulary is left out, so its neighbours may merge across it: Hugging
  * Face's BPE drops such characters (these vocabularies have no unknown token
  * at the BPE level). Returns the symbol count. */
-static int32_t init_symbols(bpe_work *w, const unsigned char *s, size_t n) {
+static int32_t init_symbols(nu_bpe_work *w, const unsigned char *s, size_t n) {
     const int32_t *byte_token = w->v->bpe->byte_token;
     int32_t k = 0;
     for (size_t i = 0; i < n; i++) {
         if (byte_token[s[i]] < 0) continue;
-        w->symbols[k] = (bpe_symbol){byte_token[s[i]], k - 1, k + 1};
+        w->symbols[k] = (nu_bpe_symbol){byte_token[s[i]], k - 1, k + 1};
         k++;
     }
     if (k > 0) w->symbols[k - 1].next = -1;
@@ -451,7 +451,7 @@ static int32_t init_symbols(bpe_work *w, const unsigned char *s, size_t n) {
 
 /* Merges the bytes of a piece (n >= 2) by rank, then writes the tokens to
  * the sink and to tokens[] (room for n). Returns the token count. */
-static size_t merge_piece(bpe_work *w, const unsigned char *s, size_t n, int32_t *tokens) {
+static size_t merge_piece(nu_bpe_work *w, const unsigned char *s, size_t n, int32_t *tokens) {
     size_t k = 0;
     if (w->v->bpe->ignore_merges && (tokens[0] = whole_piece_token(w, s, n)) >= 0) {
         sink_push(w->out, tokens[0]);
@@ -472,7 +472,7 @@ static size_t merge_piece(bpe_work *w, const unsigned char *s, size_t n, int32_t
 /* Tokenizes one piece: a single byte is its token; a piece seen before in
  * this call comes from the cache; others are merged (and cached). */
 static nu_status encode_piece(void *ctx, const char *text, size_t n, nu_error *err) {
-    bpe_work *w = ctx;
+    nu_bpe_work *w = ctx;
     if (n == 1) {
         int32_t t = w->v->bpe->byte_token[(unsigned char)text[0]];
         if (t >= 0) sink_push(w->out, t);
@@ -488,8 +488,8 @@ static nu_status encode_piece(void *ctx, const char *text, size_t n, nu_error *e
     return NU_OK;
 }
 
-nu_status bpe_encode(const nu_vocab *v, bpe_work *w, const char *s, size_t n, token_sink *out,
+nu_status nu_bpe_encode(const nu_vocab *v, nu_bpe_work *w, const char *s, size_t n, token_sink *out,
                      nu_error *err) {
     w->out = out;
-    return pretokenize(v->bpe->pre, w->pre, s, n, encode_piece, w, err);
+    return nu_pretokenize(v->bpe->pre, w->pre, s, n, encode_piece, w, err);
 }

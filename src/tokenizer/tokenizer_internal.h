@@ -15,7 +15,7 @@
 #include "tokenizer.h"
 
 /* The byte-level BPE part of a vocabulary (tokenizer_bpe.c). */
-typedef struct bpe_vocab bpe_vocab;
+typedef struct nu_bpe_vocab nu_bpe_vocab;
 
 typedef enum vocab_kind {
     VOCAB_SPM, /* SentencePiece BPE with scores ("llama") */
@@ -74,7 +74,7 @@ struct nu_vocab {
     int32_t trie_root[256];
 
     /* byte-level BPE: merges, byte tokens and the pre-tokenizer (NULL for SPM) */
-    bpe_vocab *bpe;
+    nu_bpe_vocab *bpe;
 
     /* something the caller should know about the file (empty when all is well) */
     char warning[192];
@@ -87,7 +87,7 @@ struct nu_vocab {
 /* Length of the well-formed UTF-8 character at s (n bytes available), or 0
  * when the bytes there are not one (bad lead byte, truncated, overlong,
  * surrogate or beyond U+10FFFF). */
-static inline size_t utf8_char_len(const unsigned char *s, size_t n) {
+static inline size_t nu_utf8_char_len(const unsigned char *s, size_t n) {
     unsigned c = s[0];
     if (c < 0x80) return 1;
     size_t len;
@@ -113,18 +113,18 @@ static inline size_t utf8_char_len(const unsigned char *s, size_t n) {
 }
 
 /* True when s[0..n) is well-formed UTF-8 without NUL bytes. */
-static inline bool utf8_valid_text(const char *s, size_t n) {
+static inline bool nu_utf8_valid_text(const char *s, size_t n) {
     const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < n;) {
-        size_t k = utf8_char_len(u + i, n - i);
+        size_t k = nu_utf8_char_len(u + i, n - i);
         if (k == 0 || u[i] == 0) return false;
         i += k;
     }
     return true;
 }
 
-/* Decodes the well-formed character at s (length len from utf8_char_len). */
-static inline uint32_t utf8_decode(const unsigned char *s, size_t len) {
+/* Decodes the well-formed character at s (length len from nu_utf8_char_len). */
+static inline uint32_t nu_utf8_decode(const unsigned char *s, size_t len) {
     if (len == 1) return s[0];
     uint32_t cp = s[0] & (0x7F >> len);
     for (size_t i = 1; i < len; i++) cp = (cp << 6) | (s[i] & 0x3F);
@@ -160,23 +160,23 @@ static inline void sink_push(token_sink *s, int32_t id) {
 /* Reads tokenizer.ggml.pre and picks the pre-tokenizer (an unknown name
  * falls back to GPT-2's and leaves a note in v->warning). Runs before the
  * special-token flags are read, since some families add BOS by default. */
-nu_status bpe_load_pre(const gguf_file *f, nu_vocab *v, nu_error *err);
+nu_status nu_bpe_load_pre(const nu_gguf_file *f, nu_vocab *v, nu_error *err);
 /* Whether the pre-tokenizer family adds BOS unless the file says otherwise. */
-bool bpe_default_add_bos(const nu_vocab *v);
+bool nu_bpe_default_add_bos(const nu_vocab *v);
 /* Reads tokenizer.ggml.merges and finds the token of every byte; needs the
  * text -> id table. */
-nu_status bpe_load_merges(const gguf_file *f, nu_vocab *v, nu_error *err);
-void bpe_vocab_free(bpe_vocab *b);
+nu_status nu_bpe_load_merges(const nu_gguf_file *f, nu_vocab *v, nu_error *err);
+void nu_bpe_vocab_free(nu_bpe_vocab *b);
 
 /* Scratch memory for one tokenize call on up to len bytes. */
-typedef struct bpe_work bpe_work;
-nu_status bpe_work_new(const nu_vocab *v, size_t len, bpe_work **out, nu_error *err);
-void bpe_work_free(bpe_work *w);
+typedef struct nu_bpe_work nu_bpe_work;
+nu_status nu_bpe_work_new(const nu_vocab *v, size_t len, nu_bpe_work **out, nu_error *err);
+void nu_bpe_work_free(nu_bpe_work *w);
 /* Tokenizes one fragment of plain text (no special tokens in it). */
-nu_status bpe_encode(const nu_vocab *v, bpe_work *w, const char *s, size_t n, token_sink *out,
+nu_status nu_bpe_encode(const nu_vocab *v, nu_bpe_work *w, const char *s, size_t n, token_sink *out,
                      nu_error *err);
 
 /* The byte a GPT-2 byte-level character stands for, or -1. */
-int bpe_byte_of_char(uint32_t cp);
+int nu_bpe_byte_of_char(uint32_t cp);
 
 #endif

@@ -10,16 +10,16 @@
 #include "test_support.h"
 
 int nu_test_scale_output(const char *path, float factor) {
-    gguf_file *f;
-    if (gguf_open(path, &f, NULL) != NU_OK) return -1;
-    const gguf_tensor *t = gguf_find_tensor(f, "output.weight");
+    nu_gguf_file *f;
+    if (nu_gguf_open(path, &f, NULL) != NU_OK) return -1;
+    const nu_gguf_tensor *t = nu_gguf_find_tensor(f, "output.weight");
     if (!t || t->type != NU_TYPE_Q8_0) {
-        gguf_close(f);
+        nu_gguf_close(f);
         return -1;
     }
     long off = (long)((const uint8_t *)t->data - f->base);
     uint64_t blocks = t->n_bytes / 34; /* a q8_0 block: an f16 scale and 32 bytes */
-    gguf_close(f);
+    nu_gguf_close(f);
     FILE *fp = fopen(path, "r+b");
     if (!fp) return -1;
     for (uint64_t b = 0; b < blocks; b++) {

@@ -36,7 +36,7 @@ typedef struct gw_tensor {
 /* An array being filled: where its count goes and what it holds. */
 typedef struct gw_open_array {
     size_t count_at;
-    gguf_value_type elem_type;
+    nu_gguf_value_type elem_type;
     uint64_t n;
 } gw_open_array;
 
@@ -130,7 +130,7 @@ void gw_set_alignment(gw_writer *w, uint32_t alignment) {
 
 /* Starts a value of the given type: at top level writes the key and type;
  * inside an array checks the type matches and counts the item. */
-static bool begin_value(gw_writer *w, const char *key, gguf_value_type type) {
+static bool begin_value(gw_writer *w, const char *key, nu_gguf_value_type type) {
     if (w->depth == 0) {
         if (!key) {
             misuse(w, "a value without a key outside any array");
@@ -147,8 +147,8 @@ static bool begin_value(gw_writer *w, const char *key, gguf_value_type type) {
         return false;
     }
     if (a->elem_type != type) {
-        misuse(w, "a %s item in an array of %s", gguf_type_name(type),
-               gguf_type_name(a->elem_type));
+        misuse(w, "a %s item in an array of %s", nu_gguf_type_name(type),
+               nu_gguf_type_name(a->elem_type));
         return false;
     }
     a->n++;
@@ -156,7 +156,7 @@ static bool begin_value(gw_writer *w, const char *key, gguf_value_type type) {
 }
 
 /* A fixed-width scalar: key/type or item bookkeeping, then the bytes. */
-static void add_scalar(gw_writer *w, const char *key, gguf_value_type type, uint64_t bits,
+static void add_scalar(gw_writer *w, const char *key, nu_gguf_value_type type, uint64_t bits,
                        int bytes) {
     if (begin_value(w, key, type)) put_le(&w->kv, bits, bytes);
 }
@@ -217,7 +217,7 @@ void gw_add_strn(gw_writer *w, const char *key, const char *s, uint64_t len) {
     if (begin_value(w, key, GGUF_STRING)) put_string(&w->kv, s, len);
 }
 
-void gw_begin_arr(gw_writer *w, const char *key, gguf_value_type elem_type) {
+void gw_begin_arr(gw_writer *w, const char *key, nu_gguf_value_type elem_type) {
     if (w->depth >= GW_MAX_DEPTH) {
         misuse(w, "arrays nested deeper than %d", GW_MAX_DEPTH);
         return;
@@ -241,7 +241,7 @@ void gw_end_arr(gw_writer *w) {
 }
 
 /* Appends item i of a C array as an item of the open array. */
-static void add_item(gw_writer *w, gguf_value_type t, const void *items, uint64_t i) {
+static void add_item(gw_writer *w, nu_gguf_value_type t, const void *items, uint64_t i) {
     switch (t) {
     case GGUF_UINT8: gw_add_u8(w, NULL, ((const uint8_t *)items)[i]); break;
     case GGUF_INT8: gw_add_i8(w, NULL, ((const int8_t *)items)[i]); break;
@@ -259,7 +259,7 @@ static void add_item(gw_writer *w, gguf_value_type t, const void *items, uint64_
     }
 }
 
-void gw_add_arr(gw_writer *w, const char *key, gguf_value_type elem_type, const void *items,
+void gw_add_arr(gw_writer *w, const char *key, nu_gguf_value_type elem_type, const void *items,
                 uint64_t n) {
     if (elem_type == GGUF_ARRAY || (unsigned)elem_type >= GGUF_TYPE_COUNT) {
         misuse(w, "gw_add_arr cannot take element type %d (use gw_begin_arr)", (int)elem_type);

@@ -82,13 +82,13 @@ void gw_add_strn(gw_writer *w, const char *key, const char *s, uint64_t len);
  * const char * (NUL-terminated) for GGUF_STRING. elem_type GGUF_ARRAY is
  * not allowed here (use gw_begin_arr). key NULL appends it as an item of
  * the open array (an array of arrays). */
-void gw_add_arr(gw_writer *w, const char *key, gguf_value_type elem_type, const void *items,
+void gw_add_arr(gw_writer *w, const char *key, nu_gguf_value_type elem_type, const void *items,
                 uint64_t n);
 
 /* Opens an array whose items are then added one by one with key NULL
  * (scalars, strings, gw_add_arr or nested gw_begin_arr); gw_end_arr closes
  * it and fills in its count. Up to 16 levels deep. */
-void gw_begin_arr(gw_writer *w, const char *key, gguf_value_type elem_type);
+void gw_begin_arr(gw_writer *w, const char *key, nu_gguf_value_type elem_type);
 void gw_end_arr(gw_writer *w);
 
 /* A top-level pair with any type id and the given value bytes written as

@@ -7,9 +7,9 @@
 
 #include "test_support.h"
 
-void tv_load(const char *path, gguf_file **file, nu_vocab **vocab) {
+void tv_load(const char *path, nu_gguf_file **file, nu_vocab **vocab) {
     nu_error err = {0};
-    if (gguf_open(path, file, &err) != NU_OK) fail_msg("%s: %s", path, err.message);
+    if (nu_gguf_open(path, file, &err) != NU_OK) fail_msg("%s: %s", path, err.message);
     if (nu_vocab_load(*file, vocab, &err) != NU_OK) fail_msg("%s: %s", path, err.message);
 }
 

@@ -12,7 +12,7 @@
 #include "tokenizer.h"
 
 /* Opens path and loads its vocabulary; fails the test on error. */
-void tv_load(const char *path, gguf_file **file, nu_vocab **vocab);
+void tv_load(const char *path, nu_gguf_file **file, nu_vocab **vocab);
 /* Tokenizes into a malloc'ed array (*n ids); fails the test on error. */
 int32_t *tv_tokenize(const nu_vocab *v, const char *text, size_t len, unsigned flags, size_t *n);
 /* Writes the decimal ids to buf, each after a space (for messages). */
