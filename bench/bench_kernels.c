@@ -166,11 +166,11 @@ static double time_matmul(nu_threadpool *pool, uint32_t type, const uint8_t *w, 
     nu_matmul(pool, &m, x, n_batch, y, scratch); /* warm-up */
     for (int r = 0; r < reps; r++) {
         if (n_copies > 2) {
-            read_pass rp = {(const uint64_t *)(const void *)(base + (size_t)((r + n_copies / 2) %
-                                                                             n_copies) *
-                                                                    stride),
-                            stride / 64,
-                            {0, 0}};
+            read_pass rp = {
+                (const uint64_t *)(const void *)(base +
+                                                 (size_t)((r + n_copies / 2) % n_copies) * stride),
+                stride / 64,
+                {0, 0}};
             double t0 = now_s();
             nu_threadpool_run(pool, read_task, &rp);
             ceil_bw[r] = (double)(rp.n * 64) / (now_s() - t0) / 1e9;

@@ -11,7 +11,6 @@
 
 #include "cli.h"
 
-
 void cli_error(const char *fmt, ...) {
     va_list ap;
     fputs("nucleus: ", stderr);

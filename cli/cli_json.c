@@ -5,7 +5,11 @@
 
 /* Length of the valid UTF-8 sequence at s (1..4), or 0 when invalid. */
 static size_t utf8_len(const unsigned char *s, size_t n) {
-    size_t len = s[0] < 0x80 ? 1 : (s[0] >> 5) == 6 ? 2 : (s[0] >> 4) == 14 ? 3 : (s[0] >> 3) == 30 ? 4 : 0;
+    size_t len = s[0] < 0x80         ? 1
+                 : (s[0] >> 5) == 6  ? 2
+                 : (s[0] >> 4) == 14 ? 3
+                 : (s[0] >> 3) == 30 ? 4
+                                     : 0;
     if (len == 0 || len > n || (len > 1 && s[0] < 0xC2)) return 0;
     for (size_t i = 1; i < len; i++)
         if ((s[i] & 0xC0) != 0x80) return 0;
@@ -42,8 +46,10 @@ void json_string(FILE *f, const char *s, size_t n) {
 }
 
 void json_number(FILE *f, double x) {
-    if (isfinite(x)) fprintf(f, "%.9g", x);
-    else fputs("null", f);
+    if (isfinite(x))
+        fprintf(f, "%.9g", x);
+    else
+        fputs("null", f);
 }
 
 void json_token_text(FILE *f, const nu_model *m, int32_t token) {
@@ -71,8 +77,9 @@ static void json_logprob(FILE *f, const nu_model *m, const nu_token_logprob *lp)
 void json_result(FILE *f, const nu_model *m, const nu_generate_result *r) {
     fprintf(f, "{\"index\": %d, \"text\": ", r->index);
     json_string(f, r->text ? r->text : "", r->text_len);
-    fprintf(f, ", \"finish_reason\": \"%s\", \"prompt_tokens\": %d, \"completion_tokens\": %d, "
-               "\"sum_logprob\": ",
+    fprintf(f,
+            ", \"finish_reason\": \"%s\", \"prompt_tokens\": %d, \"completion_tokens\": %d, "
+            "\"sum_logprob\": ",
             nu_finish_reason_name(r->finish), r->n_prompt, r->n_generated);
     json_number(f, r->sum_logprob);
     fputs(", \"score\": ", f);

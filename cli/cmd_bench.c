@@ -119,8 +119,8 @@ static int cmp_double(const void *a, const void *b) {
 
 static double median_of(double *x, long n);
 
-static void report(const bench_opts *o, const nu_model *m, const char *test, double *tps,
-                   long reps, ceiling_log *cl) {
+static void report(const bench_opts *o, const nu_model *m, const char *test, double *tps, long reps,
+                   ceiling_log *cl) {
     qsort(tps, (size_t)reps, sizeof *tps, cmp_double);
     double median = reps % 2 ? tps[reps / 2] : (tps[reps / 2 - 1] + tps[reps / 2]) / 2;
     double mean = 0, var = 0;
@@ -148,8 +148,8 @@ static void report(const bench_opts *o, const nu_model *m, const char *test, dou
             printf("\n%s ceiling: the %.3f GB of weights a token streams, read alone after each "
                    "token, at %.1f GB/s (%.2f tokens/s); generation ran at %.1f%% of it "
                    "(medians of %ld token/read pairs)\n",
-                   test, (double)cl->bytes / 1e9, gbps, gbps * 1e9 / (double)cl->bytes,
-                   100 * frac, cl->n);
+                   test, (double)cl->bytes / 1e9, gbps, gbps * 1e9 / (double)cl->bytes, 100 * frac,
+                   cl->n);
     }
     fflush(stdout);
 }
@@ -172,7 +172,8 @@ static int run_test(const bench_opts *o, nu_context *ctx, bool prompt, long n) {
         clp = &cl;
     }
     int rc = run_once(ctx, prompt, n, &rng, NULL) < 0; /* warm-up */
-    for (long r = 0; r < o->reps && !rc; r++) rc = (tps[r] = run_once(ctx, prompt, n, &rng, clp)) < 0;
+    for (long r = 0; r < o->reps && !rc; r++)
+        rc = (tps[r] = run_once(ctx, prompt, n, &rng, clp)) < 0;
     if (!rc) {
         char name[32];
         snprintf(name, sizeof name, "%s%ld", prompt ? "pp" : "tg", n);
@@ -225,7 +226,8 @@ static int bench_speculative(bench_opts *o, nu_context *ctx, nu_context *dctx, c
             acc = st.drafted ? (double)st.accepted / (double)st.drafted : 0;
             per_pass = st.target_passes ? (double)b.n_generated / (double)st.target_passes : 0;
         }
-        if (a.n_tokens != b.n_tokens || memcmp(a.tokens, b.tokens, sizeof(int32_t) * (size_t)a.n_tokens))
+        if (a.n_tokens != b.n_tokens ||
+            memcmp(a.tokens, b.tokens, sizeof(int32_t) * (size_t)a.n_tokens))
             fprintf(stderr, "nucleus: warning: speculative tokens differ from plain greedy\n");
         nu_generate_result_free(&a);
         nu_generate_result_free(&b);
@@ -252,7 +254,10 @@ static int run_speculative(bench_opts *o, nu_context *ctx) {
                "speculation", "tokens", "plain t/s", "spec. t/s", "speedup", "accepted",
                "tokens/pass", "----------------", "-------:", "-------------:", "-------------:",
                "---------:", "-----------:", "-------------:");
-        rc = bench_speculative(o, ctx, dctx, file_text ? file_text : o->text ? o->text : copy_heavy);
+        rc = bench_speculative(o, ctx, dctx,
+                               file_text ? file_text
+                               : o->text ? o->text
+                                         : copy_heavy);
     }
     nu_context_free(dctx);
     nu_model_free(dm);
@@ -288,9 +293,9 @@ int cmd_bench(int argc, char **argv) {
         printf("| %-20s | %14s | %10s | %-7s | %7s | %8s | %9s | %9s | %9s |\n"
                "|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n",
                "model", "size", "params", "simd", "threads", "test", "t/s med", "t/s min",
-               "t/s max", "----------------------", "----------------:", "-----------:",
-               "---------", "--------:", "---------:", "----------:", "----------:",
-               "----------:");
+               "t/s max", "----------------------",
+               "----------------:", "-----------:", "---------",
+               "--------:", "---------:", "----------:", "----------:", "----------:");
     rc = run_test(&o, ctx, true, o.n_prompt);
     if (!rc) rc = run_test(&o, ctx, false, o.n_gen);
     nu_context_free(ctx);

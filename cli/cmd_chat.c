@@ -41,8 +41,8 @@ typedef struct chat_state {
     nu_model *model;
     nu_context *ctx;
     nu_chat_template *tpl;
-    bool plain;          /* the "plain" template: stop when the model starts the next turn */
-    cJSON *messages;     /* the conversation */
+    bool plain;      /* the "plain" template: stop when the model starts the next turn */
+    cJSON *messages; /* the conversation */
 } chat_state;
 
 static bool write_reply(void *user, int32_t index, const char *text, size_t len) {
@@ -132,7 +132,8 @@ static void reply(chat_state *c) {
     } else {
         putchar('\n');
         if (!c->quiet)
-            fprintf(stderr, "[%d prompt tokens, %d reused from the cache | %d tokens, %.1f tok/s%s]\n",
+            fprintf(stderr,
+                    "[%d prompt tokens, %d reused from the cache | %d tokens, %.1f tok/s%s]\n",
                     r.n_prompt, r.n_cached, r.n_generated,
                     r.generate_ms > 0 ? r.n_generated / (r.generate_ms / 1e3) : 0.0,
                     r.finish == NU_FINISH_CANCELLED ? " | stopped" : "");
@@ -145,8 +146,10 @@ static void reply(chat_state *c) {
 static void save(chat_state *c, const char *path) {
     char *json = cJSON_Print(c->messages);
     FILE *f = fopen(path, "w");
-    if (!f || !json || fputs(json, f) < 0) cli_error("cannot write %s", path);
-    else printf("saved %d messages to %s\n", cJSON_GetArraySize(c->messages), path);
+    if (!f || !json || fputs(json, f) < 0)
+        cli_error("cannot write %s", path);
+    else
+        printf("saved %d messages to %s\n", cJSON_GetArraySize(c->messages), path);
     if (f) fclose(f);
     free(json);
 }
@@ -248,12 +251,15 @@ int cmd_chat(int argc, char **argv) {
         struct sigaction sa = {.sa_handler = on_sigint};
         sigaction(SIGINT, &sa, NULL);
         reset(&c);
-        if (c.tty) fputs("nucleus chat: /help for commands, Ctrl-C stops a reply, /exit leaves\n", stdout);
+        if (c.tty)
+            fputs("nucleus chat: /help for commands, Ctrl-C stops a reply, /exit leaves\n", stdout);
         char *line;
         while ((line = read_line(&c))) {
             bool go_on = true;
-            if (line[0] == '/') go_on = command(&c, line);
-            else if (line[0]) add_message(&c, "user", line), reply(&c);
+            if (line[0] == '/')
+                go_on = command(&c, line);
+            else if (line[0])
+                add_message(&c, "user", line), reply(&c);
             free(line);
             if (!go_on) break;
         }

@@ -14,7 +14,8 @@ static const char generate_help[] =
     "  -p, --prompt TEXT    the prompt\n"
     "  -f, --file FILE      read the prompt from a file\n"
     "      --prompts FILE   a batch: one prompt per line, generated together (at most 64)\n"
-    "  -n, --n-predict N    most tokens to generate; -1 runs to EOS or the context end (default 128)\n"
+    "  -n, --n-predict N    most tokens to generate; -1 runs to EOS or the context end (default "
+    "128)\n"
     "      --echo           print the prompt before the continuation\n"
     "      --stop TEXT      stop before TEXT (repeatable; matched across tokens)\n"
     "      --stop-token ID  stop at this token id (repeatable)\n"
@@ -84,8 +85,10 @@ static int parse_counts(generate_opts *o, int argc, char **argv, int *i) {
         o->beam.length_penalty = (float)x;
     } else if (!strcmp(a, "--draft-max") || !strcmp(a, "--draft-min")) {
         if (!cli_parse_int(a, argv[++*i], 1, 64, &v)) return -1;
-        if (!strcmp(a, "--draft-max")) o->spec.draft_max = (int32_t)v;
-        else o->spec.draft_min = (int32_t)v;
+        if (!strcmp(a, "--draft-max"))
+            o->spec.draft_max = (int32_t)v;
+        else
+            o->spec.draft_min = (int32_t)v;
     } else if (!strcmp(a, "--logprobs")) {
         if (!cli_parse_int(a, argv[++*i], 0, NU_MAX_TOP_LOGPROBS, &v)) return -1;
         o->gen.logprobs = (int32_t)v;
@@ -106,17 +109,28 @@ static int parse_counts(generate_opts *o, int argc, char **argv, int *i) {
 }
 
 static int parse_flag(generate_opts *o, const char *a) {
-    if (!strcmp(a, "--echo")) o->gen.echo = true;
-    else if (!strcmp(a, "--include-stop")) o->gen.include_stop = true;
-    else if (!strcmp(a, "--early-stopping")) o->beam.early_stopping = true;
-    else if (!strcmp(a, "--logprobs-after-chain")) o->gen.logprobs_after_chain = true;
-    else if (!strcmp(a, "--json-output")) o->json = true;
-    else if (!strcmp(a, "--lookup")) o->spec.lookup = true;
-    else if (!strcmp(a, "--draft-fixed")) o->spec.adaptive = false;
-    else if (!strcmp(a, "--special")) o->gen.parse_special = o->beam.parse_special = true;
-    else if (!strcmp(a, "--no-bos")) o->gen.add_bos = o->beam.add_bos = false;
-    else if (!strcmp(a, "--no-summary")) o->summary = false;
-    else return 0;
+    if (!strcmp(a, "--echo"))
+        o->gen.echo = true;
+    else if (!strcmp(a, "--include-stop"))
+        o->gen.include_stop = true;
+    else if (!strcmp(a, "--early-stopping"))
+        o->beam.early_stopping = true;
+    else if (!strcmp(a, "--logprobs-after-chain"))
+        o->gen.logprobs_after_chain = true;
+    else if (!strcmp(a, "--json-output"))
+        o->json = true;
+    else if (!strcmp(a, "--lookup"))
+        o->spec.lookup = true;
+    else if (!strcmp(a, "--draft-fixed"))
+        o->spec.adaptive = false;
+    else if (!strcmp(a, "--special"))
+        o->gen.parse_special = o->beam.parse_special = true;
+    else if (!strcmp(a, "--no-bos"))
+        o->gen.add_bos = o->beam.add_bos = false;
+    else if (!strcmp(a, "--no-summary"))
+        o->summary = false;
+    else
+        return 0;
     return 1;
 }
 
@@ -184,8 +198,10 @@ static void print_results(const generate_opts *o, const nu_model *m, nu_generate
                    o->use_beam ? "hypothesis" : "sample", i, r[i].n_generated, r[i].sum_logprob,
                    r[i].score, nu_finish_reason_name(r[i].finish));
         if (!streamed) fputs(r[i].text ? r[i].text : "", stdout);
-        if (o->summary && !o->use_beam) print_summary(&r[i]);
-        else putchar('\n');
+        if (o->summary && !o->use_beam)
+            print_summary(&r[i]);
+        else
+            putchar('\n');
     }
 }
 
@@ -195,7 +211,8 @@ static int pick_one(const generate_opts *o, const nu_model *m, nu_generate_resul
     char answer[256] = "";
     if (o->consistency) {
         nu_error err;
-        if (nu_majority_answer(r, n, o->answer_regex, answer, sizeof answer, &votes, &index, &err)) {
+        if (nu_majority_answer(r, n, o->answer_regex, answer, sizeof answer, &votes, &index,
+                               &err)) {
             cli_error("%s", err.message);
             return 1;
         }
@@ -230,13 +247,15 @@ static int run_speculative(generate_opts *o, nu_context *ctx, const char *prompt
     } else {
         print_results(o, nu_context_model(ctx), &r, 1, !o->json);
         if (o->summary)
-            fprintf(stderr, "speculative (%s): %lld proposed, %lld accepted (%.1f%%), %lld target "
-                            "passes, %.2f tokens per target pass\n",
+            fprintf(stderr,
+                    "speculative (%s): %lld proposed, %lld accepted (%.1f%%), %lld target "
+                    "passes, %.2f tokens per target pass\n",
                     o->draft_model ? "draft model" : "prompt lookup", (long long)stats.drafted,
                     (long long)stats.accepted,
                     stats.drafted ? 100.0 * (double)stats.accepted / (double)stats.drafted : 0.0,
                     (long long)stats.target_passes,
-                    stats.target_passes ? (double)r.n_generated / (double)stats.target_passes : 0.0);
+                    stats.target_passes ? (double)r.n_generated / (double)stats.target_passes
+                                        : 0.0);
         nu_generate_result_free(&r);
     }
     nu_context_free(dctx);
@@ -278,9 +297,11 @@ static int run_batch(generate_opts *o, nu_context *ctx, char **prompts, int32_t 
     int64_t total = 0;
     for (int32_t i = 0; i < n; i++) {
         total += r[i].n_generated;
-        if (o->json) json_result(stdout, nu_context_model(ctx), &r[i]);
-        else printf("%s--- prompt %d (%d tokens, %s) ---\n%s\n", i ? "\n" : "", i,
-                    r[i].n_generated, nu_finish_reason_name(r[i].finish), r[i].text);
+        if (o->json)
+            json_result(stdout, nu_context_model(ctx), &r[i]);
+        else
+            printf("%s--- prompt %d (%d tokens, %s) ---\n%s\n", i ? "\n" : "", i, r[i].n_generated,
+                   nu_finish_reason_name(r[i].finish), r[i].text);
         nu_generate_result_free(&r[i]);
     }
     if (o->summary)
@@ -309,15 +330,19 @@ static int run(generate_opts *o, nu_context *ctx, const char *prompt) {
         return 1;
     }
     int rc = 0;
-    if (o->best_of || o->consistency) rc = pick_one(o, m, r);
-    else print_results(o, m, r, n, stream);
+    if (o->best_of || o->consistency)
+        rc = pick_one(o, m, r);
+    else
+        print_results(o, m, r, n, stream);
     for (int32_t i = 0; i < n; i++) nu_generate_result_free(&r[i]);
     return rc;
 }
 
 int cmd_generate(int argc, char **argv) {
-    generate_opts o = {.gen = nu_generate_default_params(), .beam = nu_beam_default_params(),
-                       .spec = nu_speculative_default_params(), .summary = true};
+    generate_opts o = {.gen = nu_generate_default_params(),
+                       .beam = nu_beam_default_params(),
+                       .spec = nu_speculative_default_params(),
+                       .summary = true};
     cli_run_opts_init(&o.run);
     int rc = parse(&o, argc, argv);
     if (rc) return rc < 0 ? 0 : rc;
@@ -347,7 +372,8 @@ int cmd_generate(int argc, char **argv) {
     if ((rc = cli_open(&o.run, &model, &ctx)) == 0 &&
         (rc = cli_make_grammar(&o.run, model, &grammar)) == 0) {
         o.gen.grammar = grammar;
-        rc = n_batch ? run_batch(&o, ctx, batch, n_batch) : run(&o, ctx, file_text ? file_text : o.prompt);
+        rc = n_batch ? run_batch(&o, ctx, batch, n_batch)
+                     : run(&o, ctx, file_text ? file_text : o.prompt);
     }
     if (model) {
         nu_grammar_free(grammar);

@@ -80,8 +80,8 @@ static void print_metadata(const nu_model *m, int items) {
 
 static void print_tensors(const nu_model *m) {
     int64_t n = nu_model_tensor_count(m);
-    printf("\ntensors: %lld\n  %-36s %-6s %-24s %12s %14s\n", (long long)n, "name", "type",
-           "shape", "bytes", "offset");
+    printf("\ntensors: %lld\n  %-36s %-6s %-24s %12s %14s\n", (long long)n, "name", "type", "shape",
+           "bytes", "offset");
     for (int64_t i = 0; i < n; i++) {
         nu_tensor_info t;
         if (!nu_model_tensor(m, i, &t)) continue;

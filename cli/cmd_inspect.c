@@ -123,8 +123,10 @@ static void print_piece(const nu_model *m, int32_t token) {
     buf[n < sizeof buf - 1 ? n : sizeof buf - 1] = 0;
     putchar('\'');
     for (char *c = buf; *c; c++) {
-        if (*c == '\n') fputs("\\n", stdout);
-        else putchar(*c);
+        if (*c == '\n')
+            fputs("\\n", stdout);
+        else
+            putchar(*c);
     }
     putchar('\'');
 }
@@ -132,7 +134,8 @@ static void print_piece(const nu_model *m, int32_t token) {
 static void print_text_step(const inspect_state *st, int step, double entropy, int32_t eff,
                             int32_t nucleus, float p) {
     printf("\nstep %d  entropy %.3f nats  effective vocabulary %d (p > 1%%)  "
-           "nucleus(%.2f) %d tokens\n", step, entropy, eff, p, nucleus);
+           "nucleus(%.2f) %d tokens\n",
+           step, entropy, eff, p, nucleus);
     for (int32_t r = 0; r < st->n_rows; r++) {
         const stage_row *row = &st->rows[r];
         printf("  %-17s %6zu left |", row->name, row->kept);
@@ -217,19 +220,25 @@ static int read_prompt(nu_context *ctx, nu_sampler *sampler, const char *prompt,
     int32_t *toks = malloc((len + 8) * sizeof *toks);
     nu_batch_entry *b = malloc((len + 8) * sizeof *b);
     nu_error err;
-    nu_status st = toks && b ? nu_tokenize(m, prompt, len, NU_TOKENIZE_ADD_BOS, toks, len + 8, &n,
-                                           &err) : NU_ERR_NOMEM;
+    nu_status st = toks && b
+                       ? nu_tokenize(m, prompt, len, NU_TOKENIZE_ADD_BOS, toks, len + 8, &n, &err)
+                       : NU_ERR_NOMEM;
     if (st == NU_OK && (n == 0 || n >= (size_t)nu_context_n_ctx(ctx))) {
-        snprintf(err.message, sizeof err.message, "the prompt has %zu tokens; it must fit the "
-                 "context (%d)", n, nu_context_n_ctx(ctx));
+        snprintf(err.message, sizeof err.message,
+                 "the prompt has %zu tokens; it must fit the "
+                 "context (%d)",
+                 n, nu_context_n_ctx(ctx));
         st = NU_ERR_INVALID_ARG;
     }
-    for (size_t i = 0; st == NU_OK && i < n; i++) b[i] = (nu_batch_entry){toks[i], (int32_t)i, 0, i == n - 1};
+    for (size_t i = 0; st == NU_OK && i < n; i++)
+        b[i] = (nu_batch_entry){toks[i], (int32_t)i, 0, i == n - 1};
     int32_t nb = 512;
     for (size_t s = 0; st == NU_OK && s < n; s += (size_t)nb)
         st = nu_decode(ctx, b + s, (int32_t)(n - s < (size_t)nb ? n - s : (size_t)nb), &err);
-    if (st) cli_error("%s", st == NU_ERR_NOMEM ? "out of memory" : err.message);
-    else nu_sampler_accept_prompt(sampler, toks, (int32_t)n);
+    if (st)
+        cli_error("%s", st == NU_ERR_NOMEM ? "out of memory" : err.message);
+    else
+        nu_sampler_accept_prompt(sampler, toks, (int32_t)n);
     *n_pos = (int32_t)n;
     *last = (int32_t)((n - 1) % (size_t)nb);
     free(toks);
@@ -266,8 +275,10 @@ int cmd_inspect(int argc, char **argv) {
         int32_t tok = nu_sampler_sample(s, logits);
         st.chosen = tok;
         nu_sampler_accept(s, tok);
-        if (o.json) print_json_step(&st, (int)step, entropy, eff, nucleus, (float)o.nucleus);
-        else print_text_step(&st, (int)step, entropy, eff, nucleus, (float)o.nucleus);
+        if (o.json)
+            print_json_step(&st, (int)step, entropy, eff, nucleus, (float)o.nucleus);
+        else
+            print_text_step(&st, (int)step, entropy, eff, nucleus, (float)o.nucleus);
         if (nu_token_is_eog(m, tok) || n_pos >= nu_context_n_ctx(ctx)) break;
         nu_batch_entry e = {tok, n_pos++, 0, true};
         entry = 0;

@@ -78,8 +78,8 @@ int cmd_perplexity(int argc, char **argv) {
     size_t cap = len + 8, n = 0;
     int32_t *toks = malloc(cap * sizeof *toks);
     nu_error err;
-    nu_status st = toks ? nu_tokenize(m, text, len, NU_TOKENIZE_ADD_BOS, toks, cap, &n, &err)
-                        : NU_ERR_NOMEM;
+    nu_status st =
+        toks ? nu_tokenize(m, text, len, NU_TOKENIZE_ADD_BOS, toks, cap, &n, &err) : NU_ERR_NOMEM;
     nu_perplexity_result r;
     if (st == NU_OK) {
         nu_perplexity_params p = nu_perplexity_default_params();
@@ -92,8 +92,7 @@ int cmd_perplexity(int argc, char **argv) {
         if (st == NU_OK && o.json)
             printf("{\"perplexity\": %.6f, \"stderr\": %.6f, \"nll\": %.6f, \"tokens\": %zu, "
                    "\"scored\": %lld, \"windows\": %d, \"seconds\": %.3f}\n",
-                   r.perplexity, r.stderr_ppl, r.nll, n, (long long)r.n_scored, r.n_windows,
-                   secs);
+                   r.perplexity, r.stderr_ppl, r.nll, n, (long long)r.n_scored, r.n_windows, secs);
         else if (st == NU_OK)
             printf("perplexity: %.4f +/- %.4f over %lld scored tokens of %zu (%d windows, "
                    "%.1f s)\n",

@@ -6,7 +6,6 @@
 
 #include "cli.h"
 
-
 static const char pull_help[] =
     "usage: nucleus pull [options] REF\n\n"
     "Downloads a model into the cache, unless it is already there, and prints its\n"

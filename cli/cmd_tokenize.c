@@ -59,10 +59,14 @@ static void print_piece(const char *s, size_t n) {
     putchar('\'');
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c == '\n') fputs("\\n", stdout);
-        else if (c == '\'' || c == '\\') printf("\\%c", c);
-        else if (c < 0x20 || c == 0x7f) printf("\\x%02x", c);
-        else putchar(c);
+        if (c == '\n')
+            fputs("\\n", stdout);
+        else if (c == '\'' || c == '\\')
+            printf("\\%c", c);
+        else if (c < 0x20 || c == 0x7f)
+            printf("\\x%02x", c);
+        else
+            putchar(c);
     }
     putchar('\'');
 }
@@ -96,13 +100,16 @@ int cmd_tokenize(int argc, char **argv) {
         free(file_text);
         return 1;
     }
-    unsigned flags = (o.bos ? NU_TOKENIZE_ADD_BOS : 0) | (o.special ? NU_TOKENIZE_PARSE_SPECIAL : 0);
+    unsigned flags =
+        (o.bos ? NU_TOKENIZE_ADD_BOS : 0) | (o.special ? NU_TOKENIZE_PARSE_SPECIAL : 0);
     size_t cap = len + 8, n = 0;
     int32_t *toks = malloc(cap * sizeof *toks);
     nu_error err;
     nu_status st = toks ? nu_tokenize(m, text, len, flags, toks, cap, &n, &err) : NU_ERR_NOMEM;
-    if (st == NU_OK) print_tokens(m, toks, n, o.ids_only);
-    else cli_error("%s", st == NU_ERR_NOMEM ? "out of memory" : err.message);
+    if (st == NU_OK)
+        print_tokens(m, toks, n, o.ids_only);
+    else
+        cli_error("%s", st == NU_ERR_NOMEM ? "out of memory" : err.message);
     free(toks);
     free(file_text);
     nu_model_free(m);

@@ -28,9 +28,11 @@ static const command commands[] = {
 };
 
 static void usage(FILE *out) {
-    fprintf(out, "nucleus %s - text generation for GGUF models on the CPU\n\n"
-                 "usage: nucleus COMMAND [options]   (nucleus COMMAND --help for its options)\n\n"
-                 "commands:\n", NU_VERSION_STRING);
+    fprintf(out,
+            "nucleus %s - text generation for GGUF models on the CPU\n\n"
+            "usage: nucleus COMMAND [options]   (nucleus COMMAND --help for its options)\n\n"
+            "commands:\n",
+            NU_VERSION_STRING);
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
 }

@@ -97,8 +97,8 @@ static bool convert(int kind, uint8_t sel, char *src, nu_gram_buf *b) {
         nu_json_options o = {.max_whitespace = (sel >> 4) % 3};
         st = nu_gram_json_schema_gbnf(src, &o, b, &err);
     } else {
-        st = nu_gram_regex_rules(b, "root", src, kind == 2 ? GRAM_REGEX_FULL : GRAM_REGEX_JSON_STRING,
-                              &err);
+        st = nu_gram_regex_rules(b, "root", src,
+                                 kind == 2 ? GRAM_REGEX_FULL : GRAM_REGEX_JSON_STRING, &err);
     }
     check_error(st, &err);
     return st == NU_OK && !b->failed;

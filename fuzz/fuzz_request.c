@@ -28,9 +28,12 @@ static void touch(const char *s) {
     if (s) sink += strlen(s);
 }
 
-static const srv_limits limits = {
-    .n_vocab = 512, .max_n = 8, .max_tokens = 2048, .max_prompts = 32, .max_beam_width = 4,
-    .max_draft = 8};
+static const srv_limits limits = {.n_vocab = 512,
+                                  .max_n = 8,
+                                  .max_tokens = 2048,
+                                  .max_prompts = 32,
+                                  .max_beam_width = 4,
+                                  .max_draft = 8};
 
 /* What the server starts from: nucleus's defaults, written out here so the
  * fuzzer needs no library code. */

@@ -38,16 +38,16 @@ extern "C" {
 
 typedef enum nu_status {
     NU_OK = 0,
-    NU_ERR_IO,            /* a file could not be opened, read or mapped */
-    NU_ERR_FORMAT,        /* a file or input is malformed */
-    NU_ERR_UNSUPPORTED,   /* well-formed, but not something nucleus handles */
-    NU_ERR_NOMEM,         /* an allocation failed */
-    NU_ERR_INVALID_ARG,   /* a parameter is out of range or inconsistent */
-    NU_ERR_CONTEXT_FULL,  /* the KV cache has no room for the batch */
-    NU_ERR_BUFFER_SMALL,  /* an output buffer is too small; the size needed is reported */
-    NU_ERR_NETWORK,       /* a download failed */
-    NU_ERR_CHECKSUM,      /* downloaded data does not match its size or checksum */
-    NU_ERR_CANCELLED,     /* a callback asked to stop */
+    NU_ERR_IO,           /* a file could not be opened, read or mapped */
+    NU_ERR_FORMAT,       /* a file or input is malformed */
+    NU_ERR_UNSUPPORTED,  /* well-formed, but not something nucleus handles */
+    NU_ERR_NOMEM,        /* an allocation failed */
+    NU_ERR_INVALID_ARG,  /* a parameter is out of range or inconsistent */
+    NU_ERR_CONTEXT_FULL, /* the KV cache has no room for the batch */
+    NU_ERR_BUFFER_SMALL, /* an output buffer is too small; the size needed is reported */
+    NU_ERR_NETWORK,      /* a download failed */
+    NU_ERR_CHECKSUM,     /* downloaded data does not match its size or checksum */
+    NU_ERR_CANCELLED,    /* a callback asked to stop */
 } nu_status;
 
 typedef struct nu_error {
@@ -79,7 +79,7 @@ NU_API nu_model_params nu_model_default_params(void);
 
 /* Memory-maps a GGUF file, validates it and prepares the model. */
 NU_API nu_status nu_model_load(const char *path, const nu_model_params *params, nu_model **out,
-                        nu_error *err);
+                               nu_error *err);
 NU_API void nu_model_free(nu_model *model);
 
 /* Basic shape. */
@@ -96,19 +96,20 @@ NU_API uint32_t nu_model_gguf_version(const nu_model *model);
  * needs, like snprintf. */
 NU_API int64_t nu_model_meta_count(const nu_model *model);
 NU_API const char *nu_model_meta_key(const nu_model *model, int64_t i);
-NU_API const char *nu_model_meta_type(const nu_model *model, int64_t i); /* "u32", "arr[str,32000]", ... */
+NU_API const char *nu_model_meta_type(const nu_model *model,
+                                      int64_t i); /* "u32", "arr[str,32000]", ... */
 NU_API size_t nu_model_meta_value(const nu_model *model, int64_t i, char *buf, size_t cap,
-                           int max_items);
+                                  int max_items);
 
 /* Tensors, in file order. */
 typedef struct nu_tensor_info {
     const char *name;
     const char *type_name; /* "f32", "q4_0", ... */
     uint32_t n_dims;
-    int64_t ne[4];         /* ne[0] is the row length */
+    int64_t ne[4]; /* ne[0] is the row length */
     uint64_t n_elements;
     uint64_t n_bytes;
-    uint64_t file_offset;  /* absolute offset of the data in the file */
+    uint64_t file_offset; /* absolute offset of the data in the file */
 } nu_tensor_info;
 
 NU_API int64_t nu_model_tensor_count(const nu_model *model);
@@ -120,17 +121,17 @@ NU_API uint64_t nu_model_weight_bytes(const nu_model *model);
 
 /* What a context with these sizes will need, in bytes. */
 typedef struct nu_memory_estimate {
-    uint64_t weights;   /* mapped tensor data */
-    uint64_t kv_cache;  /* keys and values for n_ctx cells */
-    uint64_t scratch;   /* activations and logits for one batch */
+    uint64_t weights;  /* mapped tensor data */
+    uint64_t kv_cache; /* keys and values for n_ctx cells */
+    uint64_t scratch;  /* activations and logits for one batch */
     uint64_t total;
 } nu_memory_estimate;
 
 typedef enum nu_kv_type { NU_KV_F32 = 0, NU_KV_F16 = 1 } nu_kv_type;
 
 NU_API nu_status nu_model_memory(const nu_model *model, int32_t n_ctx, int32_t n_batch,
-                          int32_t n_seq, nu_kv_type kv_type, nu_memory_estimate *out,
-                          nu_error *err);
+                                 int32_t n_seq, nu_kv_type kv_type, nu_memory_estimate *out,
+                                 nu_error *err);
 
 /* Writes the model at in_path to out_path with its weight matrices in
  * another type: "f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1" or
@@ -140,7 +141,7 @@ NU_API nu_status nu_model_memory(const nu_model *model, int32_t n_ctx, int32_t n
  * "q3_k_s", "q2_k" (the same tensor types as llama.cpp's quantize tool).
  * Metadata is copied (general.file_type updated); vectors stay F32. */
 NU_API nu_status nu_quantize_file(const char *in_path, const char *out_path, const char *type,
-                           nu_error *err);
+                                  nu_error *err);
 
 /* ------------------------------------------------------------------------ */
 /* Tokenizer                                                                */
@@ -165,7 +166,7 @@ typedef enum nu_token_type {
  * the text needs to *n_tokens; returns NU_ERR_BUFFER_SMALL when cap is too
  * small (nothing else is wrong: call again with a larger buffer). */
 NU_API nu_status nu_tokenize(const nu_model *model, const char *text, size_t len, unsigned flags,
-                      int32_t *tokens, size_t cap, size_t *n_tokens, nu_error *err);
+                             int32_t *tokens, size_t cap, size_t *n_tokens, nu_error *err);
 
 /* The vocabulary text of a token, as stored ("▁the", "<0x0A>", "<s>"). */
 NU_API const char *nu_token_text(const nu_model *model, int32_t token);
@@ -174,7 +175,7 @@ NU_API nu_token_type nu_token_get_type(const nu_model *model, int32_t token);
 /* The bytes a token stands for when text is produced. Control tokens give
  * nothing unless special is true. Returns the byte count; writes at most cap. */
 NU_API size_t nu_token_to_bytes(const nu_model *model, int32_t token, bool special, char *buf,
-                         size_t cap);
+                                size_t cap);
 
 NU_API int32_t nu_token_bos(const nu_model *model); /* -1 when the model has none */
 NU_API int32_t nu_token_eos(const nu_model *model);
@@ -191,15 +192,15 @@ NU_API const char *nu_model_warning(const nu_model *model);
  * piece when strip_leading_space is set. */
 typedef struct nu_detokenizer {
     const nu_model *model;
-    bool special;              /* render control tokens */
-    bool strip_leading_space;  /* drop one leading space of the first text piece */
+    bool special;             /* render control tokens */
+    bool strip_leading_space; /* drop one leading space of the first text piece */
     bool started;
-    unsigned char pending[8];  /* bytes of an unfinished UTF-8 character */
+    unsigned char pending[8]; /* bytes of an unfinished UTF-8 character */
     size_t n_pending;
 } nu_detokenizer;
 
 NU_API void nu_detokenizer_init(nu_detokenizer *d, const nu_model *model, bool special,
-                         bool strip_leading_space);
+                                bool strip_leading_space);
 /* Appends the text of token; returns how many bytes are ready in out (at most
  * cap; 16 + the longest token is always enough). */
 NU_API size_t nu_detokenizer_push(nu_detokenizer *d, int32_t token, char *out, size_t cap);
@@ -225,7 +226,7 @@ typedef struct nu_context_params {
 NU_API nu_context_params nu_context_default_params(void);
 
 NU_API nu_status nu_context_new(const nu_model *model, const nu_context_params *params,
-                         nu_context **out, nu_error *err);
+                                nu_context **out, nu_error *err);
 NU_API void nu_context_free(nu_context *ctx);
 NU_API const nu_model *nu_context_model(const nu_context *ctx);
 NU_API int32_t nu_context_n_ctx(const nu_context *ctx);
@@ -254,7 +255,7 @@ typedef struct nu_batch_entry {
  * The result for an entry does not depend on the thread count or on what
  * else is in the batch. On error the cache is left as it was. */
 NU_API nu_status nu_decode(nu_context *ctx, const nu_batch_entry *entries, int32_t n,
-                    nu_error *err);
+                           nu_error *err);
 
 /* Logits (n_vocab floats) of the i-th entry of the last nu_decode, or NULL
  * if that entry did not ask for them. Valid until the next nu_decode. */
@@ -407,7 +408,7 @@ typedef struct nu_sampler_params {
      * more than once: the biases add up). */
     const nu_logit_bias *logit_bias;
     int32_t n_logit_bias;
-    uint64_t seed; /* 0xC0FFEE */
+    uint64_t seed;                 /* 0xC0FFEE */
     nu_watermark_params watermark; /* off (key NULL); nu_watermark_default_params otherwise */
     /* Order in which the stages run; a stage left out does not run and none
      * may appear twice. n_stages 0 means the default (the "default" preset of
@@ -444,7 +445,8 @@ NU_API const char *nu_stage_name(nu_stage_kind kind);
  *                 top-k -> top-p pipeline of Hugging Face transformers)
  * Writes the stages to order (room for NU_MAX_STAGES) and their count to *n.
  * Unknown or repeated names are NU_ERR_INVALID_ARG. */
-NU_API nu_status nu_sampler_order_parse(const char *text, nu_stage_kind *order, int32_t *n, nu_error *err);
+NU_API nu_status nu_sampler_order_parse(const char *text, nu_stage_kind *order, int32_t *n,
+                                        nu_error *err);
 
 /* Writes an order as comma-separated names (n 0: the default order). Returns
  * the length the whole text needs, like snprintf. */
@@ -457,11 +459,11 @@ typedef struct nu_sampler nu_sampler;
  * doubling, while it fills). It knows no end-of-generation tokens (see
  * nu_sampler_set_eog). */
 NU_API nu_status nu_sampler_new(const nu_sampler_params *params, int32_t n_vocab, nu_sampler **out,
-                         nu_error *err);
+                                nu_error *err);
 /* A sampler for a model's vocabulary that knows its end-of-generation tokens
  * (for min_tokens and ignore_eos). */
 NU_API nu_status nu_sampler_new_for_model(const nu_sampler_params *params, const nu_model *model,
-                                   nu_sampler **out, nu_error *err);
+                                          nu_sampler **out, nu_error *err);
 NU_API void nu_sampler_free(nu_sampler *s);
 /* Sets the end-of-generation tokens (a copy is kept). */
 NU_API nu_status nu_sampler_set_eog(nu_sampler *s, const int32_t *tokens, int32_t n, nu_error *err);
@@ -475,7 +477,7 @@ typedef struct nu_grammar nu_grammar; /* see "Constrained generation" */
  * matching state, advanced by nu_sampler_accept; budget >= 0 also makes the
  * grammar finish within that many tokens (nu_grammar_state_set_budget). */
 NU_API nu_status nu_sampler_set_grammar(nu_sampler *s, const nu_grammar *g, int32_t budget,
-                                 nu_error *err);
+                                        nu_error *err);
 /* The grammar allows nothing but the end. */
 NU_API bool nu_sampler_grammar_must_end(const nu_sampler *s);
 /* The distribution the next token would be drawn from (the chain run on
@@ -525,7 +527,8 @@ NU_API const nu_candidates *nu_sampler_last_candidates(const nu_sampler *s);
 typedef void (*nu_stage_observer)(void *user, const char *stage, const nu_candidates *before,
                                   const nu_candidates *after);
 /* Sets (fn NULL: removes) the observer; allocates its copy buffer once. */
-NU_API nu_status nu_sampler_set_observer(nu_sampler *s, nu_stage_observer fn, void *user, nu_error *err);
+NU_API nu_status nu_sampler_set_observer(nu_sampler *s, nu_stage_observer fn, void *user,
+                                         nu_error *err);
 
 /* The chain's stateless stages over a candidate array, for callers building
  * their own loop and for tests. Stages compute probabilities from the logits
@@ -595,7 +598,7 @@ NU_API nu_json_options nu_json_default_options(void);
  * are reported by rule name. model may be NULL: the grammar then has no
  * vocabulary and only the byte functions below work. */
 NU_API nu_status nu_grammar_from_gbnf(const nu_model *model, const char *gbnf, const char *root,
-                               nu_grammar **out, nu_error *err);
+                                      nu_grammar **out, nu_error *err);
 /* A JSON Schema (text): type, enum, const, properties, required,
  * additionalProperties, items, prefixItems, min/maxItems, min/maxLength,
  * pattern, format (date, time, date-time, uuid, email), minimum, maximum,
@@ -605,34 +608,37 @@ NU_API nu_status nu_grammar_from_gbnf(const nu_model *model, const char *gbnf, c
  * naming the keyword and its place in the schema; src/json_schema.c has
  * the details. */
 NU_API nu_status nu_grammar_from_json_schema(const nu_model *model, const char *schema_json,
-                                      const nu_json_options *opt, nu_grammar **out, nu_error *err);
+                                             const nu_json_options *opt, nu_grammar **out,
+                                             nu_error *err);
 /* Any JSON object. */
 NU_API nu_status nu_grammar_json_object(const nu_model *model, const nu_json_options *opt,
-                                 nu_grammar **out, nu_error *err);
+                                        nu_grammar **out, nu_error *err);
 /* Texts a regular expression matches as a whole (ECMAScript syntax: classes,
  * \d \w \s, groups, alternation, quantifiers; ^ and $ only at the ends). */
 NU_API nu_status nu_grammar_from_regex(const nu_model *model, const char *regex, nu_grammar **out,
-                                nu_error *err);
+                                       nu_error *err);
 /* Exactly one of n strings. */
-NU_API nu_status nu_grammar_from_choices(const nu_model *model, const char *const *choices, size_t n,
-                                  nu_grammar **out, nu_error *err);
+NU_API nu_status nu_grammar_from_choices(const nu_model *model, const char *const *choices,
+                                         size_t n, nu_grammar **out, nu_error *err);
 NU_API void nu_grammar_free(nu_grammar *g);
 
 /* The GBNF text a schema, JSON object, regex or choice list compiles from
  * (for printing and debugging). *gbnf is set to a string the caller releases
  * with nu_gbnf_free. */
-NU_API nu_status nu_json_schema_to_gbnf(const char *schema_json, const nu_json_options *opt, char **gbnf,
-                                 nu_error *err);
+NU_API nu_status nu_json_schema_to_gbnf(const char *schema_json, const nu_json_options *opt,
+                                        char **gbnf, nu_error *err);
 NU_API nu_status nu_json_object_to_gbnf(const nu_json_options *opt, char **gbnf, nu_error *err);
 NU_API nu_status nu_regex_to_gbnf(const char *regex, char **gbnf, nu_error *err);
-NU_API nu_status nu_choices_to_gbnf(const char *const *choices, size_t n, char **gbnf, nu_error *err);
+NU_API nu_status nu_choices_to_gbnf(const char *const *choices, size_t n, char **gbnf,
+                                    nu_error *err);
 NU_API void nu_gbnf_free(char *gbnf);
 
 /* A matching state at the start of the text. */
 NU_API nu_status nu_grammar_state_new(const nu_grammar *g, nu_grammar_state **out, nu_error *err);
 NU_API void nu_grammar_state_free(nu_grammar_state *s);
 /* An independent copy (for beams and parallel samples). */
-NU_API nu_status nu_grammar_state_copy(const nu_grammar_state *s, nu_grammar_state **out, nu_error *err);
+NU_API nu_status nu_grammar_state_copy(const nu_grammar_state *s, nu_grammar_state **out,
+                                       nu_error *err);
 /* Allows at most n_tokens more tokens (end-of-generation tokens not counted;
  * -1: no limit) and from now on refuses tokens that would leave too few to
  * finish. Fails (NU_ERR_INVALID_ARG) when n_tokens is below
@@ -657,7 +663,7 @@ NU_API nu_status nu_grammar_accept(nu_grammar_state *s, int32_t token, nu_error 
 /* Appends raw bytes (no vocabulary needed): NU_ERR_INVALID_ARG, state
  * unchanged, naming the offset of the first refused byte. */
 NU_API nu_status nu_grammar_accept_bytes(nu_grammar_state *s, const char *bytes, size_t len,
-                                  nu_error *err);
+                                         nu_error *err);
 /* The grammar may end here: end-of-generation tokens are allowed. */
 NU_API bool nu_grammar_is_complete(const nu_grammar_state *s);
 /* Nothing but the end is allowed (or the token budget is spent). */
@@ -693,7 +699,7 @@ typedef struct nu_top_logprob {
  * with logprobs_after_chain, from the distribution the sampler chain left. */
 typedef struct nu_token_logprob {
     int32_t token;
-    float logprob;    /* -INFINITY when the chain had removed the token */
+    float logprob; /* -INFINITY when the chain had removed the token */
     int32_t n_top;
     nu_top_logprob top[NU_MAX_TOP_LOGPROBS];
     size_t text_offset; /* where the token's text starts in the result text */
@@ -704,18 +710,18 @@ typedef struct nu_token_logprob {
 typedef bool (*nu_text_callback)(void *user, int32_t index, const char *text, size_t len);
 
 typedef struct nu_generate_params {
-    int32_t n_predict;       /* most tokens to generate (-1: until EOS or context end) */
-    bool add_bos;            /* add BOS when the model asks for it */
-    bool parse_special;      /* special-token text in the prompt becomes its id */
-    bool echo;               /* the prompt's text (and log-probs) come first in the result */
+    int32_t n_predict;  /* most tokens to generate (-1: until EOS or context end) */
+    bool add_bos;       /* add BOS when the model asks for it */
+    bool parse_special; /* special-token text in the prompt becomes its id */
+    bool echo;          /* the prompt's text (and log-probs) come first in the result */
     nu_sampler_params sampling;
     int32_t n;               /* samples of this prompt, sharing its cache (1..64) */
     const char *const *stop; /* stop strings: the text ends before the first match */
     int32_t n_stop;
-    bool include_stop;       /* keep the matched stop string in the text */
+    bool include_stop;          /* keep the matched stop string in the text */
     const int32_t *stop_tokens; /* token ids that end generation (besides EOS) */
     int32_t n_stop_tokens;
-    int32_t logprobs;        /* -1: none; 0..20: the token's log-prob and this many alternatives */
+    int32_t logprobs; /* -1: none; 0..20: the token's log-prob and this many alternatives */
     bool logprobs_after_chain;
     /* Output constrained to a grammar (NULL: none); it must outlive the
      * generation. The text always completes the grammar within n_predict
@@ -741,24 +747,24 @@ NU_API nu_status nu_generate_params_check(const nu_generate_params *p, nu_error 
 /* What one sample produced. The arrays belong to the result: release them
  * with nu_generate_result_free. */
 typedef struct nu_generate_result {
-    int32_t index;        /* which sample of its prompt */
-    int32_t n_prompt;     /* prompt tokens, BOS included */
-    int32_t n_cached;     /* of those, how many were reused from the cache */
-    int32_t n_generated;  /* tokens sampled (an ending EOS not counted) */
-    double prompt_ms;     /* prompt processing wall time */
-    double generate_ms;   /* generation wall time (after the prompt) */
+    int32_t index;       /* which sample of its prompt */
+    int32_t n_prompt;    /* prompt tokens, BOS included */
+    int32_t n_cached;    /* of those, how many were reused from the cache */
+    int32_t n_generated; /* tokens sampled (an ending EOS not counted) */
+    double prompt_ms;    /* prompt processing wall time */
+    double generate_ms;  /* generation wall time (after the prompt) */
     nu_finish_reason finish;
-    char *text;           /* NUL-terminated: the prompt's text first when echo */
+    char *text; /* NUL-terminated: the prompt's text first when echo */
     size_t text_len;
-    int32_t *tokens;      /* generated tokens */
+    int32_t *tokens; /* generated tokens */
     int32_t n_tokens;
     nu_token_logprob *logprobs; /* prompt tokens (echo) then generated ones, or NULL */
     int32_t n_logprobs;
     int32_t n_prompt_logprobs;
-    double sum_logprob;   /* total model log-prob of the generated tokens */
-    double score;         /* beam search: sum_logprob / n_generated^length_penalty */
-    int32_t n_drafted;    /* speculative decoding: tokens proposed for this sample */
-    int32_t n_accepted;   /* of those, how many the target accepted */
+    double sum_logprob; /* total model log-prob of the generated tokens */
+    double score;       /* beam search: sum_logprob / n_generated^length_penalty */
+    int32_t n_drafted;  /* speculative decoding: tokens proposed for this sample */
+    int32_t n_accepted; /* of those, how many the target accepted */
 } nu_generate_result;
 
 NU_API void nu_generate_result_free(nu_generate_result *r);
@@ -768,7 +774,7 @@ NU_API void nu_generate_result_free(nu_generate_result *r);
  * positions of an earlier call that match the prompt's first tokens are
  * reused, not recomputed (the result is the same either way). */
 NU_API nu_status nu_generate(nu_context *ctx, const char *prompt, const nu_generate_params *params,
-                      nu_generate_result *results, nu_error *err);
+                             nu_generate_result *results, nu_error *err);
 
 /* Best-of-n: the index of the sample with the highest total log-prob. */
 NU_API int32_t nu_best_of(const nu_generate_result *results, int32_t n);
@@ -778,9 +784,9 @@ NU_API int32_t nu_best_of(const nu_generate_result *results, int32_t n);
  * expression; NULL means the last number); samples without one do not vote.
  * Ties go to the answer that appeared first. Writes the answer, its votes and
  * the index of the first sample that gave it (-1 and 0 votes when none). */
-NU_API nu_status nu_majority_answer(const nu_generate_result *results, int32_t n, const char *pattern,
-                             char *answer, size_t cap, int32_t *votes, int32_t *index,
-                             nu_error *err);
+NU_API nu_status nu_majority_answer(const nu_generate_result *results, int32_t n,
+                                    const char *pattern, char *answer, size_t cap, int32_t *votes,
+                                    int32_t *index, nu_error *err);
 
 /* Beam search: keeps the `width` best partial continuations by total
  * log-probability, extending each by its best tokens at every step; a
@@ -792,11 +798,11 @@ NU_API nu_status nu_majority_answer(const nu_generate_result *results, int32_t n
  * stop when no live beam can still beat the worst of them. At n_predict the
  * live beams become hypotheses too (finish "length"). */
 typedef struct nu_beam_params {
-    int32_t width;          /* beams kept (1..32); the context needs 2 * width sequences */
-    int32_t n_return;       /* hypotheses returned, best first (1..width) */
-    float length_penalty;   /* alpha in score = sum_logprob / length^alpha */
+    int32_t width;        /* beams kept (1..32); the context needs 2 * width sequences */
+    int32_t n_return;     /* hypotheses returned, best first (1..width) */
+    float length_penalty; /* alpha in score = sum_logprob / length^alpha */
     bool early_stopping;
-    int32_t n_predict;      /* most tokens per hypothesis (>= 1) */
+    int32_t n_predict; /* most tokens per hypothesis (>= 1) */
     bool add_bos;
     bool parse_special;
 } nu_beam_params;
@@ -807,7 +813,7 @@ NU_API nu_beam_params nu_beam_default_params(void);
 /* Runs beam search on the prompt; results (n_return of them) get the
  * hypotheses, best score first. */
 NU_API nu_status nu_beam_search(nu_context *ctx, const char *prompt, const nu_beam_params *params,
-                         nu_generate_result *results, nu_error *err);
+                                nu_generate_result *results, nu_error *err);
 
 /* Speculative decoding: a cheap guesser proposes tokens that the target
  * model verifies in one batched pass; a rejection rule keeps exactly the
@@ -827,10 +833,10 @@ typedef struct nu_speculative_params {
 } nu_speculative_params;
 
 typedef struct nu_speculative_stats {
-    int64_t drafted;        /* tokens proposed */
-    int64_t accepted;       /* proposals accepted */
-    int64_t target_passes;  /* batched passes of the target model */
-    int64_t draft_passes;   /* single-token passes of the draft model */
+    int64_t drafted;       /* tokens proposed */
+    int64_t accepted;      /* proposals accepted */
+    int64_t target_passes; /* batched passes of the target model */
+    int64_t draft_passes;  /* single-token passes of the draft model */
 } nu_speculative_stats;
 
 NU_API nu_speculative_params nu_speculative_default_params(void);
@@ -842,9 +848,10 @@ NU_API nu_status nu_draft_check(const nu_model *target, const nu_model *draft, n
 /* nu_generate with speculation (one sample; stop strings, log-probs and echo
  * as usual). Sequence 0 of both contexts is used and cleared first. */
 NU_API nu_status nu_generate_speculative(nu_context *target, const char *prompt,
-                                  const nu_generate_params *params,
-                                  const nu_speculative_params *sp, nu_generate_result *result,
-                                  nu_speculative_stats *stats, nu_error *err);
+                                         const nu_generate_params *params,
+                                         const nu_speculative_params *sp,
+                                         nu_generate_result *result, nu_speculative_stats *stats,
+                                         nu_error *err);
 
 /* A scheduler runs many requests together: every step makes one forward
  * batch from the next token of each generating sample and chunks of the
@@ -860,8 +867,8 @@ NU_API void nu_scheduler_free(nu_scheduler *s);
  * them) are filled as it runs and must stay valid until it is done; params,
  * its stop strings and token arrays are copied. *id names the request. */
 NU_API nu_status nu_scheduler_submit(nu_scheduler *s, const char *text, const int32_t *tokens,
-                              size_t n_tokens, const nu_generate_params *params,
-                              nu_generate_result *results, int32_t *id, nu_error *err);
+                                     size_t n_tokens, const nu_generate_params *params,
+                                     nu_generate_result *results, int32_t *id, nu_error *err);
 
 /* Speculative decoding for the samples this scheduler runs. draft is a
  * model with the target's vocabulary (nu_draft_check), or NULL for prompt
@@ -880,7 +887,7 @@ NU_API nu_status nu_scheduler_submit(nu_scheduler *s, const char *text, const in
  * sample's full draft. Call it before submitting anything; NULL sp (or
  * neither draft nor lookup) turns speculation off. */
 NU_API nu_status nu_scheduler_set_speculation(nu_scheduler *s, const nu_model *draft,
-                                       const nu_speculative_params *sp, nu_error *err);
+                                              const nu_speculative_params *sp, nu_error *err);
 
 /* Totals since the scheduler was made: tokens drafted and accepted, target
  * batches that carried drafts, draft-model batches. */
@@ -927,14 +934,14 @@ NU_API bool nu_watermark_is_green(const nu_watermark_params *p, const int32_t *p
  *   z = (G - gamma T) / sqrt(T gamma (1 - gamma)),  p_value = P(N(0,1) > z),
  * the one-sided test of the paper (z 0 and p_value 1 when T is 0). */
 typedef struct nu_watermark_result {
-    int64_t n_tokens; /* tokens read */
-    int64_t scored;   /* T: distinct (context, token) n-grams scored */
-    int64_t repeated; /* n-grams left out because they occurred before */
-    int64_t green;    /* G: scored tokens that were green */
+    int64_t n_tokens;      /* tokens read */
+    int64_t scored;        /* T: distinct (context, token) n-grams scored */
+    int64_t repeated;      /* n-grams left out because they occurred before */
+    int64_t green;         /* G: scored tokens that were green */
     double green_fraction; /* G / T (0 when T is 0) */
     double z;
     double p_value;
-    bool detected;    /* z > z_threshold */
+    bool detected; /* z > z_threshold */
 } nu_watermark_result;
 
 /* Detection over token ids (the text's tokens, without BOS). model, when not
@@ -942,16 +949,16 @@ typedef struct nu_watermark_result {
  * entry per token: 1 green, 0 red, -1 not scored (no full context, or a
  * repeat). The delta of p plays no part. z_threshold: 4 is the paper's. */
 NU_API nu_status nu_watermark_detect(const nu_model *model, const nu_watermark_params *p,
-                              const int32_t *tokens, size_t n, double z_threshold,
-                              signed char *marks, nu_watermark_result *out, nu_error *err);
+                                     const int32_t *tokens, size_t n, double z_threshold,
+                                     signed char *marks, nu_watermark_result *out, nu_error *err);
 
 /* Detection over text: tokenized with the model's tokenizer (no BOS, special
  * token text read as plain text), then nu_watermark_detect. A vocab-only
  * model is enough. Text re-tokenizes into the generated tokens only when the
  * tokenizer's split is the one it would choose (docs/ARCHITECTURE.md). */
 NU_API nu_status nu_watermark_detect_text(const nu_model *model, const nu_watermark_params *p,
-                                   const char *text, size_t len, double z_threshold,
-                                   nu_watermark_result *out, nu_error *err);
+                                          const char *text, size_t len, double z_threshold,
+                                          nu_watermark_result *out, nu_error *err);
 
 /* ------------------------------------------------------------------------ */
 /* Chat templates                                                           */
@@ -967,12 +974,12 @@ typedef struct nu_chat_template nu_chat_template;
 /* Parses Jinja source (UTF-8). Syntax errors, unknown tags, filters and
  * tests are NU_ERR_FORMAT with a message naming the line and column. */
 NU_API nu_status nu_chat_template_parse(const char *source, size_t len, nu_chat_template **out,
-                                 nu_error *err);
+                                        nu_error *err);
 
 /* The model's tokenizer.chat_template. NU_ERR_UNSUPPORTED when the file has
  * none (then see nu_chat_template_guess_builtin). */
 NU_API nu_status nu_chat_template_from_model(const nu_model *model, nu_chat_template **out,
-                                      nu_error *err);
+                                             nu_error *err);
 
 /* A built-in template by name, for files without one: "chatml"
  * (<|im_start|>role\ncontent<|im_end|>), "llama2" ([INST] with <<SYS>>),
@@ -999,8 +1006,8 @@ typedef struct nu_chat_render_params {
     const char *tools_json;    /* JSON array of tool definitions, or NULL: `tools` is None */
     const char *extra_json;    /* JSON object of more variables (date_string, ...), or NULL */
     bool add_generation_prompt;
-    const char *bos_token;     /* NULL: `bos_token` is undefined */
-    const char *eos_token;     /* NULL: `eos_token` is undefined */
+    const char *bos_token; /* NULL: `bos_token` is undefined */
+    const char *eos_token; /* NULL: `eos_token` is undefined */
 } nu_chat_render_params;
 
 /* All fields zero / NULL / false. */
@@ -1015,7 +1022,7 @@ NU_API nu_chat_render_params nu_chat_render_default_params(void);
  * column), NU_ERR_UNSUPPORTED when the render goes past the engine's
  * limits (5M steps, 256 MiB allocated, 64 MiB of output). */
 NU_API nu_status nu_chat_render(const nu_chat_template *t, const nu_chat_render_params *params,
-                         char **out, size_t *len, nu_error *err);
+                                char **out, size_t *len, nu_error *err);
 
 /* ------------------------------------------------------------------------ */
 /* Models by name                                                           */
@@ -1037,8 +1044,9 @@ NU_API bool nu_is_model_ref(const char *ref);
  * there if missing (resuming a partial download), its size and SHA-256
  * checked against what the server announces. The server is
  * https://huggingface.co unless $NUCLEUS_HF_ENDPOINT names another. */
-NU_API nu_status nu_resolve_model(const char *ref, bool allow_download, nu_progress_callback progress,
-                           void *user, char *path, size_t cap, nu_error *err);
+NU_API nu_status nu_resolve_model(const char *ref, bool allow_download,
+                                  nu_progress_callback progress, void *user, char *path, size_t cap,
+                                  nu_error *err);
 
 /* ------------------------------------------------------------------------ */
 /* Evaluation                                                               */
@@ -1076,8 +1084,8 @@ NU_API nu_perplexity_params nu_perplexity_default_params(void);
  * outside 1..n_window-1; NU_ERR_CANCELLED when on_window stopped it (out
  * then holds the windows read). */
 NU_API nu_status nu_perplexity(nu_context *ctx, const int32_t *tokens, int64_t n_tokens,
-                        const nu_perplexity_params *params, nu_perplexity_result *out,
-                        nu_error *err);
+                               const nu_perplexity_params *params, nu_perplexity_result *out,
+                               nu_error *err);
 
 /* ------------------------------------------------------------------------ */
 /* Machine                                                                  */

@@ -460,14 +460,14 @@ static bool parse_watermark(const cJSON *root, srv_request *r, srv_error *err) {
     const cJSON *w = field(root, "watermark");
     if (!w || cJSON_IsFalse(w)) return true;
     if (!cJSON_IsObject(w))
-        return BAD(err, "watermark", "'watermark' must be an object {\"key\", \"gamma\", "
-                                     "\"delta\", \"context\"}");
+        return BAD(err, "watermark",
+                   "'watermark' must be an object {\"key\", \"gamma\", "
+                   "\"delta\", \"context\"}");
     for (const cJSON *v = w->child; v; v = v->next)
         if (strcmp(v->string, "key") && strcmp(v->string, "gamma") && strcmp(v->string, "delta") &&
             strcmp(v->string, "context"))
             return BAD(err, "watermark", "Unrecognized watermark field: %.60s", v->string);
-    return srv_parse_watermark(w, "watermark.", &r->gen.sampling.watermark, &r->watermark_key,
-                               err);
+    return srv_parse_watermark(w, "watermark.", &r->gen.sampling.watermark, &r->watermark_key, err);
 }
 
 /* ---- beam search --------------------------------------------------------- */
@@ -877,7 +877,8 @@ static bool parse_speculation(const cJSON *root, srv_request *r, const srv_limit
     bool got_k = field(root, "draft_max") != NULL;
     if (got_on && !on) {
         if (got_k)
-            return BAD(err, "draft_max", "'draft_max' cannot be combined with 'speculative': false");
+            return BAD(err, "draft_max",
+                       "'draft_max' cannot be combined with 'speculative': false");
         r->gen.draft_max = -1;
         return true;
     }

@@ -483,8 +483,8 @@ static char *detection_json(const nu_watermark_result *r, const nu_watermark_par
  * statistics of nu_watermark_detect. */
 static enum MHD_Result handle_watermark_detect(srv_state *s, struct MHD_Connection *c,
                                                srv_conn *cs) {
-    static const char *const allowed[] = {"text", "tokens", "key", "gamma", "context",
-                                          "z_threshold", "model", NULL};
+    static const char *const allowed[] = {"text",    "tokens",      "key",   "gamma",
+                                          "context", "z_threshold", "model", NULL};
     srv_error err;
     cJSON *root = parse_body(cs, allowed, &err);
     if (!root) return srv_answer_error(c, cs, &err);

@@ -31,13 +31,13 @@ typedef struct srv_config {
     int32_t max_tokens_limit;  /* 0: the slot's context */
     int32_t max_queue;         /* requests waiting for a slot */
     int32_t max_connections;
-    int timeout_s;             /* idle connection timeout */
-    double shutdown_grace_s;   /* how long in-flight work may finish on shutdown */
-    const char *chat_template; /* NAME or FILE, or NULL for the model's */
-    int step_delay_ms;         /* testing: sleep between steps (simulates a slow model) */
-    const nu_model *draft;     /* speculative decoding with this draft model, or NULL */
+    int timeout_s;              /* idle connection timeout */
+    double shutdown_grace_s;    /* how long in-flight work may finish on shutdown */
+    const char *chat_template;  /* NAME or FILE, or NULL for the model's */
+    int step_delay_ms;          /* testing: sleep between steps (simulates a slow model) */
+    const nu_model *draft;      /* speculative decoding with this draft model, or NULL */
     nu_speculative_params spec; /* draft lengths; spec.lookup: prompt lookup (no draft) */
-    bool quiet;                /* no per-request log lines */
+    bool quiet;                 /* no per-request log lines */
 } srv_config;
 
 /* Defaults: 127.0.0.1:8080, parallel 4, 1 MiB bodies, queue 64, ... */

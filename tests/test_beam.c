@@ -17,7 +17,8 @@ static nu_model *model;
 static int setup(void **state) {
     (void)state;
     return nu_model_load(nu_test_shared("models/stories260K.gguf"), NULL, &model, NULL) == NU_OK
-               ? 0 : -1;
+               ? 0
+               : -1;
 }
 
 static int teardown(void **state) {
@@ -90,8 +91,9 @@ static void next_logprobs(nu_context *ctx, const int32_t *prompt, int32_t np, co
 static int exact_best(nu_context *ctx, const char *prompt, int32_t len, int k, node *out) {
     int32_t toks[64];
     size_t np;
-    assert_int_equal(nu_tokenize(model, prompt, strlen(prompt), NU_TOKENIZE_ADD_BOS, toks, 64,
-                                 &np, NULL), NU_OK);
+    assert_int_equal(
+        nu_tokenize(model, prompt, strlen(prompt), NU_TOKENIZE_ADD_BOS, toks, 64, &np, NULL),
+        NU_OK);
     heap h = {0};
     node root = {0};
     heap_push(&h, &root);

@@ -154,8 +154,9 @@ static void test_batch_and_threads_do_not_change_tokens(void **state) {
             p[i] = nu_generate_default_params();
             p[i].n_predict = 40;
             p[i].sampling.seed = 100 + (uint64_t)i;
-            assert_int_equal(nu_scheduler_submit(s, prompts[i], NULL, 0, &p[i], &together[i],
-                                                 NULL, NULL), NU_OK);
+            assert_int_equal(
+                nu_scheduler_submit(s, prompts[i], NULL, 0, &p[i], &together[i], NULL, NULL),
+                NU_OK);
         }
         assert_int_equal(nu_scheduler_run(s, NULL), NU_OK);
         for (int i = 0; i < 3; i++) {
@@ -268,7 +269,8 @@ static void test_prefix_reuse(void **state) {
     int32_t used = nu_kv_used(ctx);
     assert_true(used >= 12);
     assert_int_equal(nu_generate(ctx, "Lily and Ben went to the park. They", &p, &b, NULL), NU_OK);
-    assert_int_equal(nu_generate(fresh, "Lily and Ben went to the park. They", &p, &c, NULL), NU_OK);
+    assert_int_equal(nu_generate(fresh, "Lily and Ben went to the park. They", &p, &c, NULL),
+                     NU_OK);
     assert_string_equal(b.text, c.text);
     nu_generate_result_free(&a);
     nu_generate_result_free(&b);

@@ -56,8 +56,7 @@ static int32_t argmax(const float *x, int32_t n) {
     return best;
 }
 
-static nu_context *make_context_kv(int32_t threads, int32_t n_batch, int32_t n_seq,
-                                   nu_kv_type kv) {
+static nu_context *make_context_kv(int32_t threads, int32_t n_batch, int32_t n_seq, nu_kv_type kv) {
     nu_context_params cp = nu_context_default_params();
     cp.kv_type = kv;
     cp.n_ctx = 256;
@@ -79,8 +78,8 @@ static size_t prompt_tokens(const cJSON *p, int32_t *toks) {
     const char *text = cJSON_GetObjectItem(p, "prompt")->valuestring;
     size_t n;
     nu_error err;
-    assert_int_equal(nu_tokenize(model, text, strlen(text), NU_TOKENIZE_ADD_BOS, toks, 64, &n,
-                                 &err), NU_OK);
+    assert_int_equal(
+        nu_tokenize(model, text, strlen(text), NU_TOKENIZE_ADD_BOS, toks, 64, &n, &err), NU_OK);
     const cJSON *want = cJSON_GetObjectItem(p, "prompt_tokens");
     assert_int_equal(n, (size_t)cJSON_GetArraySize(want));
     for (size_t i = 0; i < n; i++)
@@ -112,7 +111,8 @@ static void greedy_matches_reference(nu_kv_type kv, double tol) {
         int32_t toks[64];
         size_t n = prompt_tokens(p, toks);
         nu_batch_entry batch[64];
-        for (size_t i = 0; i < n; i++) batch[i] = (nu_batch_entry){toks[i], (int32_t)i, 0, i == n - 1};
+        for (size_t i = 0; i < n; i++)
+            batch[i] = (nu_batch_entry){toks[i], (int32_t)i, 0, i == n - 1};
         nu_kv_clear(ctx);
         assert_int_equal(nu_decode(ctx, batch, (int32_t)n, NULL), NU_OK);
         const cJSON *ids = cJSON_GetObjectItem(p, "generated_token_ids");
@@ -193,8 +193,10 @@ static void test_threads_and_batch_sizes_agree(void **state) {
         assert_non_null(lg);
         static float reference[512];
         memcpy(logits_first, lg, sizeof(float) * (size_t)nu_model_n_vocab(model));
-        if (c == 0) memcpy(reference, logits_first, sizeof reference);
-        else assert_memory_equal(reference, logits_first, sizeof(float) * 512);
+        if (c == 0)
+            memcpy(reference, logits_first, sizeof reference);
+        else
+            assert_memory_equal(reference, logits_first, sizeof(float) * 512);
         nu_context_free(ctx);
     }
     /* and a whole continuation agrees too */
@@ -264,7 +266,8 @@ static void test_bad_batches(void **state) {
     (void)state;
     nu_context *ctx = make_context(1, 8, 2);
     nu_error err;
-    nu_batch_entry bad_token = {512, 0, 0, true}, bad_seq = {1, 0, 2, true}, bad_pos = {1, -1, 0, true};
+    nu_batch_entry bad_token = {512, 0, 0, true}, bad_seq = {1, 0, 2, true},
+                   bad_pos = {1, -1, 0, true};
     assert_int_equal(nu_decode(ctx, &bad_token, 1, &err), NU_ERR_INVALID_ARG);
     assert_non_null(strstr(err.message, "token"));
     assert_int_equal(nu_decode(ctx, &bad_seq, 1, &err), NU_ERR_INVALID_ARG);

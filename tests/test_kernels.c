@@ -757,8 +757,8 @@ static void test_grouped_vector_helpers(void **state) {
                 }
             }
         }
-        const float specials[] = {0.0f, -0.0f, 65504.0f, 65520.0f, -1e9f, 1e-8f, 6e-8f,
-                                  3.0e-5f, 1.0f / 3.0f, INFINITY, -INFINITY};
+        const float specials[] = {0.0f,  -0.0f,   65504.0f,    65520.0f, -1e9f,    1e-8f,
+                                  6e-8f, 3.0e-5f, 1.0f / 3.0f, INFINITY, -INFINITY};
         for (int64_t i = 0; i < 300; i++)
             x[i] = i < 11 ? specials[i] : rng_sym(&r) * (float)(1 << (i % 20));
         for (int64_t i = 0; i < 300; i++) want[i] = nu_f16_to_f32(nu_f32_to_f16(x[i]));
@@ -779,8 +779,8 @@ static void test_swiglu_to_f16(void **state) {
     static float gate[1000], up[1000], g0[1000];
     static uint16_t h[1000];
     const int64_t sizes[] = {1, 7, 8, 17, 1000};
-    const float specials[] = {0.0f, -0.0f, 200.0f, -200.0f, 88.0f, -88.0f, 1e-30f, 65520.0f,
-                              -1e9f, 6e-8f, INFINITY, -INFINITY};
+    const float specials[] = {0.0f,   -0.0f,    200.0f, -200.0f, 88.0f,    -88.0f,
+                              1e-30f, 65520.0f, -1e9f,  6e-8f,   INFINITY, -INFINITY};
     for (int l = 0; l <= (int)nu_kernels_cpu_level(); l++) {
         assert_true(nu_kernels_force_level((nu_simd)l));
         for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
@@ -916,10 +916,16 @@ static void test_matmul_panels(void **state) {
     rng r = {4321};
     static const shape shapes[] = {{32, 16}, {96, 48}, {544, 32}, {2048, 16}, {5632, 16}};
     static const shape k_shapes[] = {{256, 16}, {768, 32}, {2048, 16}, {5632, 16}};
-    static const shape f_shapes[] = {{1, 16}, {7, 32}, {64, 16}, {2048, 16}, {5632, 16},
-                                     {64, 512}, {99, 272},
+    static const shape f_shapes[] = {{1, 16},
+                                     {7, 32},
+                                     {64, 16},
+                                     {2048, 16},
+                                     {5632, 16},
+                                     {64, 512},
+                                     {99, 272},
                                      /* F16 groups of 4 panels: last group of 3 */
-                                     {33, 112}, {130, 1040},
+                                     {33, 112},
+                                     {130, 1040},
                                      /* rows of 557 KB: several activation chunks */
                                      {139264, 32}};
     static const uint32_t types[] = {NU_TYPE_F32,  NU_TYPE_F16,  NU_TYPE_BF16, NU_TYPE_Q4_0,

@@ -137,7 +137,8 @@ static void sampled_distribution(const nu_model *draft, const char *name) {
     int32_t toks[16];
     size_t n;
     assert_int_equal(nu_tokenize(target, prompts[0], strlen(prompts[0]), NU_TOKENIZE_ADD_BOS, toks,
-                                 16, &n, NULL), NU_OK);
+                                 16, &n, NULL),
+                     NU_OK);
     nu_batch_entry b[16];
     for (size_t i = 0; i < n; i++) b[i] = (nu_batch_entry){toks[i], (int32_t)i, 0, i == n - 1};
     assert_int_equal(nu_decode(t, b, (int32_t)n, NULL), NU_OK);
@@ -185,7 +186,8 @@ static void test_bad_draft(void **state) {
     (void)state;
     nu_model *other;
     assert_int_equal(nu_model_load(nu_test_shared("vocab/ggml-vocab-llama-spm.gguf"),
-                                   &(nu_model_params){NU_LOAD_VOCAB_ONLY}, &other, NULL), NU_OK);
+                                   &(nu_model_params){NU_LOAD_VOCAB_ONLY}, &other, NULL),
+                     NU_OK);
     nu_error err;
     assert_int_equal(nu_draft_check(target, other, &err), NU_ERR_INVALID_ARG);
     assert_non_null(strstr(err.message, "vocabulary"));
@@ -230,8 +232,10 @@ static void test_request_draft_max(void **state) {
         assert_memory_equal(spec.tokens, plain.tokens, sizeof(int32_t) * (size_t)plain.n_tokens);
         const int32_t cap = asks[i] > 0 ? asks[i] : asks[i] == 0 ? 8 : 0;
         assert_true(st.drafted <= (int64_t)cap * st.target_passes);
-        if (asks[i] == -1) assert_int_equal(st.drafted, 0);
-        else assert_true(st.drafted > 0);
+        if (asks[i] == -1)
+            assert_int_equal(st.drafted, 0);
+        else
+            assert_true(st.drafted > 0);
         if (asks[i] == 0) /* the q4_0 copy agrees often: passes of more than 2 happen */
             assert_true(st.drafted > 2 * st.target_passes);
         nu_generate_result_free(&spec);

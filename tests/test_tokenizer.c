@@ -39,9 +39,6 @@ static void unload_vocab(loaded_vocab *lv) {
     nu_gguf_close(lv->file);
 }
 
-
-
-
 /* Streams ids through the detokenizer, checking that every chunk is valid
  * UTF-8 on its own; returns the whole text (malloc'ed, length in *len). */
 static char *detokenize(const nu_vocab *v, const int32_t *ids, size_t n, bool special, bool strip,
@@ -63,7 +60,6 @@ static char *detokenize(const nu_vocab *v, const int32_t *ids, size_t n, bool sp
     *len = at;
     return text;
 }
-
 
 /* Checks that tokenizing text (len bytes) with flags gives exactly want. */
 static void expect_ids(const nu_vocab *v, const char *text, size_t len, unsigned flags,
@@ -700,7 +696,8 @@ static unsigned char *gb_finish(nu_gguf_builder *b, size_t *size) {
 
 /* Loads a vocabulary from a built image; returns the status (and the vocab
  * and file in *lv on success, the message in err). */
-static nu_status gb_load(nu_gguf_builder *b, loaded_vocab *lv, unsigned char **image, nu_error *err) {
+static nu_status gb_load(nu_gguf_builder *b, loaded_vocab *lv, unsigned char **image,
+                         nu_error *err) {
     size_t size;
     *image = gb_finish(b, &size);
     memset(lv, 0, sizeof *lv);

@@ -25,7 +25,7 @@
 /* ------------------------------------------------------------------------ */
 
 static const char *const nu_bpe_vocabs[] = {"gpt-2", "deepseek-coder", "falcon", "starcoder",
-                                         "gpt-neox"};
+                                            "gpt-neox"};
 #define N_BPE_VOCABS (sizeof nu_bpe_vocabs / sizeof nu_bpe_vocabs[0])
 
 /* A vocabulary with the GGUF file (and image, if built here) it came from. */
@@ -51,8 +51,6 @@ static void unload(loaded_vocab *lv) {
     free(lv->image);
 }
 
-
-
 /* Checks that tokenizing the C string text with flags gives exactly want. */
 static void expect_ids(const nu_vocab *v, const char *text, unsigned flags, const int32_t *want,
                        size_t n_want) {
@@ -66,7 +64,6 @@ static void expect_ids(const nu_vocab *v, const char *text, unsigned flags, cons
     }
     free(got);
 }
-
 
 /* The concatenated token_to_bytes of ids (malloc'ed, length in *len). */
 static char *join_bytes(const nu_vocab *v, const int32_t *ids, size_t n, bool special,
@@ -106,7 +103,6 @@ static char *stream_detokenize(const nu_vocab *v, const int32_t *ids, size_t n, 
     *len = at;
     return text;
 }
-
 
 /* The test texts of a vocabulary's .inp file (split on the separator). */
 typedef struct test_texts {

@@ -52,7 +52,8 @@ nu_jinja_limits nu_jinja_default_limits(void);
  * template itself rejects the input with raise_exception(message) (the message is kept verbatim
  * after the position), NU_ERR_FORMAT for any other failure (undefined values used, type errors,
  * ...), NU_ERR_UNSUPPORTED when a limit is exceeded, NU_ERR_NOMEM. */
-nu_status nu_jinja_render(const nu_jinja_template *t, const cJSON *vars, const nu_jinja_limits *limits,
-                       char **out, size_t *out_len, nu_error *err);
+nu_status nu_jinja_render(const nu_jinja_template *t, const cJSON *vars,
+                          const nu_jinja_limits *limits, char **out, size_t *out_len,
+                          nu_error *err);
 
 #endif

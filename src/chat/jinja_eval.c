@@ -25,7 +25,7 @@ static bool enter(nu_jctx *C, const jnode *at) {
     if (++C->depth > C->limits.max_depth) {
         C->depth--;
         return nu_jfail_status(C, at, NU_ERR_UNSUPPORTED, "template nests too deeply (limit %d)",
-                            C->limits.max_depth);
+                               C->limits.max_depth);
     }
     return true;
 }
@@ -66,18 +66,19 @@ static bool eval_args(nu_jctx *C, nu_jscope *S, const jnode *n, uint32_t first, 
 }
 
 bool nu_jargs_bind(nu_jctx *C, const jnode *at, const char *what, const nu_jargs *a,
-                const char *const *names, size_t n_names, nu_jv *out) {
+                   const char *const *names, size_t n_names, nu_jv *out) {
     nu_jv missing = {.type = JV_UNDEF, .owner = 1};
     for (size_t i = 0; i < n_names; i++) out[i] = missing;
     if (a->n_pos > n_names)
         return nu_jfail(C, at, "%s takes at most %zu argument(s) (%zu given)", what, n_names,
-                     a->n_pos);
+                        a->n_pos);
     for (size_t i = 0; i < a->n_pos; i++) out[i] = a->pos[i];
     for (size_t k = 0; k < a->n_kw; k++) {
         size_t i = 0;
         while (i < n_names && strcmp(names[i], a->kw_names[k]) != 0) i++;
         if (i == n_names)
-            return nu_jfail(C, at, "%s got an unexpected keyword argument '%s'", what, a->kw_names[k]);
+            return nu_jfail(C, at, "%s got an unexpected keyword argument '%s'", what,
+                            a->kw_names[k]);
         if (jarg_given(out[i]))
             return nu_jfail(C, at, "%s got multiple values for argument '%s'", what, names[i]);
         out[i] = a->kw[k];
@@ -114,9 +115,9 @@ static bool unsupported(nu_jctx *C, const jnode *at, jop op, nu_jv a, nu_jv b) {
         return nu_jfail(C, at, "can only concatenate str (not \"%s\") to str", nu_jv_type_name(b));
     if (op == JOP_ADD && a.type == JV_LIST)
         return nu_jfail(C, at, "can only concatenate %s (not \"%s\") to %s", nu_jv_type_name(a),
-                     nu_jv_type_name(b), nu_jv_type_name(a));
+                        nu_jv_type_name(b), nu_jv_type_name(a));
     return nu_jfail(C, at, "unsupported operand type(s) for %s: '%s' and '%s'", op_text(op),
-                 nu_jv_type_name(a), nu_jv_type_name(b));
+                    nu_jv_type_name(a), nu_jv_type_name(b));
 }
 
 /* Python's floor division and modulo on ints. */
@@ -257,9 +258,10 @@ static bool contains(nu_jctx *C, const jnode *at, nu_jv container, nu_jv item, b
     case JV_STR:
         if (item.type != JV_STR)
             return nu_jfail(C, at, "'in <string>' requires string as left operand, not %s",
-                         nu_jv_type_name(item));
-        *res = nu_jv_str(item)->len == 0 || memmem(nu_jv_str(container)->data, nu_jv_str(container)->len,
-                                                nu_jv_str(item)->data, nu_jv_str(item)->len) != NULL;
+                            nu_jv_type_name(item));
+        *res = nu_jv_str(item)->len == 0 ||
+               memmem(nu_jv_str(container)->data, nu_jv_str(container)->len, nu_jv_str(item)->data,
+                      nu_jv_str(item)->len) != NULL;
         return true;
     case JV_LIST: {
         nu_jlist *l = nu_jv_list(container);
@@ -309,8 +311,9 @@ static bool binop(nu_jctx *C, const jnode *at, jop op, nu_jv a, nu_jv b, nu_jv *
     default: break;
     }
     if (nu_jv_is_number(a) && nu_jv_is_number(b)) return arith(C, at, op, a, b, out);
-    bool same_seq = (a.type == JV_STR && b.type == JV_STR) ||
-                    (a.type == JV_LIST && b.type == JV_LIST && nu_jv_is_tuple(a) == nu_jv_is_tuple(b));
+    bool same_seq =
+        (a.type == JV_STR && b.type == JV_STR) ||
+        (a.type == JV_LIST && b.type == JV_LIST && nu_jv_is_tuple(a) == nu_jv_is_tuple(b));
     if (op == JOP_ADD && same_seq) return concat_seq(C, at, a, b, out);
     if (op == JOP_MUL && (a.type == JV_STR || a.type == JV_LIST) && is_intlike(b))
         return repeat(C, at, a, int_of(b), out);
@@ -337,7 +340,7 @@ static bool unary(nu_jctx *C, const jnode *at, jop op, nu_jv a, nu_jv *out) {
         return true;
     }
     return nu_jfail(C, at, "bad operand type for unary %s: '%s'", op == JOP_NEG ? "-" : "+",
-                 nu_jv_type_name(a));
+                    nu_jv_type_name(a));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -562,7 +565,8 @@ static bool eval(nu_jctx *C, nu_jscope *S, const jnode *n, nu_jv *out) {
 /* ------------------------------------------------------------------------ */
 
 /* Runs body with output going to a fresh buffer, returned as a string. */
-static bool render_to_string(nu_jctx *C, nu_jscope *S, const jnode *body, const jnode *at, nu_jv *out) {
+static bool render_to_string(nu_jctx *C, nu_jscope *S, const jnode *body, const jnode *at,
+                             nu_jv *out) {
     nu_jbuf buf = {.limit = C->limits.max_output};
     nu_jbuf *saved = C->out;
     C->out = &buf;
@@ -583,7 +587,8 @@ static bool bind_params(nu_jctx *C, const jnode *at, jmacro *m, nu_jscope *S, co
     uint32_t n_params = node->n_kids - 1;
     bool varargs = node->flags & JNF_USES_VARARGS, kwargs = node->flags & JNF_USES_KWARGS;
     if (a->n_pos > n_params && !varargs)
-        return nu_jfail(C, at, "macro '%s' takes not more than %u argument(s)", node->name, n_params);
+        return nu_jfail(C, at, "macro '%s' takes not more than %u argument(s)", node->name,
+                        n_params);
     nu_jv extra_pos, extra_kw;
     if (!nu_jv_new_list(C, at, 0, &extra_pos)) return false;
     extra_pos.u.o->flags |= JO_TUPLE;
@@ -646,7 +651,8 @@ static bool run_loop(nu_jctx *C, nu_jscope *S, const jnode *n, nu_jv items, int 
  * rendered to a string. */
 static bool call_loop(nu_jctx *C, const jnode *at, jloop *l, const nu_jargs *a, nu_jv *out) {
     if (!(l->node->flags & JNF_RECURSIVE))
-        return nu_jfail(C, at, "tried to call a non-recursive loop (add 'recursive' to the for tag)");
+        return nu_jfail(C, at,
+                        "tried to call a non-recursive loop (add 'recursive' to the for tag)");
     if (a->n_pos != 1 || a->n_kw) return nu_jfail(C, at, "loop() takes exactly one argument");
     nu_jv items;
     if (!enter(C, at)) return false;
@@ -686,7 +692,7 @@ static bool emit(nu_jctx *C, const jnode *at, const char *s, size_t n) {
     nu_jbuf_put(C->out, s, n);
     if (C->out->failed)
         return nu_jfail_status(C, at, NU_ERR_UNSUPPORTED, "output too long (limit %zu bytes)",
-                            C->limits.max_output);
+                               C->limits.max_output);
     return true;
 }
 
@@ -758,10 +764,11 @@ static bool filter_items(nu_jctx *C, nu_jscope *S, const jnode *n, nu_jv items, 
     for (size_t i = 0; i < l->len; i++) {
         nu_jscope *it = nu_jscope_new(C, n, S);
         nu_jv c = nu_jv_undef();
-        bool ok =
-            it && assign(C, it, it, n->kids[0], nu_jv_ref(l->items[i])) && eval(C, it, n->kids[2], &c);
+        bool ok = it && assign(C, it, it, n->kids[0], nu_jv_ref(l->items[i])) &&
+                  eval(C, it, n->kids[2], &c);
         if (it) nu_jobj_unref(C, &it->h);
-        if (ok && nu_jv_truthy(c)) ok = nu_jlist_push(C, n, nu_jv_list(*out), nu_jv_ref(l->items[i]));
+        if (ok && nu_jv_truthy(c))
+            ok = nu_jlist_push(C, n, nu_jv_list(*out), nu_jv_ref(l->items[i]));
         nu_jv_unref(C, c);
         if (!ok) return false;
     }
@@ -981,8 +988,9 @@ static time_t render_clock(void) {
     return time(NULL);
 }
 
-nu_status nu_jinja_render(const nu_jinja_template *t, const cJSON *vars, const nu_jinja_limits *limits,
-                       char **out, size_t *out_len, nu_error *err) {
+nu_status nu_jinja_render(const nu_jinja_template *t, const cJSON *vars,
+                          const nu_jinja_limits *limits, char **out, size_t *out_len,
+                          nu_error *err) {
     *out = NULL;
     if (out_len) *out_len = 0;
     if (!t) return nu_fail(err, NU_ERR_INVALID_ARG, "no template");

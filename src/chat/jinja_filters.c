@@ -14,7 +14,7 @@
 
 #define BIND(what, ...)                                                                            \
     static const char *const names[] = {__VA_ARGS__};                                              \
-    nu_jv p[sizeof names / sizeof *names];                                                            \
+    nu_jv p[sizeof names / sizeof *names];                                                         \
     if (!nu_jargs_bind(C, at, what, a, names, sizeof names / sizeof *names, p)) return false
 
 #define NO_ARGS(what)                                                                              \
@@ -96,8 +96,8 @@ static bool sort_key(nu_jctx *C, const jnode *at, nu_jv item, nu_jv attribute, b
 }
 
 /* Stable merge sort of idx[0..n) by keys. */
-static bool merge_sort(nu_jctx *C, const jnode *at, const nu_jv *keys, size_t *idx, size_t *tmp, size_t n,
-                       bool reverse) {
+static bool merge_sort(nu_jctx *C, const jnode *at, const nu_jv *keys, size_t *idx, size_t *tmp,
+                       size_t n, bool reverse) {
     if (n < 2) return true;
     size_t h = n / 2;
     if (!merge_sort(C, at, keys, idx, tmp, h, reverse) ||
@@ -117,7 +117,8 @@ static bool merge_sort(nu_jctx *C, const jnode *at, const nu_jv *keys, size_t *i
 }
 
 /* The items of a list sorted by their keys (a new list). */
-static bool sorted_by(nu_jctx *C, const jnode *at, nu_jlist *l, nu_jv *keys, bool reverse, nu_jv *out) {
+static bool sorted_by(nu_jctx *C, const jnode *at, nu_jlist *l, nu_jv *keys, bool reverse,
+                      nu_jv *out) {
     size_t n = l->len;
     size_t *idx = malloc((n + 1) * sizeof *idx), *tmp = malloc((n + 1) * sizeof *tmp);
     bool ok = idx && tmp;
@@ -167,7 +168,8 @@ static bool f_trim(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_j
 }
 
 /* upper, lower, capitalize: str() then the case mapping. */
-static bool case_filter(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out, int mode) {
+static bool case_filter(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out,
+                        int mode) {
     NO_ARGS("filter");
     nu_jv s;
     if (!with_str(C, at, v, &s)) return false;
@@ -390,7 +392,8 @@ static bool f_list(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_j
 }
 
 /* first / last item (undefined for an empty sequence). */
-static bool first_last(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out, bool last) {
+static bool first_last(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out,
+                       bool last) {
     NO_ARGS(last ? "last" : "first");
     nu_jv items;
     if (!nu_jv_iterate(C, at, v, &items)) return false;
@@ -462,7 +465,8 @@ static bool f_items(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_
 
 static bool f_dictsort(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     BIND("dictsort", "case_sensitive", "by", "reverse");
-    if (v.type != JV_DICT || nu_jv_is_namespace(v)) return nu_jfail(C, at, "dictsort needs a mapping");
+    if (v.type != JV_DICT || nu_jv_is_namespace(v))
+        return nu_jfail(C, at, "dictsort needs a mapping");
     int pos = 0;
     if (jarg_given(p[1])) {
         if (p[1].type == JV_STR && !strcmp(nu_jv_str(p[1])->data, "value"))
@@ -501,7 +505,8 @@ static bool f_unique(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu
     bool ok = keys && nu_jv_new_list(C, at, 0, out);
     for (size_t i = 0; ok && i < l->len; i++) {
         bool seen = false;
-        for (size_t j = 0; ok && j < i && !seen; j++) ok = nu_jv_equal(C, at, keys[j], keys[i], &seen);
+        for (size_t j = 0; ok && j < i && !seen; j++)
+            ok = nu_jv_equal(C, at, keys[j], keys[i], &seen);
         if (ok && !seen) ok = nu_jlist_push(C, at, nu_jv_list(*out), nu_jv_ref(l->items[i]));
     }
     if (keys) free_keys(C, keys, l->len);
@@ -538,7 +543,8 @@ static bool f_max(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv
 
 static bool f_reverse(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     NO_ARGS("reverse");
-    if (v.type == JV_STR) return nu_jinja_slice(C, at, v, nu_jv_none(), nu_jv_none(), nu_jv_int(-1), out);
+    if (v.type == JV_STR)
+        return nu_jinja_slice(C, at, v, nu_jv_none(), nu_jv_none(), nu_jv_int(-1), out);
     nu_jv items;
     if (!nu_jv_iterate(C, at, v, &items)) return false;
     nu_jlist *l = nu_jv_list(items);
@@ -589,7 +595,7 @@ static bool f_sum(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv
         }
         if (ok && !(nu_jv_is_number(x) && nu_jv_is_number(total)))
             ok = nu_jfail(C, at, "unsupported operand type(s) for +: '%s' and '%s'",
-                       nu_jv_type_name(total), nu_jv_type_name(x));
+                          nu_jv_type_name(total), nu_jv_type_name(x));
         if (ok) {
             if (total.type != JV_FLOAT && x.type != JV_FLOAT) {
                 int64_t t = total.type == JV_INT ? total.u.i : total.u.b;
@@ -654,8 +660,8 @@ static bool f_map(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv
 }
 
 /* select / reject / selectattr / rejectattr. */
-static bool select_impl(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out, bool attr,
-                        bool keep) {
+static bool select_impl(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out,
+                        bool attr, bool keep) {
     nu_jv items;
     size_t skip = attr ? 1 : 0;
     if (attr && a->n_pos < 1) return nu_jfail(C, at, "selectattr needs an attribute name");
@@ -896,8 +902,8 @@ static bool f_tojson(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu
     }
     if (jarg_given(p[2]) && p[2].type != JV_NONE) {
         nu_jv s = p[2];
-        if (s.type != JV_LIST || nu_jv_list(s)->len != 2 || nu_jv_list(s)->items[0].type != JV_STR ||
-            nu_jv_list(s)->items[1].type != JV_STR)
+        if (s.type != JV_LIST || nu_jv_list(s)->len != 2 ||
+            nu_jv_list(s)->items[0].type != JV_STR || nu_jv_list(s)->items[1].type != JV_STR)
             return nu_jfail(C, at, "separators must be a pair of strings");
         o.item_sep = nu_jv_str(nu_jv_list(s)->items[0])->data;
         o.item_sep_len = nu_jv_str(nu_jv_list(s)->items[0])->len;
@@ -1068,8 +1074,8 @@ static bool t_upper(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, boo
 static bool modulo_test(nu_jctx *C, const jnode *at, nu_jv v, nu_jv n, int64_t want, bool *r) {
     if (v.type == JV_UNDEF) return nu_jfail_undefined(C, at, v);
     if (!nu_jv_is_number(v) || !nu_jv_is_number(n))
-        return nu_jfail(C, at, "unsupported operand type(s) for %%: '%s' and '%s'", nu_jv_type_name(v),
-                     nu_jv_type_name(n));
+        return nu_jfail(C, at, "unsupported operand type(s) for %%: '%s' and '%s'",
+                        nu_jv_type_name(v), nu_jv_type_name(n));
     double x = v.type == JV_FLOAT ? v.u.f : v.type == JV_INT ? (double)v.u.i : v.u.b;
     double y = n.type == JV_FLOAT ? n.u.f : n.type == JV_INT ? (double)n.u.i : n.u.b;
     if (y == 0) return nu_jfail(C, at, "integer division or modulo by zero");
@@ -1157,9 +1163,9 @@ static bool t_in(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, bool *
     if (container.type == JV_STR) {
         if (v.type != JV_STR)
             return nu_jfail(C, at, "'in <string>' requires string as left operand, not %s",
-                         nu_jv_type_name(v));
+                            nu_jv_type_name(v));
         *r = nu_jv_str(v)->len == 0 || memmem(nu_jv_str(container)->data, nu_jv_str(container)->len,
-                                           nu_jv_str(v)->data, nu_jv_str(v)->len);
+                                              nu_jv_str(v)->data, nu_jv_str(v)->len);
         return true;
     }
     if (container.type == JV_DICT && !nu_jv_is_namespace(container)) {

@@ -29,7 +29,8 @@ static size_t prefix_bytes(const char *s, size_t n, int64_t chars) {
 }
 
 /* A number as an int64 for %d / %x (floats truncate; others fail). */
-static bool as_int(nu_jctx *C, const jnode *at, nu_jv v, char conv, bool allow_float, int64_t *out) {
+static bool as_int(nu_jctx *C, const jnode *at, nu_jv v, char conv, bool allow_float,
+                   int64_t *out) {
     if (v.type == JV_INT)
         *out = v.u.i;
     else if (v.type == JV_BOOL)
@@ -40,7 +41,7 @@ static bool as_int(nu_jctx *C, const jnode *at, nu_jv v, char conv, bool allow_f
         return nu_jfail_undefined(C, at, v);
     else
         return nu_jfail(C, at, "%%%c format: %s is required, not %s", conv,
-                     allow_float ? "a real number" : "an integer", nu_jv_type_name(v));
+                        allow_float ? "a real number" : "an integer", nu_jv_type_name(v));
     return true;
 }
 
@@ -55,14 +56,14 @@ static bool as_float(nu_jctx *C, const jnode *at, nu_jv v, char conv, double *ou
         return nu_jfail_undefined(C, at, v);
     else
         return nu_jfail(C, at, "%%%c format: a real number is required, not %s", conv,
-                     nu_jv_type_name(v));
+                        nu_jv_type_name(v));
     return true;
 }
 
 /* One printf-style conversion of v. flags holds the '-', '+', ' ', '#',
  * '0' characters seen. */
-static bool percent_one(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v, const char *flags, int64_t width,
-                        int64_t prec, char conv) {
+static bool percent_one(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v, const char *flags,
+                        int64_t width, int64_t prec, char conv) {
     bool left = strchr(flags, '-') != NULL;
     char tmp[MAX_WIDTH + 400];
     if (conv == 's' || conv == 'r' || conv == 'a') {
@@ -123,8 +124,8 @@ static bool percent_one(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v, const 
 }
 
 /* Reads a width or precision: digits, or '*' taking the next argument. */
-static bool read_number(nu_jctx *C, const jnode *at, const char *s, size_t n, size_t *i, nu_jlist *args,
-                        size_t *next, int64_t *out) {
+static bool read_number(nu_jctx *C, const jnode *at, const char *s, size_t n, size_t *i,
+                        nu_jlist *args, size_t *next, int64_t *out) {
     if (*i < n && s[*i] == '*') {
         (*i)++;
         if (!args || *next >= args->len)
@@ -271,7 +272,7 @@ static bool parse_spec(nu_jctx *C, const jnode *at, const char *s, size_t n, fmt
 
 /* Pads body (after an optional sign / prefix) to the spec's width. */
 static void nu_spec_pad(nu_jbuf *b, const fmt_spec *f, const char *sign, const char *body, size_t n,
-                     char dflt_align) {
+                        char dflt_align) {
     int64_t len = (int64_t)(strlen(sign) + nu_utf8_count_chars(body, n));
     int64_t padding = f->width > len ? f->width - len : 0;
     char align = f->align ? f->align : dflt_align;
@@ -326,13 +327,14 @@ static void format_float(nu_jbuf *b, const fmt_spec *f, double d) {
         nu_jbuf_puts(&body, tmp);
         if (f->type == '%') nu_jbuf_putc(&body, '%');
     }
-    nu_spec_pad(b, f, nu_spec_sign(f, signbit(d) && !isnan(d)), body.data ? body.data : "", body.len,
-             '>');
+    nu_spec_pad(b, f, nu_spec_sign(f, signbit(d) && !isnan(d)), body.data ? body.data : "",
+                body.len, '>');
     nu_jbuf_free(&body);
 }
 
 /* format(v, spec) for strings, ints, floats and (empty spec only) others. */
-static bool format_value(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v, const char *s, size_t n) {
+static bool format_value(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v, const char *s,
+                         size_t n) {
     if (n == 0) return nu_jv_print(C, at, b, v);
     fmt_spec f;
     if (!parse_spec(C, at, s, n, &f)) return false;
@@ -396,8 +398,8 @@ static bool field_value(nu_jctx *C, const jnode *at, const char *s, size_t n, co
 }
 
 /* One {field!conv:spec} replacement. */
-static bool format_field(nu_jctx *C, const jnode *at, nu_jbuf *b, const char *s, size_t n, const nu_jargs *a,
-                         size_t *auto_index, int *numbering) {
+static bool format_field(nu_jctx *C, const jnode *at, nu_jbuf *b, const char *s, size_t n,
+                         const nu_jargs *a, size_t *auto_index, int *numbering) {
     size_t name_end = 0;
     while (name_end < n && s[name_end] != '!' && s[name_end] != ':') name_end++;
     size_t nu_spec_at = name_end;
@@ -449,8 +451,8 @@ bool nu_jinja_str_format(nu_jctx *C, const jnode *at, nu_jv fmt, const nu_jargs 
             while (end < n && s[end] != '}' && s[end] != '{') end++;
             if (end >= n || s[end] != '}')
                 ok = nu_jfail(C, at,
-                           end >= n ? "Single '{' encountered in format string"
-                                    : "nested replacement fields are not supported");
+                              end >= n ? "Single '{' encountered in format string"
+                                       : "nested replacement fields are not supported");
             else
                 ok = format_field(C, at, &b, s + i + 1, end - i - 1, a, &auto_index, &numbering);
             i = end + 1;

@@ -63,7 +63,15 @@ enum {
     JO_NAMESPACE = 1 << 2, /* a JV_DICT made by namespace(): attributes assignable */
 };
 
-typedef enum nu_jobj_kind { JK_STR, JK_LIST, JK_DICT, JK_FUNC, JK_MACRO, JK_LOOP, JK_SCOPE } nu_jobj_kind;
+typedef enum nu_jobj_kind {
+    JK_STR,
+    JK_LIST,
+    JK_DICT,
+    JK_FUNC,
+    JK_MACRO,
+    JK_LOOP,
+    JK_SCOPE
+} nu_jobj_kind;
 
 /* Header of every heap object. Live objects of a render are linked so that
  * whatever a reference cycle keeps alive is still freed when it ends. */
@@ -133,8 +141,8 @@ typedef struct jloop {
     size_t index0;
     int depth0;
     const struct jnode *node; /* the JN_FOR, for recursive loops */
-    struct nu_jscope *scope;     /* where the loop runs, for recursive loops */
-    nu_jv changed_last;          /* loop.changed(): the last arguments (JV_UNDEF: none yet) */
+    struct nu_jscope *scope;  /* where the loop runs, for recursive loops */
+    nu_jv changed_last;       /* loop.changed(): the last arguments (JV_UNDEF: none yet) */
 } jloop;
 
 /* Variables of one scope. Names are borrowed: they live as long as the
@@ -378,8 +386,8 @@ typedef struct nu_jctx {
     uint64_t steps;
     uint64_t alloc_bytes;
     int depth;
-    nu_jobj live;        /* sentinel of the list of live objects */
-    nu_jbuf *out;        /* where output goes now */
+    nu_jobj live;     /* sentinel of the list of live objects */
+    nu_jbuf *out;     /* where output goes now */
     int loop_control; /* 1: break, 2: continue pending */
     bool failed;
     nu_status status;
@@ -389,7 +397,8 @@ typedef struct nu_jctx {
 
 /* Records the first error, "line L, column C: message" at node (or at byte
  * offset pos when node is NULL), and returns false. */
-bool nu_jfail(nu_jctx *C, const jnode *at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+bool nu_jfail(nu_jctx *C, const jnode *at, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 bool nu_jfail_status(nu_jctx *C, const jnode *at, nu_status status, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Fails for using an undefined value: the message says which. */
@@ -435,7 +444,8 @@ nu_jv *nu_jdict_find_str(nu_jdict *d, const char *key, size_t n);
 
 /* Scopes. */
 nu_jscope *nu_jscope_new(nu_jctx *C, const jnode *at, nu_jscope *parent);
-bool nu_jscope_set(nu_jctx *C, const jnode *at, nu_jscope *s, const char *name, nu_jv v); /* takes v */
+bool nu_jscope_set(nu_jctx *C, const jnode *at, nu_jscope *s, const char *name,
+                   nu_jv v); /* takes v */
 nu_jv *nu_jscope_lookup(nu_jscope *s, const char *name);
 
 /* Python semantics. */
@@ -487,7 +497,7 @@ void nu_jargs_release(nu_jctx *C, nu_jargs *a);
  * Missing ones are left as a JV_UNDEF with hint JU_NONE and owner 1 (see
  * jarg_given). Fails on too many or unknown arguments. Values are borrowed. */
 bool nu_jargs_bind(nu_jctx *C, const jnode *at, const char *what, const nu_jargs *a,
-                const char *const *names, size_t n_names, nu_jv *out);
+                   const char *const *names, size_t n_names, nu_jv *out);
 static inline bool jarg_given(nu_jv v) {
     return !(v.type == JV_UNDEF && v.owner == 1);
 }
@@ -509,11 +519,13 @@ const jtest_def *nu_jinja_find_test(const char *name);
  * like map, and by methods). */
 bool nu_jcall_value(nu_jctx *C, const jnode *at, nu_jv callee, const nu_jargs *a, nu_jv *out);
 /* Runs a method of self. Unknown methods give an undefined value. */
-bool nu_jcall_method(nu_jctx *C, const jnode *at, nu_jv self, const char *method, const nu_jargs *a, nu_jv *out);
+bool nu_jcall_method(nu_jctx *C, const jnode *at, nu_jv self, const char *method, const nu_jargs *a,
+                     nu_jv *out);
 /* Python getattr with the sandbox's rules: methods, dict keys, loop fields. */
 bool nu_jv_getattr(nu_jctx *C, const jnode *at, nu_jv obj, const char *name, nu_jv *out);
 /* obj[key]: items, characters, then attributes. */
-bool nu_jv_getitem(nu_jctx *C, const jnode *at, nu_jv obj, nu_jv key, const char *const_name, nu_jv *out);
+bool nu_jv_getitem(nu_jctx *C, const jnode *at, nu_jv obj, nu_jv key, const char *const_name,
+                   nu_jv *out);
 /* Calls a macro value. */
 bool nu_jcall_macro(nu_jctx *C, const jnode *at, jmacro *m, const nu_jargs *a, nu_jv *out);
 /* Items of an iterable as a new list (dict: keys, str: characters). */
@@ -528,7 +540,8 @@ bool nu_jv_length(nu_jctx *C, const jnode *at, nu_jv v, int64_t *out);
 bool nu_jinja_call_function(nu_jctx *C, const jnode *at, jfunc *f, const nu_jargs *a, nu_jv *out);
 /* obj[start:stop:step] for lists, tuples and strings (None bounds: absent);
  * other objects give an undefined value, as a failed subscript does. */
-bool nu_jinja_slice(nu_jctx *C, const jnode *at, nu_jv obj, nu_jv start, nu_jv stop, nu_jv step, nu_jv *out);
+bool nu_jinja_slice(nu_jctx *C, const jnode *at, nu_jv obj, nu_jv start, nu_jv stop, nu_jv step,
+                    nu_jv *out);
 /* str.strip / lstrip / rstrip (which: 1 left, 2 right, 3 both); chars not
  * given or None: whitespace. */
 bool nu_jinja_strip(nu_jctx *C, const jnode *at, nu_jv self, nu_jv chars, int which, nu_jv *out);
@@ -536,7 +549,8 @@ bool nu_jinja_strip(nu_jctx *C, const jnode *at, nu_jv self, nu_jv chars, int wh
  * capitalize, 4 swapcase. */
 bool nu_jinja_case(nu_jctx *C, const jnode *at, nu_jv self, int mode, nu_jv *out);
 /* str.replace(old, new, count); count < 0: all. */
-bool nu_jinja_replace(nu_jctx *C, const jnode *at, nu_jv self, nu_jv old, nu_jv new_, int64_t count, nu_jv *out);
+bool nu_jinja_replace(nu_jctx *C, const jnode *at, nu_jv self, nu_jv old, nu_jv new_, int64_t count,
+                      nu_jv *out);
 /* fmt % args, printf-style (args a tuple, a mapping or one value). */
 bool nu_jinja_percent_format(nu_jctx *C, const jnode *at, nu_jv fmt, nu_jv args, nu_jv *out);
 /* fmt.format(*args, **kwargs). */

@@ -66,7 +66,8 @@ static bool int_arg(nu_jctx *C, const jnode *at, nu_jv v, int64_t dflt, int64_t 
     else if (v.type == JV_UNDEF)
         return nu_jfail_undefined(C, at, v);
     else
-        return nu_jfail(C, at, "'%s' object cannot be interpreted as an integer", nu_jv_type_name(v));
+        return nu_jfail(C, at, "'%s' object cannot be interpreted as an integer",
+                        nu_jv_type_name(v));
     return true;
 }
 
@@ -120,7 +121,8 @@ static bool slice_bound(nu_jctx *C, const jnode *at, nu_jv v, int64_t *out, bool
     return nu_jfail(C, at, "slice indices must be integers or None, not %s", nu_jv_type_name(v));
 }
 
-bool nu_jinja_slice(nu_jctx *C, const jnode *at, nu_jv obj, nu_jv start, nu_jv stop, nu_jv step, nu_jv *out) {
+bool nu_jinja_slice(nu_jctx *C, const jnode *at, nu_jv obj, nu_jv start, nu_jv stop, nu_jv step,
+                    nu_jv *out) {
     int64_t b = 0, e = 0, s = 1;
     bool hb, he, hs;
     if (obj.type == JV_UNDEF) return nu_jfail_undefined(C, at, obj);
@@ -163,7 +165,8 @@ bool nu_jinja_slice(nu_jctx *C, const jnode *at, nu_jv obj, nu_jv start, nu_jv s
 /* list[i] / str[i] with Python's negative indices; undefined when out of
  * range. */
 static bool index_seq(nu_jctx *C, const jnode *at, nu_jv obj, int64_t i, nu_jv *out) {
-    int64_t len = obj.type == JV_LIST ? (int64_t)nu_jv_list(obj)->len : (int64_t)nu_jv_str(obj)->nchars;
+    int64_t len =
+        obj.type == JV_LIST ? (int64_t)nu_jv_list(obj)->len : (int64_t)nu_jv_str(obj)->nchars;
     if (i < 0) i += len;
     if (i < 0 || i >= len) {
         *out = nu_jv_undef();
@@ -183,7 +186,8 @@ static bool index_seq(nu_jctx *C, const jnode *at, nu_jv obj, int64_t i, nu_jv *
 static bool getattr_impl(nu_jctx *C, const jnode *at, nu_jv obj, const char *name, const char *hint,
                          bool items_first, nu_jv *out);
 
-bool nu_jv_getitem(nu_jctx *C, const jnode *at, nu_jv obj, nu_jv key, const char *const_name, nu_jv *out) {
+bool nu_jv_getitem(nu_jctx *C, const jnode *at, nu_jv obj, nu_jv key, const char *const_name,
+                   nu_jv *out) {
     if (obj.type == JV_UNDEF) return nu_jfail_undefined(C, at, obj);
     if ((obj.type == JV_LIST || obj.type == JV_STR) && (key.type == JV_INT || key.type == JV_BOOL))
         return index_seq(C, at, obj, key.type == JV_INT ? key.u.i : key.u.b, out);
@@ -347,7 +351,8 @@ bool nu_jinja_strip(nu_jctx *C, const jnode *at, nu_jv self, nu_jv chars, int wh
     return nu_jv_new_str(C, at, s->data + from, to - from, out);
 }
 
-static bool m_strip_any(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out, int which) {
+static bool m_strip_any(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out,
+                        int which) {
     static const char *const names[] = {"chars"};
     nu_jv chars;
     if (!nu_jargs_bind(C, at, "strip()", a, names, 1, &chars)) return false;
@@ -384,7 +389,7 @@ bool nu_jinja_case(nu_jctx *C, const jnode *at, nu_jv self, int mode, nu_jv *out
         else
             k = nu_uni_isupper(cp)   ? nu_uni_lower(cp, m)
                 : nu_uni_islower(cp) ? nu_uni_upper(cp, m)
-                                  : (m[0] = cp, 1);
+                                     : (m[0] = cp, 1);
         for (int j = 0; j < k; j++) nu_utf8_encode(&b, m[j]);
         prev_cased = nu_uni_iscased(cp);
         first = false;
@@ -402,14 +407,17 @@ static bool m_title(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, 
     return nu_jargs_bind(C, at, "title()", a, NULL, 0, NULL) && nu_jinja_case(C, at, self, 2, out);
 }
 static bool m_capitalize(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out) {
-    return nu_jargs_bind(C, at, "capitalize()", a, NULL, 0, NULL) && nu_jinja_case(C, at, self, 3, out);
+    return nu_jargs_bind(C, at, "capitalize()", a, NULL, 0, NULL) &&
+           nu_jinja_case(C, at, self, 3, out);
 }
 static bool m_swapcase(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out) {
-    return nu_jargs_bind(C, at, "swapcase()", a, NULL, 0, NULL) && nu_jinja_case(C, at, self, 4, out);
+    return nu_jargs_bind(C, at, "swapcase()", a, NULL, 0, NULL) &&
+           nu_jinja_case(C, at, self, 4, out);
 }
 
 /* startswith / endswith with a string or a tuple of strings. */
-static bool m_affix(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out, bool start) {
+static bool m_affix(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out,
+                    bool start) {
     static const char *const names[] = {"prefix"};
     nu_jv p;
     if (!nu_jargs_bind(C, at, start ? "startswith()" : "endswith()", a, names, 1, &p)) return false;
@@ -473,8 +481,8 @@ static bool split_whitespace(nu_jctx *C, const jnode *at, nu_jstr *s, int64_t ma
         size_t from = nu_utf8_offset(s->data, s->len, ranges[2 * r]);
         size_t to = nu_utf8_offset(s->data, s->len, ranges[2 * r + 1]);
         nu_jv w;
-        ok =
-            nu_jv_new_str(C, at, s->data + from, to - from, &w) && nu_jlist_push(C, at, nu_jv_list(*out), w);
+        ok = nu_jv_new_str(C, at, s->data + from, to - from, &w) &&
+             nu_jlist_push(C, at, nu_jv_list(*out), w);
     }
     if (!ranges) nu_jfail_status(C, at, NU_ERR_NOMEM, "out of memory");
     free(ranges);
@@ -483,8 +491,8 @@ static bool split_whitespace(nu_jctx *C, const jnode *at, nu_jstr *s, int64_t ma
 }
 
 /* Splits on a separator string. */
-static bool split_sep(nu_jctx *C, const jnode *at, nu_jstr *s, nu_jstr *sep, int64_t maxsplit, bool right,
-                      nu_jv *out) {
+static bool split_sep(nu_jctx *C, const jnode *at, nu_jstr *s, nu_jstr *sep, int64_t maxsplit,
+                      bool right, nu_jv *out) {
     if (sep->len == 0) return nu_jfail(C, at, "empty separator");
     if (!nu_jv_new_list(C, at, 0, out)) return false;
     nu_jlist *parts = nu_jv_list(*out);
@@ -495,12 +503,14 @@ static bool split_sep(nu_jctx *C, const jnode *at, nu_jstr *s, nu_jstr *sep, int
             if (!hit) break;
             nu_jv w;
             size_t end = (size_t)(hit - s->data);
-            if (!nu_jv_new_str(C, at, s->data + pos, end - pos, &w) || !nu_jlist_push(C, at, parts, w))
+            if (!nu_jv_new_str(C, at, s->data + pos, end - pos, &w) ||
+                !nu_jlist_push(C, at, parts, w))
                 return false;
             pos = end + sep->len;
         }
         nu_jv w;
-        return nu_jv_new_str(C, at, s->data + pos, s->len - pos, &w) && nu_jlist_push(C, at, parts, w);
+        return nu_jv_new_str(C, at, s->data + pos, s->len - pos, &w) &&
+               nu_jlist_push(C, at, parts, w);
     }
     size_t end = s->len;
     for (int64_t count = 0; maxsplit < 0 || count < maxsplit; count++) {
@@ -529,7 +539,8 @@ static bool split_sep(nu_jctx *C, const jnode *at, nu_jstr *s, nu_jstr *sep, int
     return true;
 }
 
-static bool m_split_any(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out, bool right) {
+static bool m_split_any(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out,
+                        bool right) {
     static const char *const names[] = {"sep", "maxsplit"};
     nu_jv p[2];
     int64_t maxsplit = -1;
@@ -585,7 +596,8 @@ static bool m_splitlines(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs
 
 /* str.replace(old, new[, count]); an empty old inserts new around every
  * character, like Python. */
-bool nu_jinja_replace(nu_jctx *C, const jnode *at, nu_jv self, nu_jv old, nu_jv new_, int64_t count, nu_jv *out) {
+bool nu_jinja_replace(nu_jctx *C, const jnode *at, nu_jv self, nu_jv old, nu_jv new_, int64_t count,
+                      nu_jv *out) {
     if (!need_str(C, at, old, "replace() argument 1") ||
         !need_str(C, at, new_, "replace() argument 2"))
         return false;
@@ -627,11 +639,13 @@ static bool m_replace(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a
     if (!nu_jargs_bind(C, at, "replace()", a, names, 3, p)) return false;
     if (!jarg_given(p[0]) || !jarg_given(p[1]))
         return nu_jfail(C, at, "replace() takes at least 2 arguments");
-    return int_arg(C, at, p[2], -1, &count) && nu_jinja_replace(C, at, self, p[0], p[1], count, out);
+    return int_arg(C, at, p[2], -1, &count) &&
+           nu_jinja_replace(C, at, self, p[0], p[1], count, out);
 }
 
 /* find / rfind / count of a substring (character indices). */
-static bool m_search(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out, int mode) {
+static bool m_search(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out,
+                     int mode) {
     static const char *const names[] = {"sub"};
     nu_jv sub;
     if (!nu_jargs_bind(C, at, "find()", a, names, 1, &sub) || !need_str(C, at, sub, "argument"))
@@ -679,7 +693,7 @@ static bool m_join(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, n
     for (size_t i = 0; i < l->len && ok; i++) {
         if (l->items[i].type != JV_STR) {
             ok = nu_jfail(C, at, "sequence item %zu: expected str instance, %s found", i,
-                       nu_jv_type_name(l->items[i]));
+                          nu_jv_type_name(l->items[i]));
             break;
         }
         if (i) nu_jbuf_put(&b, nu_jv_str(self)->data, nu_jv_str(self)->len);
@@ -719,7 +733,8 @@ static bool m_isspace(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a
 }
 
 /* islower / isupper: some cased character and none of the other case. */
-static bool m_iscase(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out, bool upper) {
+static bool m_iscase(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out,
+                     bool upper) {
     if (!nu_jargs_bind(C, at, "method", a, NULL, 0, NULL)) return false;
     nu_jstr *s = nu_jv_str(self);
     bool cased = false, ok = true;
@@ -739,7 +754,6 @@ static bool m_isupper(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a
     return m_iscase(C, at, self, a, out, true);
 }
 
-
 static bool m_format(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out) {
     return nu_jinja_str_format(C, at, self, a, out);
 }
@@ -749,7 +763,8 @@ static bool m_format(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a,
 /* ------------------------------------------------------------------------ */
 
 /* items() / keys() / values() as lists (of 2-tuples for items). */
-static bool m_dict_view(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out, int which) {
+static bool m_dict_view(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out,
+                        int which) {
     if (!nu_jargs_bind(C, at, "method", a, NULL, 0, NULL)) return false;
     nu_jdict *d = nu_jv_dict(self);
     if (!nu_jv_new_list(C, at, d->len, out)) return false;
@@ -800,12 +815,14 @@ static bool m_copy(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, n
     nu_jdict *d = nu_jv_dict(self);
     if (!nu_jv_new_dict(C, at, out)) return false;
     for (size_t i = 0; i < d->len; i++)
-        if (!nu_jdict_set(C, at, nu_jv_dict(*out), nu_jv_ref(d->keys[i]), nu_jv_ref(d->vals[i]))) return false;
+        if (!nu_jdict_set(C, at, nu_jv_dict(*out), nu_jv_ref(d->keys[i]), nu_jv_ref(d->vals[i])))
+            return false;
     return true;
 }
 
 /* list.count(x) and list.index(x). */
-static bool m_list_find(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out, bool index) {
+static bool m_list_find(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_jv *out,
+                        bool index) {
     static const char *const names[] = {"value"};
     nu_jv x;
     if (!nu_jargs_bind(C, at, index ? "index()" : "count()", a, names, 1, &x)) return false;
@@ -862,7 +879,8 @@ static const jmethod *find_method(uint8_t type, const char *name) {
     return NULL;
 }
 
-bool nu_jcall_method(nu_jctx *C, const jnode *at, nu_jv self, const char *method, const nu_jargs *a, nu_jv *out) {
+bool nu_jcall_method(nu_jctx *C, const jnode *at, nu_jv self, const char *method, const nu_jargs *a,
+                     nu_jv *out) {
     const jmethod *m = find_method(self.type, method);
     if (!m || !m->fn)
         return nu_jfail(C, at, "'%s' object has no method '%s'", nu_jv_type_name(self), method);
@@ -890,7 +908,7 @@ static bool g_range(nu_jctx *C, const jnode *at, const nu_jargs *a, nu_jv *out) 
     if (count < 0) count = 0;
     if (count > 100000)
         return nu_jfail(C, at,
-                     "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+                        "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
     if (!nu_jv_new_list(C, at, (size_t)count, out)) return false;
     for (int64_t i = 0, x = start; i < (int64_t)count; i++, x += step)
         if (!nu_jlist_push(C, at, nu_jv_list(*out), nu_jv_int(x))) return false;
@@ -907,7 +925,8 @@ static bool g_dict(nu_jctx *C, const jnode *at, const nu_jargs *a, nu_jv *out, b
         if (src.type == JV_DICT && !nu_jv_is_namespace(src)) {
             nu_jdict *d = nu_jv_dict(src);
             for (size_t i = 0; i < d->len; i++)
-                if (!nu_jdict_set(C, at, nu_jv_dict(*out), nu_jv_ref(d->keys[i]), nu_jv_ref(d->vals[i])))
+                if (!nu_jdict_set(C, at, nu_jv_dict(*out), nu_jv_ref(d->keys[i]),
+                                  nu_jv_ref(d->vals[i])))
                     return false;
         } else {
             nu_jv items;
@@ -917,11 +936,11 @@ static bool g_dict(nu_jctx *C, const jnode *at, const nu_jargs *a, nu_jv *out, b
                 nu_jv pair = l->items[i];
                 if (pair.type != JV_LIST || nu_jv_list(pair)->len != 2) {
                     nu_jv_unref(C, items);
-                    return nu_jfail(C, at, "dictionary update sequence element #%zu has wrong length",
-                                 i);
+                    return nu_jfail(C, at,
+                                    "dictionary update sequence element #%zu has wrong length", i);
                 }
                 if (!nu_jdict_set(C, at, nu_jv_dict(*out), nu_jv_ref(nu_jv_list(pair)->items[0]),
-                               nu_jv_ref(nu_jv_list(pair)->items[1]))) {
+                                  nu_jv_ref(nu_jv_list(pair)->items[1]))) {
                     nu_jv_unref(C, items);
                     return false;
                 }
@@ -946,7 +965,6 @@ static bool g_raise(nu_jctx *C, const jnode *at, const nu_jargs *a) {
     return r;
 }
 
-
 static bool g_strftime(nu_jctx *C, const jnode *at, const nu_jargs *a, nu_jv *out) {
     static const char *const names[] = {"format"};
     nu_jv f;
@@ -967,7 +985,8 @@ static bool loop_method(nu_jctx *C, const jnode *at, jfunc *f, const nu_jargs *a
     }
     nu_jv now;
     if (!nu_jv_new_list(C, at, a->n_pos, &now)) return false;
-    for (size_t i = 0; i < a->n_pos; i++) nu_jlist_push(C, at, nu_jv_list(now), nu_jv_ref(a->pos[i]));
+    for (size_t i = 0; i < a->n_pos; i++)
+        nu_jlist_push(C, at, nu_jv_list(now), nu_jv_ref(a->pos[i]));
     bool same = false;
     if (l->changed_last.type != JV_UNDEF && !nu_jv_equal(C, at, l->changed_last, now, &same)) {
         nu_jv_unref(C, now);

@@ -259,7 +259,8 @@ bool nu_jfail_undefined(nu_jctx *C, const jnode *at, nu_jv v) {
     case JU_NAME: return nu_jfail(C, at, "'%s' is undefined", v.u.name);
     case JU_ATTR: return nu_jfail(C, at, "'%s object' has no attribute '%s'", owner, v.u.name);
     case JU_UNSAFE:
-        return nu_jfail(C, at, "access to attribute '%s' of '%s' object is unsafe", v.u.name, owner);
+        return nu_jfail(C, at, "access to attribute '%s' of '%s' object is unsafe", v.u.name,
+                        owner);
     case JU_EMPTY: return nu_jfail(C, at, "no first or last item: the sequence is empty");
     default: return nu_jfail(C, at, "undefined value");
     }
@@ -269,7 +270,7 @@ bool nu_jstep(nu_jctx *C, const jnode *at) {
     if (C->failed) return false;
     if (++C->steps > C->limits.max_steps)
         return nu_jfail_status(C, at, NU_ERR_UNSUPPORTED, "template ran too long (step limit %llu)",
-                            (unsigned long long)C->limits.max_steps);
+                               (unsigned long long)C->limits.max_steps);
     return true;
 }
 
@@ -281,8 +282,8 @@ bool nu_jctx_charge(nu_jctx *C, const jnode *at, size_t bytes) {
     C->alloc_bytes += bytes;
     if (C->alloc_bytes > C->limits.max_alloc_bytes)
         return nu_jfail_status(C, at, NU_ERR_UNSUPPORTED,
-                            "template used too much memory (limit %llu bytes)",
-                            (unsigned long long)C->limits.max_alloc_bytes);
+                               "template used too much memory (limit %llu bytes)",
+                               (unsigned long long)C->limits.max_alloc_bytes);
     return true;
 }
 
@@ -402,7 +403,7 @@ void nu_jctx_free_all(nu_jctx *C) {
 bool nu_jv_new_str(nu_jctx *C, const jnode *at, const char *s, size_t n, nu_jv *out) {
     if (n > C->limits.max_output)
         return nu_jfail_status(C, at, NU_ERR_UNSUPPORTED, "string too long (limit %zu bytes)",
-                            C->limits.max_output);
+                               C->limits.max_output);
     nu_jstr *str = nu_jctx_alloc_obj(C, at, JK_STR, sizeof(nu_jstr) + n + 1);
     if (!str) return false;
     if (n) memcpy(str->data, s, n);
@@ -418,7 +419,7 @@ bool nu_jv_concat_str(nu_jctx *C, const jnode *at, nu_jv a, nu_jv b, nu_jv *out)
     size_t n = x->len + y->len;
     if (n > C->limits.max_output)
         return nu_jfail_status(C, at, NU_ERR_UNSUPPORTED, "string too long (limit %zu bytes)",
-                            C->limits.max_output);
+                               C->limits.max_output);
     nu_jstr *s = nu_jctx_alloc_obj(C, at, JK_STR, sizeof(nu_jstr) + n + 1);
     if (!s) return false;
     memcpy(s->data, x->data, x->len);
@@ -438,7 +439,7 @@ bool nu_jv_new_str_from_buf(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv *out)
     if (b->failed) {
         nu_jbuf_free(b);
         return nu_jfail_status(C, at, NU_ERR_UNSUPPORTED, "string too long (limit %zu bytes)",
-                            C->limits.max_output);
+                               C->limits.max_output);
     }
     bool ok = nu_jv_new_str(C, at, b->data ? b->data : "", b->len, out);
     nu_jbuf_free(b);
@@ -664,7 +665,8 @@ static bool dict_equal(nu_jctx *C, const jnode *at, nu_jdict *x, nu_jdict *y, bo
 
 static bool equal_depth(nu_jctx *C, const jnode *at, nu_jv a, nu_jv b, bool *eq, int depth) {
     *eq = false;
-    if (depth > MAX_NESTING) return C ? nu_jfail(C, at, "values nested too deeply to compare") : false;
+    if (depth > MAX_NESTING)
+        return C ? nu_jfail(C, at, "values nested too deeply to compare") : false;
     if (nu_jv_is_number(a) && nu_jv_is_number(b)) {
         *eq = num_equal(a, b);
         return true;
@@ -730,7 +732,8 @@ static void lower_into(const nu_jstr *s, nu_jbuf *b) {
 static bool cmp3_depth(nu_jctx *C, const jnode *at, nu_jv a, nu_jv b, bool ci, int *res, int depth);
 
 /* Lexicographic order of two lists of the same kind. */
-static bool list_cmp3(nu_jctx *C, const jnode *at, nu_jlist *x, nu_jlist *y, bool ci, int *res, int depth) {
+static bool list_cmp3(nu_jctx *C, const jnode *at, nu_jlist *x, nu_jlist *y, bool ci, int *res,
+                      int depth) {
     for (size_t i = 0; i < x->len && i < y->len; i++) {
         bool eq;
         if (!equal_depth(C, at, x->items[i], y->items[i], &eq, depth + 1)) return false;
@@ -740,7 +743,8 @@ static bool list_cmp3(nu_jctx *C, const jnode *at, nu_jlist *x, nu_jlist *y, boo
     return true;
 }
 
-static bool cmp3_depth(nu_jctx *C, const jnode *at, nu_jv a, nu_jv b, bool ci, int *res, int depth) {
+static bool cmp3_depth(nu_jctx *C, const jnode *at, nu_jv a, nu_jv b, bool ci, int *res,
+                       int depth) {
     if (depth > MAX_NESTING) return nu_jfail(C, at, "values nested too deeply to compare");
     if (a.type == JV_UNDEF) return nu_jfail_undefined(C, at, a);
     if (b.type == JV_UNDEF) return nu_jfail_undefined(C, at, b);
@@ -772,8 +776,8 @@ static bool cmp3_depth(nu_jctx *C, const jnode *at, nu_jv a, nu_jv b, bool ci, i
     }
     if (a.type == JV_LIST && b.type == JV_LIST && nu_jv_is_tuple(a) == nu_jv_is_tuple(b))
         return list_cmp3(C, at, nu_jv_list(a), nu_jv_list(b), ci, res, depth);
-    return nu_jfail(C, at, "'<' not supported between instances of '%s' and '%s'", nu_jv_type_name(a),
-                 nu_jv_type_name(b));
+    return nu_jfail(C, at, "'<' not supported between instances of '%s' and '%s'",
+                    nu_jv_type_name(a), nu_jv_type_name(b));
 }
 
 bool nu_jv_cmp3(nu_jctx *C, const jnode *at, nu_jv a, nu_jv b, bool case_insensitive, int *res) {
@@ -781,14 +785,14 @@ bool nu_jv_cmp3(nu_jctx *C, const jnode *at, nu_jv a, nu_jv b, bool case_insensi
 }
 
 bool nu_jv_compare(nu_jctx *C, const jnode *at, jop op, nu_jv a, nu_jv b, bool *res) {
-    bool orderable = (nu_jv_is_number(a) && nu_jv_is_number(b)) ||
-                     (a.type == JV_STR && b.type == JV_STR) ||
-                     (a.type == JV_LIST && b.type == JV_LIST && nu_jv_is_tuple(a) == nu_jv_is_tuple(b));
+    bool orderable =
+        (nu_jv_is_number(a) && nu_jv_is_number(b)) || (a.type == JV_STR && b.type == JV_STR) ||
+        (a.type == JV_LIST && b.type == JV_LIST && nu_jv_is_tuple(a) == nu_jv_is_tuple(b));
     if (a.type == JV_UNDEF) return nu_jfail_undefined(C, at, a);
     if (b.type == JV_UNDEF) return nu_jfail_undefined(C, at, b);
     if (!orderable)
-        return nu_jfail(C, at, "'%s' not supported between instances of '%s' and '%s'", op_symbol(op),
-                     nu_jv_type_name(a), nu_jv_type_name(b));
+        return nu_jfail(C, at, "'%s' not supported between instances of '%s' and '%s'",
+                        op_symbol(op), nu_jv_type_name(a), nu_jv_type_name(b));
     if (nu_jv_is_number(a) && (num_f(a) != num_f(a) || num_f(b) != num_f(b)) &&
         !(is_intlike(a) && is_intlike(b))) {
         *res = false; /* NaN compares false */
@@ -948,7 +952,8 @@ static bool print_depth(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v, bool r
     case JV_FUNC: {
         jfunc *f = (jfunc *)v.u.o;
         if (f->id == JF_METHOD)
-            nu_jbuf_printf(b, "<built-in method %s of %s object>", f->method, nu_jv_type_name(f->self));
+            nu_jbuf_printf(b, "<built-in method %s of %s object>", f->method,
+                           nu_jv_type_name(f->self));
         else
             nu_jbuf_puts(b, "<built-in function>");
         return true;
@@ -1025,7 +1030,8 @@ static void json_string(nu_jbuf *b, const char *s, size_t n, bool ascii) {
     nu_jbuf_putc(b, '"');
 }
 
-static bool json_depth(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v, const jjson_opts *o, int level);
+static bool json_depth(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v, const jjson_opts *o,
+                       int level);
 
 /* Newline and indentation before an item at the given level. */
 static void json_newline(nu_jbuf *b, const jjson_opts *o, int level) {
@@ -1044,7 +1050,9 @@ static void json_item_sep(nu_jbuf *b, const jjson_opts *o) {
 static bool json_key(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv k, const jjson_opts *o) {
     nu_jbuf tmp = {0};
     switch (k.type) {
-    case JV_STR: json_string(b, nu_jv_str(k)->data, nu_jv_str(k)->len, o->ensure_ascii); return true;
+    case JV_STR:
+        json_string(b, nu_jv_str(k)->data, nu_jv_str(k)->len, o->ensure_ascii);
+        return true;
     case JV_NONE: nu_jbuf_puts(b, "\"null\""); return true;
     case JV_BOOL: nu_jbuf_puts(b, k.u.b ? "\"true\"" : "\"false\""); return true;
     case JV_INT: nu_jbuf_printf(b, "\"%lld\"", (long long)k.u.i); return true;
@@ -1054,7 +1062,8 @@ static bool json_key(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv k, const jjs
         nu_jbuf_free(&tmp);
         return true;
     default:
-        return nu_jfail(C, at, "keys must be str, int, float, bool or None, not %s", nu_jv_type_name(k));
+        return nu_jfail(C, at, "keys must be str, int, float, bool or None, not %s",
+                        nu_jv_type_name(k));
     }
 }
 
@@ -1076,7 +1085,8 @@ static bool json_order(nu_jctx *C, const jnode *at, nu_jdict *d, bool sort, size
     return true;
 }
 
-static bool json_dict(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jdict *d, const jjson_opts *o, int level) {
+static bool json_dict(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jdict *d, const jjson_opts *o,
+                      int level) {
     if (d->len == 0) return nu_jbuf_puts(b, "{}"), true;
     size_t *idx = malloc(d->len * sizeof *idx);
     if (!idx) return nu_jfail_status(C, at, NU_ERR_NOMEM, "out of memory");
@@ -1098,7 +1108,8 @@ static bool json_dict(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jdict *d, cons
     return ok;
 }
 
-static bool json_depth(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v, const jjson_opts *o, int level) {
+static bool json_depth(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v, const jjson_opts *o,
+                       int level) {
     if (level > MAX_NESTING) return nu_jfail(C, at, "value nested too deeply for tojson");
     switch (v.type) {
     case JV_NONE: nu_jbuf_puts(b, "null"); return true;
@@ -1112,7 +1123,9 @@ static bool json_depth(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v, const j
         else
             nu_jfloat_repr(b, v.u.f);
         return true;
-    case JV_STR: json_string(b, nu_jv_str(v)->data, nu_jv_str(v)->len, o->ensure_ascii); return true;
+    case JV_STR:
+        json_string(b, nu_jv_str(v)->data, nu_jv_str(v)->len, o->ensure_ascii);
+        return true;
     case JV_LIST: {
         nu_jlist *l = nu_jv_list(v);
         if (l->len == 0) return nu_jbuf_puts(b, "[]"), true;

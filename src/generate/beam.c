@@ -16,11 +16,11 @@
 #include "gen_output.h"
 
 typedef struct beam {
-    int32_t *tokens;   /* generated so far */
+    int32_t *tokens; /* generated so far */
     int32_t n;
-    double sum;        /* total log-prob */
+    double sum; /* total log-prob */
     int32_t seq;
-    int32_t entry;     /* entry of the last batch holding its next-token logits */
+    int32_t entry; /* entry of the last batch holding its next-token logits */
 } beam;
 
 typedef struct hypothesis {
@@ -45,14 +45,18 @@ typedef struct beam_state {
     hypothesis *hyps;
     int32_t n_hyps;
     extension *ext;
-    double *logp;      /* [n_vocab] */
+    double *logp; /* [n_vocab] */
     nu_top_logprob *top;
     nu_batch_entry *batch;
 } beam_state;
 
 nu_beam_params nu_beam_default_params(void) {
-    nu_beam_params p = {.width = 4, .n_return = 1, .length_penalty = 1.0f,
-                        .early_stopping = false, .n_predict = 64, .add_bos = true};
+    nu_beam_params p = {.width = 4,
+                        .n_return = 1,
+                        .length_penalty = 1.0f,
+                        .early_stopping = false,
+                        .n_predict = 64,
+                        .add_bos = true};
     return p;
 }
 
@@ -69,8 +73,10 @@ static nu_status check_params(const nu_context *ctx, const nu_beam_params *p, nu
         return nu_fail(err, NU_ERR_INVALID_ARG, "n_predict %d must be >= 1 for beam search",
                        p->n_predict);
     if (2 * p->width > ctx->params.n_seq_max)
-        return nu_fail(err, NU_ERR_INVALID_ARG, "beam width %d needs a context with %d sequences "
-                       "(it has %d)", p->width, 2 * p->width, ctx->params.n_seq_max);
+        return nu_fail(err, NU_ERR_INVALID_ARG,
+                       "beam width %d needs a context with %d sequences "
+                       "(it has %d)",
+                       p->width, 2 * p->width, ctx->params.n_seq_max);
     return NU_OK;
 }
 
@@ -223,7 +229,8 @@ static void write_results(beam_state *b, nu_generate_result *results) {
         if (r >= b->n_hyps) continue;
         hypothesis *h = &b->hyps[r];
         size_t cap = 16;
-        for (int32_t i = 0; i < h->n; i++) cap += nu_token_to_bytes(m, h->tokens[i], false, NULL, 0);
+        for (int32_t i = 0; i < h->n; i++)
+            cap += nu_token_to_bytes(m, h->tokens[i], false, NULL, 0);
         res->text = malloc(cap + 1);
         nu_detokenizer d;
         nu_detokenizer_init(&d, m, false, false);
@@ -231,7 +238,8 @@ static void write_results(beam_state *b, nu_generate_result *results) {
             res->text_len += nu_detokenizer_push(&d, h->tokens[i], res->text + res->text_len,
                                                  cap - res->text_len);
         if (res->text) {
-            res->text_len += nu_detokenizer_flush(&d, res->text + res->text_len, cap - res->text_len);
+            res->text_len +=
+                nu_detokenizer_flush(&d, res->text + res->text_len, cap - res->text_len);
             res->text[res->text_len] = 0;
         }
         res->tokens = h->tokens;
@@ -272,14 +280,16 @@ nu_status nu_beam_search(nu_context *ctx, const char *prompt, const nu_beam_para
     size_t len = strlen(prompt), n = 0;
     int32_t *toks = malloc((len + 8) * sizeof(int32_t));
     if (!toks) return nu_fail(err, NU_ERR_NOMEM, "out of memory");
-    unsigned flags = (p->add_bos ? NU_TOKENIZE_ADD_BOS : 0) |
-                     (p->parse_special ? NU_TOKENIZE_PARSE_SPECIAL : 0);
+    unsigned flags =
+        (p->add_bos ? NU_TOKENIZE_ADD_BOS : 0) | (p->parse_special ? NU_TOKENIZE_PARSE_SPECIAL : 0);
     st = nu_tokenize(ctx->model, prompt, len, flags, toks, len + 8, &n, err);
     if (st == NU_OK && n == 0) st = nu_fail(err, NU_ERR_INVALID_ARG, "the prompt is empty");
     /* the beams' tree can hold up to width new positions per step */
     if (st == NU_OK && (int64_t)n + (int64_t)p->width * p->n_predict > ctx->params.n_ctx)
-        st = nu_fail(err, NU_ERR_CONTEXT_FULL, "prompt (%zu tokens) + width x n_predict (%d x %d) "
-                     "exceed the context (%d)", n, p->width, p->n_predict, ctx->params.n_ctx);
+        st = nu_fail(err, NU_ERR_CONTEXT_FULL,
+                     "prompt (%zu tokens) + width x n_predict (%d x %d) "
+                     "exceed the context (%d)",
+                     n, p->width, p->n_predict, ctx->params.n_ctx);
     beam_state b = {.ctx = ctx, .p = p, .n_prompt = (int32_t)n};
     if (st == NU_OK) st = alloc_state(&b, err);
     if (st == NU_OK) {

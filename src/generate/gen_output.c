@@ -33,7 +33,7 @@ static void append_text(gen_output *o, const char *s, size_t n) {
 }
 
 void nu_gen_output_init(gen_output *o, nu_generate_result *res, const nu_generate_params *p,
-                     const nu_model *m, int32_t index) {
+                        const nu_model *m, int32_t index) {
     memset(o, 0, sizeof *o);
     memset(res, 0, sizeof *res);
     o->res = res;
@@ -45,7 +45,8 @@ void nu_gen_output_init(gen_output *o, nu_generate_result *res, const nu_generat
         if (len > o->max_stop) o->max_stop = len;
     }
     /* the tokenizer's leading space goes away only before an echoed prompt */
-    nu_detokenizer_init(&o->detok, m, false, p->echo && nu_vocab_adds_space_prefix(nu_model_vocab(m)));
+    nu_detokenizer_init(&o->detok, m, false,
+                        p->echo && nu_vocab_adds_space_prefix(nu_model_vocab(m)));
     append_text(o, "", 0);
 }
 
@@ -128,7 +129,8 @@ void nu_gen_output_prompt_logprob(gen_output *o, int32_t token, const float *log
 static bool send(gen_output *o, size_t end) {
     bool go_on = true;
     if (end > o->emitted && o->p->on_text)
-        go_on = o->p->on_text(o->p->user, o->res->index, o->res->text + o->emitted, end - o->emitted);
+        go_on =
+            o->p->on_text(o->p->user, o->res->index, o->res->text + o->emitted, end - o->emitted);
     if (end > o->emitted) o->emitted = end;
     return go_on;
 }
@@ -194,13 +196,13 @@ static void record_token(gen_output *o, int32_t token, const float *logits,
         chain_logprobs(t, token, after_chain, o->p->logprobs);
     } else {
         t->logprob = lp;
-        t->n_top = nu_top_logprobs(logits, nu_model_n_vocab(o->model), log_z, o->p->logprobs,
-                                   t->top);
+        t->n_top =
+            nu_top_logprobs(logits, nu_model_n_vocab(o->model), log_z, o->p->logprobs, t->top);
     }
 }
 
 nu_finish_reason nu_gen_output_token(gen_output *o, int32_t token, const float *logits,
-                                  const nu_candidates *after_chain) {
+                                     const nu_candidates *after_chain) {
     record_token(o, token, logits, after_chain);
     char buf[1024];
     size_t before = o->res->text_len;

@@ -12,15 +12,15 @@ typedef struct gen_output {
     const nu_model *model;
     nu_detokenizer detok;
     size_t text_cap, tokens_cap, logprobs_cap;
-    size_t gen_start;  /* where the generated text starts (after an echoed prompt) */
-    size_t emitted;    /* bytes of text already given to the callback */
-    size_t max_stop;   /* longest stop string */
-    bool failed;       /* out of memory while growing a buffer */
+    size_t gen_start; /* where the generated text starts (after an echoed prompt) */
+    size_t emitted;   /* bytes of text already given to the callback */
+    size_t max_stop;  /* longest stop string */
+    bool failed;      /* out of memory while growing a buffer */
 } gen_output;
 
 /* Starts an empty result for sample `index`. */
 void nu_gen_output_init(gen_output *o, nu_generate_result *res, const nu_generate_params *p,
-                     const nu_model *m, int32_t index);
+                        const nu_model *m, int32_t index);
 
 /* The echoed prompt: its text, and log-probs when asked (logits[i] holds the
  * distribution after prompt token i, or NULL when not computed). */
@@ -32,7 +32,7 @@ void nu_gen_output_prompt_logprob(gen_output *o, int32_t token, const float *log
  * string completed, NU_FINISH_CANCELLED when the callback said stop, else
  * NU_FINISH_NONE. */
 nu_finish_reason nu_gen_output_token(gen_output *o, int32_t token, const float *logits,
-                                  const nu_candidates *after_chain);
+                                     const nu_candidates *after_chain);
 
 /* Sends whatever is still held back (no stop string can complete now). */
 void nu_gen_output_finish(gen_output *o, nu_finish_reason why);

@@ -22,7 +22,10 @@ const char *nu_finish_reason_name(nu_finish_reason r) {
 }
 
 nu_generate_params nu_generate_default_params(void) {
-    nu_generate_params p = {.n_predict = 128, .add_bos = true, .n = 1, .logprobs = -1,
+    nu_generate_params p = {.n_predict = 128,
+                            .add_bos = true,
+                            .n = 1,
+                            .logprobs = -1,
                             .sampling = nu_sampler_default_params()};
     return p;
 }
@@ -110,7 +113,8 @@ nu_status nu_majority_answer(const nu_generate_result *r, int32_t n, const char 
         regfree(&re);
         return nu_fail(err, NU_ERR_NOMEM, "out of memory");
     }
-    for (int32_t i = 0; i < n; i++) has[i] = r[i].text && last_match(&re, r[i].text, &st[i], &en[i]);
+    for (int32_t i = 0; i < n; i++)
+        has[i] = r[i].text && last_match(&re, r[i].text, &st[i], &en[i]);
     *votes = 0;
     *index = -1;
     for (int32_t i = 0; i < n; i++) {

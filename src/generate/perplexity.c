@@ -71,8 +71,7 @@ nu_status nu_perplexity(nu_context *ctx, const int32_t *tokens, int64_t n_tokens
             if ((st = nu_decode(ctx, batch, k, err)) != NU_OK) break;
             for (int32_t i = 0; i < k; i++) {
                 if (!batch[i].logits) continue;
-                const double s =
-                    token_nll(nu_logits(ctx, i), n_vocab, tokens[w0 + b0 + i + 1]);
+                const double s = token_nll(nu_logits(ctx, i), n_vocab, tokens[w0 + b0 + i + 1]);
                 out->nll += s;
                 sum_sq += s * s;
                 out->n_scored++;

@@ -36,7 +36,7 @@ typedef enum req_state { REQ_QUEUED, REQ_PREFILL, REQ_RUNNING, REQ_DONE } req_st
 /* What a speculating sample keeps besides its sampler. */
 typedef struct nu_spec_sample {
     nu_speculative_params sp; /* the scheduler's lengths, capped by the request's draft_max */
-    nu_spec_length len;          /* adaptive draft length */
+    nu_spec_length len;       /* adaptive draft length */
     nu_sampler *ds;           /* the draft model's sampler (NULL with lookup) */
     nu_rng rng;               /* drafting, acceptance and residual draws */
     int32_t *toks;            /* prompt + generated tokens [n_ctx + 1] */
@@ -53,12 +53,12 @@ typedef struct nu_spec_sample {
 typedef struct gen_sample {
     struct gen_request *req;
     int32_t index;
-    int32_t seq;          /* KV sequence */
+    int32_t seq; /* KV sequence */
     nu_sampler *sampler;
     gen_output out;
-    int32_t n_pos;        /* next position */
-    int32_t pending;      /* sampled, not yet decoded; -1 when none */
-    int32_t entry;        /* entry of the current batch that carries `pending` */
+    int32_t n_pos;   /* next position */
+    int32_t pending; /* sampled, not yet decoded; -1 when none */
+    int32_t entry;   /* entry of the current batch that carries `pending` */
     bool done;
     nu_spec_sample *spec; /* NULL: this sample does not speculate */
 } gen_sample;
@@ -66,15 +66,15 @@ typedef struct gen_sample {
 typedef struct gen_request {
     int32_t id;
     req_state state;
-    nu_generate_params p;  /* with stop and stop_tokens pointing at copies below */
+    nu_generate_params p; /* with stop and stop_tokens pointing at copies below */
     char **stop_copy;
     int32_t *stop_tokens_copy;
     int32_t *prompt;
     int32_t n_prompt;
-    int32_t n_read;        /* prompt tokens in the cache */
-    int32_t last_entry;    /* entry of the prompt's last token in this step's batch */
-    int32_t first_entry;   /* entry of the first prompt token of this step's chunk */
-    int32_t chunk_pos;     /* position of that first token */
+    int32_t n_read;      /* prompt tokens in the cache */
+    int32_t last_entry;  /* entry of the prompt's last token in this step's batch */
+    int32_t first_entry; /* entry of the first prompt token of this step's chunk */
+    int32_t chunk_pos;   /* position of that first token */
     bool cancelled;
     bool spec;        /* its samples speculate */
     int32_t dft_read; /* prompt tokens in the draft's cache (first sample's sequence) */
@@ -247,8 +247,10 @@ static nu_status check_prompt(const nu_scheduler *s, const gen_request *r, nu_er
         return nu_fail(err, NU_ERR_CONTEXT_FULL, "the prompt has %d tokens; the context holds %d",
                        r->n_prompt, s->ctx->params.n_ctx);
     if (r->p.n > s->ctx->params.n_seq_max)
-        return nu_fail(err, NU_ERR_INVALID_ARG, "n = %d samples, but the context has only %d "
-                       "sequences", r->p.n, s->ctx->params.n_seq_max);
+        return nu_fail(err, NU_ERR_INVALID_ARG,
+                       "n = %d samples, but the context has only %d "
+                       "sequences",
+                       r->p.n, s->ctx->params.n_seq_max);
     for (int32_t i = 0; i < r->n_prompt; i++)
         if (r->prompt[i] < 0 || r->prompt[i] >= n_vocab)
             return nu_fail(err, NU_ERR_INVALID_ARG, "prompt token %d (%d) is not in the vocabulary",
@@ -320,8 +322,8 @@ static nu_status make_samples(const nu_scheduler *s, gen_request *r, nu_error *e
         nu_status st = nu_sampler_new_for_model(&sp, m, &g->sampler, err);
         if (st) return st;
         nu_sampler_accept_prompt(g->sampler, r->prompt, r->n_prompt);
-        if (r->p.grammar && (st = nu_sampler_set_grammar(g->sampler, r->p.grammar, r->p.n_predict,
-                                                         err)))
+        if (r->p.grammar &&
+            (st = nu_sampler_set_grammar(g->sampler, r->p.grammar, r->p.n_predict, err)))
             return st;
         g->req = r;
         g->index = i;
@@ -348,8 +350,10 @@ nu_status nu_scheduler_submit(nu_scheduler *s, const char *text, const int32_t *
         st = tokenize_prompt(r, s->ctx->model, text, err);
     } else if (st == NU_OK) {
         r->prompt = malloc((n_tokens + 1) * sizeof(int32_t));
-        if (!r->prompt) st = nu_fail(err, NU_ERR_NOMEM, "out of memory");
-        else memcpy(r->prompt, tokens, n_tokens * sizeof(int32_t));
+        if (!r->prompt)
+            st = nu_fail(err, NU_ERR_NOMEM, "out of memory");
+        else
+            memcpy(r->prompt, tokens, n_tokens * sizeof(int32_t));
         r->n_prompt = (int32_t)n_tokens;
     }
     if (st == NU_OK) st = check_prompt(s, r, err);
@@ -361,8 +365,10 @@ nu_status nu_scheduler_submit(nu_scheduler *s, const char *text, const int32_t *
     }
     r->id = s->next_id++;
     r->t_start = nu_time_ms();
-    if (s->tail) s->tail->next = r;
-    else s->head = r;
+    if (s->tail)
+        s->tail->next = r;
+    else
+        s->head = r;
     s->tail = r;
     if (id) *id = r->id;
     return NU_OK;
@@ -510,8 +516,8 @@ static nu_finish_reason emit_token(nu_scheduler *s, gen_sample *g, int32_t tok,
     } else {
         if (g->spec) g->spec->toks[g->spec->n_toks++] = tok;
         why = nu_gen_output_token(&g->out, tok, logits,
-                               r->p.logprobs_after_chain ? nu_sampler_last_candidates(g->sampler)
-                                                         : NULL);
+                                  r->p.logprobs_after_chain ? nu_sampler_last_candidates(g->sampler)
+                                                            : NULL);
         if (why == NU_FINISH_NONE) why = ends_after_token(s, g);
     }
     if (why != NU_FINISH_NONE)
@@ -562,16 +568,16 @@ static void nu_spec_advance(nu_scheduler *s, gen_sample *g, int32_t entry) {
         sp->n_emitted = 0;
         nu_spec_emit_ctx ec = {s, g};
         nu_spec_verify_args va = {.sampler = g->sampler,
-                               .tgt = s->ctx,
-                               .first_entry = entry,
-                               .draft = sp->draft,
-                               .n_draft = sp->n_draft,
-                               .q = s->dft ? sp->q : NULL,
-                               .pbuf = s->pbuf,
-                               .n_vocab = nu_model_n_vocab(s->ctx->model),
-                               .rng = &sp->rng,
-                               .emit = nu_spec_emit,
-                               .user = &ec};
+                                  .tgt = s->ctx,
+                                  .first_entry = entry,
+                                  .draft = sp->draft,
+                                  .n_draft = sp->n_draft,
+                                  .q = s->dft ? sp->q : NULL,
+                                  .pbuf = s->pbuf,
+                                  .n_vocab = nu_model_n_vocab(s->ctx->model),
+                                  .rng = &sp->rng,
+                                  .emit = nu_spec_emit,
+                                  .user = &ec};
         nu_finish_reason why;
         accepted = nu_spec_verify(&va, &why);
         nu_spec_length_adapt(&sp->len, &sp->sp, sp->n_draft, accepted);
@@ -681,7 +687,8 @@ static void plan_proposals(nu_scheduler *s) {
             pending++;
             if (!g->spec) continue;
             g->spec->n_draft = 0;
-            g->spec->k = r->cancelled ? 0 : nu_spec_length_next(&g->spec->len, proposal_limit(s, g));
+            g->spec->k =
+                r->cancelled ? 0 : nu_spec_length_next(&g->spec->len, proposal_limit(s, g));
             want += g->spec->k;
         }
     }
@@ -716,7 +723,8 @@ static nu_status draft_flush(nu_scheduler *s, int32_t *n, nu_error *err) {
         if (!g) continue;
         nu_spec_sample *sp = g->spec;
         float *q = sp->q + (size_t)sp->n_draft * (size_t)n_vocab;
-        sp->draft[sp->n_draft++] = nu_spec_propose(sp->ds, nu_logits(s->dft, e), q, n_vocab, &sp->rng);
+        sp->draft[sp->n_draft++] =
+            nu_spec_propose(sp->ds, nu_logits(s->dft, e), q, n_vocab, &sp->rng);
     }
     *n = 0;
     return NU_OK;
@@ -812,7 +820,7 @@ static nu_status propose(nu_scheduler *s, nu_error *err) {
             if (!drafting(g)) continue;
             nu_spec_sample *sp = g->spec;
             sp->n_draft = nu_spec_lookup(sp->toks, sp->n_toks, sp->k, sp->sp.lookup_ngram_min,
-                                      sp->sp.lookup_ngram_max, sp->draft);
+                                         sp->sp.lookup_ngram_max, sp->draft);
         }
     }
     return NU_OK;
@@ -883,8 +891,8 @@ static void start_samples(nu_scheduler *s, gen_request *r) {
 
 /* Log-probs of the prompt tokens read in this step (echo with logprobs). */
 static void record_prompt_logprobs(nu_scheduler *s, gen_request *r) {
-    for (int32_t e = r->first_entry, pos = r->chunk_pos; e >= 0 && pos + 1 < r->n_prompt &&
-                                                       e < s->ctx->n_last; e++, pos++) {
+    for (int32_t e = r->first_entry, pos = r->chunk_pos;
+         e >= 0 && pos + 1 < r->n_prompt && e < s->ctx->n_last; e++, pos++) {
         const float *lg = nu_logits(s->ctx, e);
         if (!lg) break;
         for (int32_t i = 0; i < r->p.n; i++)
@@ -945,7 +953,8 @@ nu_status nu_scheduler_step(nu_scheduler *s, bool *active, nu_error *err) {
             if (r->p.echo && r->p.logprobs >= 0) record_prompt_logprobs(s, r);
             if (r->last_entry >= 0) start_samples(s, r);
         } else if (r->state == REQ_PREFILL && r->cancelled) {
-            for (int32_t i = 0; i < r->p.n; i++) finish_sample(s, &r->samples[i], NU_FINISH_CANCELLED);
+            for (int32_t i = 0; i < r->p.n; i++)
+                finish_sample(s, &r->samples[i], NU_FINISH_CANCELLED);
             r->state = REQ_DONE;
         }
     }

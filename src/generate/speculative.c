@@ -25,24 +25,34 @@
 #include "gen_output.h"
 
 nu_speculative_params nu_speculative_default_params(void) {
-    nu_speculative_params p = {.draft = NULL, .lookup = false, .draft_max = 8, .draft_min = 1,
-                               .adaptive = true, .lookup_ngram_max = 4, .lookup_ngram_min = 1};
+    nu_speculative_params p = {.draft = NULL,
+                               .lookup = false,
+                               .draft_max = 8,
+                               .draft_min = 1,
+                               .adaptive = true,
+                               .lookup_ngram_max = 4,
+                               .lookup_ngram_min = 1};
     return p;
 }
 
 nu_status nu_draft_check(const nu_model *target, const nu_model *draft, nu_error *err) {
     int32_t nt = nu_model_n_vocab(target), nd = nu_model_n_vocab(draft);
     if (nt != nd)
-        return nu_fail(err, NU_ERR_INVALID_ARG, "the draft model's vocabulary has %d tokens, the "
-                       "target's %d: a draft must share the target's vocabulary", nd, nt);
+        return nu_fail(err, NU_ERR_INVALID_ARG,
+                       "the draft model's vocabulary has %d tokens, the "
+                       "target's %d: a draft must share the target's vocabulary",
+                       nd, nt);
     for (int32_t i = 0; i < nt; i++) {
         const char *a = nu_token_text(target, i), *b = nu_token_text(draft, i);
         if (strcmp(a ? a : "", b ? b : "") != 0)
-            return nu_fail(err, NU_ERR_INVALID_ARG, "token %d is '%s' in the target but '%s' in "
-                           "the draft: the vocabularies differ", i, a ? a : "", b ? b : "");
+            return nu_fail(err, NU_ERR_INVALID_ARG,
+                           "token %d is '%s' in the target but '%s' in "
+                           "the draft: the vocabularies differ",
+                           i, a ? a : "", b ? b : "");
     }
     if (nu_token_bos(target) != nu_token_bos(draft) || nu_token_eos(target) != nu_token_eos(draft))
-        return nu_fail(err, NU_ERR_INVALID_ARG, "the draft and target models have different "
+        return nu_fail(err, NU_ERR_INVALID_ARG,
+                       "the draft and target models have different "
                        "BOS/EOS tokens");
     return NU_OK;
 }
@@ -50,7 +60,7 @@ nu_status nu_draft_check(const nu_model *target, const nu_model *draft, nu_error
 /* ---- shared with the scheduler (speculative.h) ---------------------------- */
 
 nu_status nu_spec_params_check(const nu_speculative_params *sp, const nu_model *target,
-                            const nu_model *draft, int32_t n_batch, nu_error *err) {
+                               const nu_model *draft, int32_t n_batch, nu_error *err) {
     if (!draft && !sp->lookup)
         return nu_fail(err, NU_ERR_INVALID_ARG,
                        "speculative decoding needs a draft model or lookup");
@@ -87,7 +97,7 @@ int32_t nu_spec_length_next(nu_spec_length *l, int32_t limit) {
 /* Longer after a fully accepted pass, shorter when less than half was
  * accepted. */
 void nu_spec_length_adapt(nu_spec_length *l, const nu_speculative_params *sp, int32_t proposed,
-                       int32_t accepted) {
+                          int32_t accepted) {
     if (!sp->adaptive || proposed == 0) return;
     if (accepted == proposed && l->k < sp->draft_max)
         l->k++;
@@ -122,7 +132,8 @@ int32_t nu_spec_draw(const float *d, int32_t n, nu_rng *rng) {
     return last;
 }
 
-int32_t nu_spec_propose(nu_sampler *ds, const float *logits, float *q, int32_t n_vocab, nu_rng *rng) {
+int32_t nu_spec_propose(nu_sampler *ds, const float *logits, float *q, int32_t n_vocab,
+                        nu_rng *rng) {
     nu_spec_dense(nu_sampler_distribution(ds, logits), q, n_vocab);
     int32_t tok = nu_spec_draw(q, n_vocab, rng);
     nu_sampler_accept(ds, tok);
@@ -130,7 +141,7 @@ int32_t nu_spec_propose(nu_sampler *ds, const float *logits, float *q, int32_t n
 }
 
 int32_t nu_spec_lookup(const int32_t *t, int32_t n, int32_t k, int32_t ngram_min, int32_t ngram_max,
-                    int32_t *out) {
+                       int32_t *out) {
     for (int32_t g = ngram_max; g >= ngram_min; g--) {
         if (g > n - 1) continue;
         for (int32_t start = n - g - 1; start >= 0; start--) {
@@ -189,14 +200,14 @@ typedef struct nu_spec_state {
     nu_context *tgt, *dft;
     const nu_generate_params *p;
     const nu_speculative_params *sp;
-    nu_sampler *ts, *ds;      /* target and draft samplers */
-    nu_rng rng;               /* acceptance draws */
-    int32_t *toks;            /* prompt + generated */
+    nu_sampler *ts, *ds; /* target and draft samplers */
+    nu_rng rng;          /* acceptance draws */
+    int32_t *toks;       /* prompt + generated */
     int32_t n_toks, n_prompt, cap;
     int32_t tgt_cached, dft_cached; /* positions in each cache */
-    int32_t *draft;           /* this pass's proposals */
-    float *q;                 /* [draft_max][n_vocab] draft distributions (dense) */
-    float *pbuf;              /* [n_vocab] target distribution (dense) */
+    int32_t *draft;                 /* this pass's proposals */
+    float *q;                       /* [draft_max][n_vocab] draft distributions (dense) */
+    float *pbuf;                    /* [n_vocab] target distribution (dense) */
     nu_batch_entry *batch;
     nu_spec_length len; /* adaptive draft length */
     gen_output out;
@@ -256,7 +267,8 @@ static nu_finish_reason emit(void *user, int32_t tok, const float *logits) {
     for (int32_t i = 0; i < s->p->n_stop_tokens; i++)
         if (s->p->stop_tokens[i] == tok) return NU_FINISH_STOP;
     s->toks[s->n_toks++] = tok;
-    nu_finish_reason why = nu_gen_output_token(&s->out, tok, logits, nu_sampler_last_candidates(s->ts));
+    nu_finish_reason why =
+        nu_gen_output_token(&s->out, tok, logits, nu_sampler_last_candidates(s->ts));
     if (why != NU_FINISH_NONE) return why;
     if (s->p->n_predict >= 0 && s->out.res->n_tokens >= s->p->n_predict) return NU_FINISH_LENGTH;
     if (s->n_toks >= s->tgt->params.n_ctx) return NU_FINISH_CONTEXT;
@@ -276,7 +288,7 @@ static nu_status pass(nu_spec_state *s, nu_finish_reason *why, nu_error *err) {
         n_draft = k;
     } else if (k > 0) {
         n_draft = nu_spec_lookup(s->toks, s->n_toks, k, s->sp->lookup_ngram_min,
-                              s->sp->lookup_ngram_max, s->draft);
+                                 s->sp->lookup_ngram_max, s->draft);
     }
     if (st) return st;
     /* the target reads what it has not seen but the last token, then the
@@ -292,16 +304,16 @@ static nu_status pass(nu_spec_state *s, nu_finish_reason *why, nu_error *err) {
     s->stats->drafted += n_draft;
     int32_t before = s->n_toks;
     nu_spec_verify_args va = {.sampler = s->ts,
-                           .tgt = s->tgt,
-                           .first_entry = 0,
-                           .draft = s->draft,
-                           .n_draft = n_draft,
-                           .q = s->sp->draft ? s->q : NULL,
-                           .pbuf = s->pbuf,
-                           .n_vocab = s->n_vocab,
-                           .rng = &s->rng,
-                           .emit = emit,
-                           .user = s};
+                              .tgt = s->tgt,
+                              .first_entry = 0,
+                              .draft = s->draft,
+                              .n_draft = n_draft,
+                              .q = s->sp->draft ? s->q : NULL,
+                              .pbuf = s->pbuf,
+                              .n_vocab = s->n_vocab,
+                              .rng = &s->rng,
+                              .emit = emit,
+                              .user = s};
     int32_t accepted = nu_spec_verify(&va, why);
     s->stats->accepted += accepted;
     /* caches keep the accepted proposals; the token drawn last is not read yet */
@@ -323,7 +335,7 @@ static nu_status check_params(const nu_context *tgt, const nu_generate_params *p
         return nu_fail(err, NU_ERR_INVALID_ARG, "speculative decoding makes one sample (n = %d)",
                        p->n);
     return nu_spec_params_check(sp, tgt->model, sp->draft ? sp->draft->model : NULL,
-                             tgt->params.n_batch, err);
+                                tgt->params.n_batch, err);
 }
 
 static nu_status setup(nu_spec_state *s, const char *prompt, nu_error *err) {
@@ -354,8 +366,7 @@ static nu_status setup(nu_spec_state *s, const char *prompt, nu_error *err) {
     if ((st = nu_sampler_new_for_model(&s->p->sampling, m, &s->ts, err))) return st;
     if (s->sp->draft && (st = nu_sampler_new_for_model(&dp, m, &s->ds, err))) return st;
     nu_sampler_accept_prompt(s->ts, s->toks, s->n_prompt);
-    if (s->p->grammar &&
-        (st = nu_sampler_set_grammar(s->ts, s->p->grammar, s->p->n_predict, err)))
+    if (s->p->grammar && (st = nu_sampler_set_grammar(s->ts, s->p->grammar, s->p->n_predict, err)))
         return st;
     if (s->ds) nu_sampler_accept_prompt(s->ds, s->toks, s->n_prompt);
     nu_rng_seed(&s->rng, s->p->sampling.seed);
@@ -376,9 +387,9 @@ static void teardown(nu_spec_state *s) {
 }
 
 nu_status nu_generate_speculative(nu_context *target, const char *prompt,
-                                  const nu_generate_params *params,
-                                  const nu_speculative_params *sp, nu_generate_result *result,
-                                  nu_speculative_stats *stats, nu_error *err) {
+                                  const nu_generate_params *params, const nu_speculative_params *sp,
+                                  nu_generate_result *result, nu_speculative_stats *stats,
+                                  nu_error *err) {
     nu_speculative_stats local = {0};
     if (!stats) stats = &local;
     memset(stats, 0, sizeof *stats);

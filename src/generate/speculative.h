@@ -13,7 +13,7 @@
  * that there is a guesser (a draft model or lookup), and that the draft's
  * vocabulary is the target's. draft may be NULL (lookup). */
 nu_status nu_spec_params_check(const nu_speculative_params *sp, const nu_model *target,
-                            const nu_model *draft, int32_t n_batch, nu_error *err);
+                               const nu_model *draft, int32_t n_batch, nu_error *err);
 
 /* The adaptive draft length of one generation. */
 typedef struct nu_spec_length {
@@ -27,7 +27,7 @@ void nu_spec_length_init(nu_spec_length *l, const nu_speculative_params *sp);
 int32_t nu_spec_length_next(nu_spec_length *l, int32_t limit);
 /* Adapts after a pass that proposed `proposed` tokens and had `accepted` accepted. */
 void nu_spec_length_adapt(nu_spec_length *l, const nu_speculative_params *sp, int32_t proposed,
-                       int32_t accepted);
+                          int32_t accepted);
 
 /* A candidate array as a dense distribution over the vocabulary. */
 void nu_spec_dense(const nu_candidates *c, float *out, int32_t n_vocab);
@@ -38,18 +38,18 @@ int32_t nu_spec_draw(const float *d, int32_t n_vocab, nu_rng *rng);
  * the draft sampler's chain) goes to q (n_vocab floats), a token is drawn
  * from it with rng and accepted by the draft sampler. */
 int32_t nu_spec_propose(nu_sampler *draft_sampler, const float *logits, float *q, int32_t n_vocab,
-                     nu_rng *rng);
+                        nu_rng *rng);
 
 /* Prompt lookup: up to k tokens that followed the latest earlier occurrence
  * of the last n-gram of toks[0, n) (longest n-gram first, ngram_max down to
  * ngram_min) go to out; returns how many. */
-int32_t nu_spec_lookup(const int32_t *toks, int32_t n, int32_t k, int32_t ngram_min, int32_t ngram_max,
-                    int32_t *out);
+int32_t nu_spec_lookup(const int32_t *toks, int32_t n, int32_t k, int32_t ngram_min,
+                       int32_t ngram_max, int32_t *out);
 
 /* Re-tells a draft sampler the text after a pass (its history held the
  * rejected proposals): the prompt toks[0, n_prompt), then toks[n_prompt, n). */
 void nu_spec_draft_sampler_sync(nu_sampler *draft_sampler, const int32_t *toks, int32_t n_prompt,
-                             int32_t n);
+                                int32_t n);
 
 /* Emits one token of a verified pass (logits: the target's at its position);
  * returns why generation ends there, or NU_FINISH_NONE. */

@@ -660,7 +660,8 @@ static bool place_tensor_data(reader *r, nu_gguf_file *f) {
 }
 
 /* Parses a whole file image. On failure nothing is left allocated. */
-static nu_status parse_image(const uint8_t *data, uint64_t size, nu_gguf_file **out, nu_error *err) {
+static nu_status parse_image(const uint8_t *data, uint64_t size, nu_gguf_file **out,
+                             nu_error *err) {
     nu_gguf_file *f = calloc(1, sizeof *f);
     nu_gguf_store *s = calloc(1, sizeof *s);
     if (!f || !s) {
@@ -852,7 +853,8 @@ bool nu_gguf_get_str(const nu_gguf_file *f, const char *key, nu_gguf_string *out
     return true;
 }
 
-const nu_gguf_value *nu_gguf_get_arr(const nu_gguf_file *f, const char *key, nu_gguf_value_type elem_type) {
+const nu_gguf_value *nu_gguf_get_arr(const nu_gguf_file *f, const char *key,
+                                     nu_gguf_value_type elem_type) {
     const nu_gguf_value *v = nu_gguf_find(f, key);
     if (!v || v->type != GGUF_ARRAY || v->v.arr.elem_type != elem_type) return NULL;
     return v;

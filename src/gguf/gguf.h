@@ -46,15 +46,15 @@ typedef struct nu_gguf_value nu_gguf_value;
 struct nu_gguf_value {
     nu_gguf_value_type type;
     union {
-        uint64_t u;    /* UINT8, UINT16, UINT32, UINT64, BOOL (0 or 1) */
-        int64_t i;     /* INT8, INT16, INT32, INT64 */
-        double f;      /* FLOAT32, FLOAT64 */
+        uint64_t u;       /* UINT8, UINT16, UINT32, UINT64, BOOL (0 or 1) */
+        int64_t i;        /* INT8, INT16, INT32, INT64 */
+        double f;         /* FLOAT32, FLOAT64 */
         nu_gguf_string s; /* STRING */
         struct {
             nu_gguf_value_type elem_type;
             uint64_t n;
             nu_gguf_value *items; /* n parsed items (owned by the file) */
-            const void *raw;   /* the items' bytes in the file (scalar element types only) */
+            const void *raw;      /* the items' bytes in the file (scalar element types only) */
         } arr;
     } v;
 };
@@ -66,13 +66,13 @@ typedef struct nu_gguf_kv {
 
 typedef struct nu_gguf_tensor {
     nu_gguf_string name;
-    uint32_t n_dims;      /* 1..4 */
-    int64_t ne[4];        /* ne[0] is the fastest-varying (row length); unused dims are 1 */
-    uint32_t type;        /* a nu_type id */
-    uint64_t offset;      /* relative to the start of the data section */
+    uint32_t n_dims; /* 1..4 */
+    int64_t ne[4];   /* ne[0] is the fastest-varying (row length); unused dims are 1 */
+    uint32_t type;   /* a nu_type id */
+    uint64_t offset; /* relative to the start of the data section */
     uint64_t n_elements;
     uint64_t n_bytes;
-    const void *data;     /* into the mapping; aligned to the file's alignment */
+    const void *data; /* into the mapping; aligned to the file's alignment */
 } nu_gguf_tensor;
 
 typedef struct nu_gguf_file {
@@ -116,7 +116,8 @@ bool nu_gguf_get_bool(const nu_gguf_file *f, const char *key, bool *out);
 /* Returns the string (not NUL-terminated) or false. */
 bool nu_gguf_get_str(const nu_gguf_file *f, const char *key, nu_gguf_string *out);
 /* An array with the given element type, or NULL. */
-const nu_gguf_value *nu_gguf_get_arr(const nu_gguf_file *f, const char *key, nu_gguf_value_type elem_type);
+const nu_gguf_value *nu_gguf_get_arr(const nu_gguf_file *f, const char *key,
+                                     nu_gguf_value_type elem_type);
 
 /* Compares a nu_gguf_string with a C string. */
 bool nu_gguf_str_eq(nu_gguf_string s, const char *c);

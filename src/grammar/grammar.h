@@ -109,11 +109,12 @@ typedef struct nu_gram_program {
  * and what was expected; undefined rules and left recursion are reported by
  * name. Alternatives that can never finish are dropped. */
 nu_status nu_gram_compile(const char *gbnf, size_t len, const char *root, nu_gram_program **out,
-                       nu_error *err);
+                          nu_error *err);
 void nu_gram_program_free(nu_gram_program *p);
 
 /* Is code point cp in the class? */
-static inline bool nu_gram_class_has(const nu_gram_program *p, const nu_gram_class *c, uint32_t cp) {
+static inline bool nu_gram_class_has(const nu_gram_program *p, const nu_gram_class *c,
+                                     uint32_t cp) {
     if (cp < 128) return (c->ascii[cp >> 6] >> (cp & 63)) & 1;
     const nu_gram_range *r = p->ranges + c->first;
     uint32_t lo = 0, hi = c->count;
@@ -128,7 +129,8 @@ static inline bool nu_gram_class_has(const nu_gram_program *p, const nu_gram_cla
 }
 
 /* Does the class hold any code point in [lo, hi]? */
-bool nu_gram_class_meets(const nu_gram_program *p, const nu_gram_class *c, uint32_t lo, uint32_t hi);
+bool nu_gram_class_meets(const nu_gram_program *p, const nu_gram_class *c, uint32_t lo,
+                         uint32_t hi);
 
 /* ------------------------------------------------------------------------ */
 /* Matcher                                                                  */
@@ -185,7 +187,7 @@ nu_status nu_gram_arena_init(nu_gram_arena *a, nu_error *err);
 void nu_gram_arena_free(nu_gram_arena *a);
 /* Copies src's committed level (the arena's first nodes and tops) into dst. */
 nu_status nu_gram_arena_clone(nu_gram_arena *dst, const nu_gram_arena *src, const nu_gram_level *lv,
-                           nu_error *err);
+                              nu_error *err);
 
 /* Drops every node and top made after level lv. */
 static inline void nu_gram_rollback(nu_gram_arena *a, const nu_gram_level *lv) {
@@ -198,9 +200,10 @@ bool nu_gram_start(const nu_gram_program *p, nu_gram_arena *a, nu_gram_level *ou
 /* Feeds one byte to level `in`, appending the next level to the arena. False
  * when no stack survives (the byte is not allowed) or a limit was hit. */
 bool nu_gram_step(const nu_gram_program *p, nu_gram_arena *a, const nu_gram_level *in, uint8_t byte,
-               nu_gram_level *out);
+                  nu_gram_level *out);
 /* Fewest bytes that complete the grammar from this level (0: may end now). */
-uint32_t nu_gram_distance(const nu_gram_program *p, const nu_gram_arena *a, const nu_gram_level *lv);
+uint32_t nu_gram_distance(const nu_gram_program *p, const nu_gram_arena *a,
+                          const nu_gram_level *lv);
 /* The grammar may end here (no partial character, an empty stack). */
 bool nu_gram_complete(const nu_gram_arena *a, const nu_gram_level *lv);
 /* Only the empty stack is left: nothing but the end may follow. */
@@ -212,8 +215,8 @@ bool nu_gram_commit(nu_gram_arena *a, nu_gram_level *lv);
  * order of the tops, and its exact form (positions of every stack, in a
  * canonical order) written to key (grown as needed). */
 uint64_t nu_gram_state_hash(const nu_gram_arena *a, const nu_gram_level *lv);
-bool nu_gram_state_key(const nu_gram_arena *a, const nu_gram_level *lv, uint32_t **key, uint32_t *len,
-                    uint32_t *cap);
+bool nu_gram_state_key(const nu_gram_arena *a, const nu_gram_level *lv, uint32_t **key,
+                       uint32_t *len, uint32_t *cap);
 
 /* Turns the mask cache of a state on (the default) or off: for benchmarks
  * and tests that compare masks with and without it. */
@@ -231,8 +234,8 @@ typedef enum nu_gram_regex_mode { GRAM_REGEX_FULL, GRAM_REGEX_JSON_STRING } nu_g
 /* Appends GBNF rules to b defining rule `name` (and helpers named
  * "<name>-..."): for FULL, exactly the texts the regex matches; for
  * JSON_STRING, the inside of a JSON string (without the quotes). */
-nu_status nu_gram_regex_rules(nu_gram_buf *b, const char *name, const char *regex, nu_gram_regex_mode mode,
-                           nu_error *err);
+nu_status nu_gram_regex_rules(nu_gram_buf *b, const char *name, const char *regex,
+                              nu_gram_regex_mode mode, nu_error *err);
 
 /* An expression for one of the n strings (valid UTF-8), prefixes factored
  * out when there are many; and the whole grammar "root ::= ..." of them
@@ -242,7 +245,7 @@ void nu_gram_choices_gbnf(nu_gram_buf *b, const char *const *choices, size_t n);
 
 /* The whole GBNF grammar for a JSON Schema (root rule "root"). */
 nu_status nu_gram_json_schema_gbnf(const char *schema, const nu_json_options *opt, nu_gram_buf *out,
-                                nu_error *err);
+                                   nu_error *err);
 /* The grammar of any JSON object ("root"). */
 nu_status nu_gram_json_any_gbnf(const nu_json_options *opt, nu_gram_buf *out, nu_error *err);
 

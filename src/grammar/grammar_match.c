@@ -99,7 +99,7 @@ void nu_gram_arena_free(nu_gram_arena *a) {
 }
 
 nu_status nu_gram_arena_clone(nu_gram_arena *dst, const nu_gram_arena *src, const nu_gram_level *lv,
-                           nu_error *err) {
+                              nu_error *err) {
     if (!grow_nodes(dst, lv->nodes_mark > 0 ? lv->nodes_mark : 1) ||
         !grow_array((void **)&dst->tops, &dst->cap_tops, lv->end, sizeof *dst->tops))
         return nu_fail(err, NU_ERR_NOMEM, "out of memory copying a grammar state");
@@ -125,7 +125,8 @@ static uint32_t mix_hash(uint32_t pos, uint32_t below) {
 }
 
 /* A new node (pos on top of parent); GRAM_NIL when a limit is hit. */
-static uint32_t new_node(const nu_gram_program *p, nu_gram_arena *a, uint32_t pos, uint32_t parent) {
+static uint32_t new_node(const nu_gram_program *p, nu_gram_arena *a, uint32_t pos,
+                         uint32_t parent) {
     if (a->n_nodes == a->cap_nodes && !grow_nodes(a, a->n_nodes + 1)) return GRAM_NIL;
     nu_gram_node *n = &a->nodes[a->n_nodes];
     uint32_t below_cost = parent == GRAM_NIL ? 0 : a->nodes[parent].cost;
@@ -344,8 +345,8 @@ bool nu_gram_start(const nu_gram_program *p, nu_gram_arena *a, nu_gram_level *ou
 }
 
 /* Advances every stack whose class holds cp. */
-static bool step_char(const nu_gram_program *p, nu_gram_arena *a, const nu_gram_level *in, uint32_t cp,
-                      uint32_t start) {
+static bool step_char(const nu_gram_program *p, nu_gram_arena *a, const nu_gram_level *in,
+                      uint32_t cp, uint32_t start) {
     for (uint32_t i = in->start; i < in->end; i++) {
         uint32_t t = a->tops[i];
         if (t == GRAM_NIL) continue;
@@ -373,7 +374,7 @@ static bool step_partial(const nu_gram_program *p, nu_gram_arena *a, const nu_gr
 }
 
 bool nu_gram_step(const nu_gram_program *p, nu_gram_arena *a, const nu_gram_level *in, uint8_t byte,
-               nu_gram_level *out) {
+                  nu_gram_level *out) {
     nu_gram_utf8 u = in->partial;
     uint32_t cp = 0, nodes_before = a->n_nodes, tops_before = a->n_tops;
     bool whole;
@@ -390,7 +391,8 @@ bool nu_gram_step(const nu_gram_program *p, nu_gram_arena *a, const nu_gram_leve
     return false;
 }
 
-uint32_t nu_gram_distance(const nu_gram_program *p, const nu_gram_arena *a, const nu_gram_level *lv) {
+uint32_t nu_gram_distance(const nu_gram_program *p, const nu_gram_arena *a,
+                          const nu_gram_level *lv) {
     uint32_t best = GRAM_INF;
     for (uint32_t i = lv->start; i < lv->end; i++) {
         uint32_t t = a->tops[i];
@@ -543,8 +545,8 @@ static void sort_stacks(const nu_gram_arena *a, uint32_t *t, uint32_t n) {
     }
 }
 
-bool nu_gram_state_key(const nu_gram_arena *a, const nu_gram_level *lv, uint32_t **key, uint32_t *len,
-                    uint32_t *cap) {
+bool nu_gram_state_key(const nu_gram_arena *a, const nu_gram_level *lv, uint32_t **key,
+                       uint32_t *len, uint32_t *cap) {
     uint32_t n = lv->end - lv->start;
     *len = 0;
     bool ok = key_put(key, len, cap, lv->partial.value) &&

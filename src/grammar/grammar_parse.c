@@ -1171,7 +1171,7 @@ static nu_gram_program *finish(gp *g, const char *root) {
 }
 
 nu_status nu_gram_compile(const char *gbnf, size_t len, const char *root, nu_gram_program **out,
-                       nu_error *err) {
+                          nu_error *err) {
     *out = NULL;
     gp g = {.src = gbnf, .len = len, .err = err};
     if (!root) root = "root";
@@ -1202,7 +1202,8 @@ void nu_gram_program_free(nu_gram_program *p) {
 }
 
 /* Binary search for the first range ending at or after lo. */
-bool nu_gram_class_meets(const nu_gram_program *p, const nu_gram_class *c, uint32_t lo, uint32_t hi) {
+bool nu_gram_class_meets(const nu_gram_program *p, const nu_gram_class *c, uint32_t lo,
+                         uint32_t hi) {
     if (lo > hi) return false;
     const nu_gram_range *r = p->ranges + c->first;
     uint32_t a = 0, b = c->count;

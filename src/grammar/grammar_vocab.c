@@ -55,9 +55,9 @@ struct nu_grammar_state {
     nu_gram_arena a;
     nu_gram_level cur;     /* the committed state: tops and nodes at the front of the arena */
     nu_gram_level *levels; /* trie walk, one per depth */
-    int64_t budget;     /* tokens left, -1: no limit */
-    uint64_t *bits;     /* last walk: allowed text tokens */
-    uint32_t *dist;     /* last walk: distance after each allowed token */
+    int64_t budget;        /* tokens left, -1: no limit */
+    uint64_t *bits;        /* last walk: allowed text tokens */
+    uint32_t *dist;        /* last walk: distance after each allowed token */
     uint32_t walk_max;
     mask_entry cache[MASK_CACHE];
     uint64_t clock;

@@ -610,7 +610,8 @@ static void write_key_rules(js *c, const key_trie *t, const char *name) {
         nu_gram_buf_printf(c->out, "] [%s]*", KEY_CHARS);
         if (c->out->len - before == 0) c->out->failed = true; /* cannot happen: 64 > children */
         for (int k = 1; k < t->n; k++)
-            if (t->parent[k] == v) nu_gram_buf_printf(c->out, " | \"%c\" %s-k%d", t->ch[k], name, k);
+            if (t->parent[k] == v)
+                nu_gram_buf_printf(c->out, " | \"%c\" %s-k%d", t->ch[k], name, k);
         nu_gram_buf_puts(c->out, "\n");
     }
 }
@@ -695,13 +696,14 @@ static void write_chain(js *c, const char *obj, const js_prop *props, char **mem
             bool opt = !props[i].required;
             if (first[i])
                 nu_gram_buf_printf(c->out, "%s ::= %s %s%s%s\n", first[i], members[i], rest[i + 1],
-                                opt ? " | " : "", opt ? first[i + 1] : "");
+                                   opt ? " | " : "", opt ? first[i + 1] : "");
             if (rest[i])
                 nu_gram_buf_printf(c->out, "%s ::= \",\"%s %s %s%s%s\n", rest[i], c->W, members[i],
-                                rest[i + 1], opt ? " | " : "", opt ? rest[i + 1] : "");
+                                   rest[i + 1], opt ? " | " : "", opt ? rest[i + 1] : "");
         }
         if (first[n] && extra)
-            nu_gram_buf_printf(c->out, "%s ::= (%s (\",\"%s %s)*)?\n", first[n], extra, c->W, extra);
+            nu_gram_buf_printf(c->out, "%s ::= (%s (\",\"%s %s)*)?\n", first[n], extra, c->W,
+                               extra);
         else if (first[n])
             nu_gram_buf_printf(c->out, "%s ::= \"\"\n", first[n]);
         if (n > 0 && extra)
@@ -957,7 +959,8 @@ static void js_format(js *c, const cJSON *fmt, const char *path, nu_gram_buf *b)
 
 /* A string whose contents match a regex (rules "<name>-pattern" and its
  * "-any" helper). */
-static void js_pattern(js *c, const cJSON *pat, const char *path, const char *name, nu_gram_buf *b) {
+static void js_pattern(js *c, const cJSON *pat, const char *path, const char *name,
+                       nu_gram_buf *b) {
     char hint[160];
     snprintf(hint, sizeof hint, "%s-pattern", name);
     const char *rule = unique_name(c, hint);
@@ -1039,7 +1042,8 @@ static void js_number(js *c, const cJSON *s, const char *path, bool integer, nu_
     nu_gram_json_bounds bd;
     if (!read_bounds(c, s, path, &bd)) return;
     if (!bd.has_lo && !bd.has_hi) {
-        nu_gram_buf_puts(b, integer ? prim(c, JP_INTEGER, "integer") : prim(c, JP_NUMBER, "number"));
+        nu_gram_buf_puts(b,
+                         integer ? prim(c, JP_INTEGER, "integer") : prim(c, JP_NUMBER, "number"));
         return;
     }
     nu_error e = {0};
@@ -1484,7 +1488,7 @@ static nu_status check_options(const nu_json_options *opt, nu_error *err) {
 }
 
 nu_status nu_gram_json_schema_gbnf(const char *schema, const nu_json_options *opt, nu_gram_buf *out,
-                                nu_error *err) {
+                                   nu_error *err) {
     nu_status st = check_options(opt, err);
     if (st) return st;
     size_t bad;

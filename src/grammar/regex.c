@@ -830,13 +830,13 @@ static void emit_top(rx *r, nu_gram_buf *b, const char *name, uint32_t top) {
     nu_gram_buf_puts(b, "\n");
     if (search)
         nu_gram_buf_printf(b,
-                        "%s-any ::= ([^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" "
-                        "([0-9a-cA-CefEF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2})))*\n",
-                        name);
+                           "%s-any ::= ([^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" "
+                           "([0-9a-cA-CefEF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2})))*\n",
+                           name);
 }
 
-nu_status nu_gram_regex_rules(nu_gram_buf *b, const char *name, const char *regex, nu_gram_regex_mode mode,
-                           nu_error *err) {
+nu_status nu_gram_regex_rules(nu_gram_buf *b, const char *name, const char *regex,
+                              nu_gram_regex_mode mode, nu_error *err) {
     rx r = {.src = regex, .len = strlen(regex), .mode = mode, .err = err};
     /* ranges is never NULL, so offsets into it are always defined */
     uint32_t top = rx_grow(&r, (void **)&r.ranges, &r.cap_ranges, 8, sizeof *r.ranges)

@@ -117,7 +117,8 @@ void nu_vec_dots(uint32_t type, const void *row, const float *const *q, int k, i
     nu_kernels_current()->dots(type, row, q, k, n, out);
 }
 
-void nu_vec_mads(uint32_t type, float *const *y, const float *a, int k, const void *row, int64_t n) {
+void nu_vec_mads(uint32_t type, float *const *y, const float *a, int k, const void *row,
+                 int64_t n) {
     nu_kernels_current()->mads(type, y, a, k, row, n);
 }
 

@@ -26,7 +26,6 @@
 
 /* ---- Helpers --------------------------------------------------------------- */
 
-
 /* A block's 4-bit quants as 32 bytes in element order: the 16 bytes twice,
  * the upper copy shifted right by 4, masked to nibbles. */
 INLINE __m256i unpack_nibbles(const uint8_t *qs) {
@@ -155,7 +154,6 @@ INLINE void quant_tile(uint32_t type, const nu_matmul_job *job, int64_t row, int
     }
 }
 
-
 NU_DEFINE_TILE(static, tile_q4_0, quant_tile, NU_TYPE_Q4_0)
 NU_DEFINE_TILE(static, tile_q4_1, quant_tile, NU_TYPE_Q4_1)
 NU_DEFINE_TILE(static, tile_q5_0, quant_tile, NU_TYPE_Q5_0)
@@ -262,7 +260,7 @@ INLINE void float_dots(uint32_t type, const uint8_t *w, const float *const *x, i
     }
     for (int v = 0; v < k; v++)
         out[v] = nu_hsum256_ps(_mm256_add_ps(_mm256_add_ps(acc[v][0], acc[v][1]),
-                                       _mm256_add_ps(acc[v][2], acc[v][3])));
+                                             _mm256_add_ps(acc[v][2], acc[v][3])));
 }
 
 INLINE void float_tile(uint32_t type, const nu_matmul_job *job, int64_t row, int32_t b0, int k) {
@@ -273,7 +271,6 @@ INLINE void float_tile(uint32_t type, const nu_matmul_job *job, int64_t row, int
     float_dots(type, nu_job_row(job, row), x, k, n, out);
     for (int v = 0; v < k; v++) job->y[(size_t)(b0 + v) * (size_t)job->W->n_out + row] = out[v];
 }
-
 
 NU_DEFINE_TILE(static, tile_f32, float_tile, NU_TYPE_F32)
 NU_DEFINE_TILE(static, tile_f16, float_tile, NU_TYPE_F16)
@@ -319,16 +316,17 @@ NU_DEFINE_DOTS(dots)
 static void mads(uint32_t type, float *const *y, const float *a, int k, const void *x, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
-        __m256 xv = type == NU_TYPE_F16
-                        ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)x + i)))
-                        : _mm256_loadu_ps((const float *)x + i);
+        __m256 xv =
+            type == NU_TYPE_F16
+                ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)x + i)))
+                : _mm256_loadu_ps((const float *)x + i);
         for (int v = 0; v < k; v++)
             _mm256_storeu_ps(y[v] + i,
                              _mm256_fmadd_ps(_mm256_set1_ps(a[v]), xv, _mm256_loadu_ps(y[v] + i)));
     }
     for (; i < n; i++) {
-        float xf = type == NU_TYPE_F16 ? nu_f16_to_f32(((const uint16_t *)x)[i])
-                                       : ((const float *)x)[i];
+        float xf =
+            type == NU_TYPE_F16 ? nu_f16_to_f32(((const uint16_t *)x)[i]) : ((const float *)x)[i];
         for (int v = 0; v < k; v++) y[v][i] += a[v] * xf;
     }
 }
@@ -345,9 +343,10 @@ INLINE void mads_rows_block(uint32_t type, float *const *y, const float *a, size
         const uint8_t *row = base + (size_t)cells[j] * stride;
         for (int d = 0; d < nd; d++) {
             int64_t i = i0 + 8 * d;
-            __m256 xv = type == NU_TYPE_F16
-                            ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(row + 2 * i)))
-                            : _mm256_loadu_ps((const float *)(const void *)row + i);
+            __m256 xv =
+                type == NU_TYPE_F16
+                    ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(row + 2 * i)))
+                    : _mm256_loadu_ps((const float *)(const void *)row + i);
             for (int v = 0; v < k; v++)
                 acc[v][d] = _mm256_fmadd_ps(_mm256_set1_ps(a[(size_t)v * a_stride + (size_t)j]), xv,
                                             acc[v][d]);
@@ -405,8 +404,8 @@ INLINE __m256 exp_neg(__m256 x) {
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n),
-                                                            _mm256_set1_epi32(127)), 23);
+    const __m256i bits =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_andnot_ps(tiny, _mm256_mul_ps(p, _mm256_castsi256_ps(bits)));
 }
 

@@ -37,7 +37,6 @@
 
 /* ---- Helpers --------------------------------------------------------------- */
 
-
 /* The 4-bit quants of two blocks as 64 bytes in element order. Each block's
  * 16 bytes are placed twice, [b0 b0 b1 b1], and the second copies shifted
  * right by 4, so masking with 0x0F leaves low nibbles (elements 0..15) then
@@ -204,7 +203,6 @@ INLINE void quant_tile(uint32_t type, const nu_matmul_job *job, int64_t row, int
     }
 }
 
-
 NU_DEFINE_TILE(static, tile_q4_0, quant_tile, NU_TYPE_Q4_0)
 NU_DEFINE_TILE(static, tile_q4_1, quant_tile, NU_TYPE_Q4_1)
 NU_DEFINE_TILE(static, tile_q5_0, quant_tile, NU_TYPE_Q5_0)
@@ -260,8 +258,8 @@ INLINE __m512 load_weights(uint32_t type, const uint8_t *w, int64_t i, __mmask16
 /* Dots of one float-type row (n elements) with k float vectors: element i
  * goes to accumulator (i / 16) % 4, lane i % 16; the tail uses masked loads
  * (zero lanes add nothing). */
-INLINE void float_dots_vec(uint32_t type, const uint8_t *w, const float *const *x, int k,
-                           int64_t n, __m512 *s) {
+INLINE void float_dots_vec(uint32_t type, const uint8_t *w, const float *const *x, int k, int64_t n,
+                           __m512 *s) {
     __m512 acc[NU_TILE_MAX][4];
     for (int v = 0; v < k; v++)
         for (int u = 0; u < 4; u++) acc[v][u] = _mm512_setzero_ps();
@@ -282,7 +280,8 @@ INLINE void float_dots_vec(uint32_t type, const uint8_t *w, const float *const *
                 _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(mask, x[v] + i + 16 * u), acc[v][u]);
     }
     for (int v = 0; v < k; v++)
-        s[v] = _mm512_add_ps(_mm512_add_ps(acc[v][0], acc[v][1]), _mm512_add_ps(acc[v][2], acc[v][3]));
+        s[v] =
+            _mm512_add_ps(_mm512_add_ps(acc[v][0], acc[v][1]), _mm512_add_ps(acc[v][2], acc[v][3]));
 }
 
 INLINE void float_dots(uint32_t type, const uint8_t *w, const float *const *x, int k, int64_t n,
@@ -301,7 +300,6 @@ INLINE void float_tile(uint32_t type, const nu_matmul_job *job, int64_t row, int
     float_dots(type, nu_job_row(job, row), x, k, n, out);
     for (int v = 0; v < k; v++) job->y[(size_t)(b0 + v) * (size_t)job->W->n_out + row] = out[v];
 }
-
 
 NU_DEFINE_TILE(static, tile_f32, float_tile, NU_TYPE_F32)
 NU_DEFINE_TILE(static, tile_f16, float_tile, NU_TYPE_F16)
@@ -358,8 +356,8 @@ INLINE __m512 hsum16(const __m512 s[16]) {
     for (int i = 0; i < 2; i++) /* block c: vectors 8i + c and 8i + 4 + c, two lanes each */
         p[i] = _mm512_add_ps(_mm512_shuffle_ps(q[2 * i], q[2 * i + 1], 0x44),
                              _mm512_shuffle_ps(q[2 * i], q[2 * i + 1], 0xEE));
-    const __m512 r = _mm512_add_ps(_mm512_shuffle_ps(p[0], p[1], 0x88),
-                                   _mm512_shuffle_ps(p[0], p[1], 0xDD));
+    const __m512 r =
+        _mm512_add_ps(_mm512_shuffle_ps(p[0], p[1], 0x88), _mm512_shuffle_ps(p[0], p[1], 0xDD));
     return _mm512_permutexvar_ps(
         _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), r);
 }
@@ -427,14 +425,14 @@ INLINE void mads_rows_block(uint32_t type, float *const *y, const float *a, size
         const uint8_t *row = base + (size_t)cells[j] * stride;
         if (j + 16 < n_rows) /* the rows are scattered: ask for a later one early */
             for (size_t off = 0; off < 64 * esz; off += 64)
-                _mm_prefetch((const char *)(base + (size_t)cells[j + 16] * stride +
-                                            (size_t)i0 * esz + off),
-                             _MM_HINT_T0);
+                _mm_prefetch(
+                    (const char *)(base + (size_t)cells[j + 16] * stride + (size_t)i0 * esz + off),
+                    _MM_HINT_T0);
         for (int d = 0; d < 4; d++) {
             __m512 xv = load_weights(type, row, i0 + 16 * d, mask[d]);
             for (int v = 0; v < k; v++)
-                acc[v][d] = _mm512_fmadd_ps(_mm512_set1_ps(a[(size_t)v * a_stride + (size_t)j]),
-                                            xv, acc[v][d]);
+                acc[v][d] = _mm512_fmadd_ps(_mm512_set1_ps(a[(size_t)v * a_stride + (size_t)j]), xv,
+                                            acc[v][d]);
         }
     }
     for (int d = 0; d < 4; d++)
@@ -505,17 +503,18 @@ static void swiglu(float *gate, const float *up, int64_t n) {
         const __m512 t = exp_neg(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(g)));
         const __mmask16 neg = _mm512_cmp_ps_mask(g, _mm512_setzero_ps(), _CMP_LT_OQ);
         const __m512 s = _mm512_div_ps(_mm512_mask_mov_ps(one, neg, t), _mm512_add_ps(one, t));
-        _mm512_mask_storeu_ps(gate + i, mask,
-                              _mm512_mul_ps(_mm512_mul_ps(g, s), _mm512_maskz_loadu_ps(mask, up + i)));
+        _mm512_mask_storeu_ps(
+            gate + i, mask,
+            _mm512_mul_ps(_mm512_mul_ps(g, s), _mm512_maskz_loadu_ps(mask, up + i)));
     }
 }
 
 static void to_f16(uint16_t *dst, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i += 16) {
         __mmask16 mask = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
-        _mm256_mask_storeu_epi16(dst + i, mask,
-                                 _mm512_cvtps_ph(_mm512_maskz_loadu_ps(mask, x + i),
-                                                 _MM_FROUND_TO_NEAREST_INT));
+        _mm256_mask_storeu_epi16(
+            dst + i, mask,
+            _mm512_cvtps_ph(_mm512_maskz_loadu_ps(mask, x + i), _MM_FROUND_TO_NEAREST_INT));
     }
 }
 

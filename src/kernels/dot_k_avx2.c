@@ -106,7 +106,7 @@ INLINE void unpack_scales(uint32_t type, const uint8_t *b, superblock *s) {
         s->scales_hi = s->scales_lo;
         const __m128i mins = _mm_cvtsi64_si128((long long)m);
         s->bscale = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mins, mins)); /* each min twice */
-        s->dd = nu_halves_at(b);                                            /* d, dmin */
+        s->dd = nu_halves_at(b);                                         /* d, dmin */
         break;
     }
     default: { /* Q6_K */
@@ -229,7 +229,6 @@ INLINE void k_tile(uint32_t type, const nu_matmul_job *job, int64_t row, int32_t
     for (int v = 0; v < k; v++)
         job->y[(size_t)(b0 + v) * (size_t)job->W->n_out + row] = nu_hsum256_ps(sum[v]);
 }
-
 
 NU_DEFINE_TILE(, nu_tile_q2_k_avx2, k_tile, NU_TYPE_Q2_K)
 NU_DEFINE_TILE(, nu_tile_q3_k_avx2, k_tile, NU_TYPE_Q3_K)

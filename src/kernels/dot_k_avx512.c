@@ -281,7 +281,6 @@ INLINE void k_tile(uint32_t type, const nu_matmul_job *job, int64_t row, int32_t
     }
 }
 
-
 NU_DEFINE_TILE(, nu_tile_q2_k_avx512, k_tile, NU_TYPE_Q2_K)
 NU_DEFINE_TILE(, nu_tile_q3_k_avx512, k_tile, NU_TYPE_Q3_K)
 NU_DEFINE_TILE(, nu_tile_q4_k_avx512, k_tile, NU_TYPE_Q4_K)

@@ -145,8 +145,8 @@ typedef float (*nu_dot_f32_fn)(const float *a, const float *b, int64_t n);
 typedef float (*nu_dot_f16_fn)(const uint16_t *a, const float *b, int64_t n);
 typedef void (*nu_mad_f32_fn)(float *y, const float *x, float a, int64_t n);
 typedef void (*nu_mad_f16_fn)(float *y, const uint16_t *x, float a, int64_t n);
-typedef void (*nu_dots_fn)(uint32_t type, const void *row, const float *const *q, int k,
-                           int64_t n, float *out);
+typedef void (*nu_dots_fn)(uint32_t type, const void *row, const float *const *q, int k, int64_t n,
+                           float *out);
 typedef void (*nu_mads_fn)(uint32_t type, float *const *y, const float *a, int k, const void *x,
                            int64_t n);
 typedef void (*nu_mads_rows_fn)(uint32_t type, float *const *y, const float *a, size_t a_stride,
@@ -227,14 +227,14 @@ typedef void (*nu_panel_fn)(const nu_matmul_job *job, int64_t panel, int32_t b0,
 typedef struct nu_kernel_set {
     const char *name;
     nu_tile_fn tile[NU_TYPE_COUNT];
-    nu_panel_fn panel[NU_TYPE_COUNT]; /* NULL: no panel kernel, W->packed unused */
+    nu_panel_fn panel[NU_TYPE_COUNT];  /* NULL: no panel kernel, W->packed unused */
     nu_panel_fn panel2[NU_TYPE_COUNT]; /* optional: panels p and p+1 in one call, each
                                           output exactly as panel[] computes it */
     nu_panel_fn panel4[NU_TYPE_COUNT]; /* optional, one activation row (k = 1) only:
                                           panels p..p+3, four independent chains where one
                                           panel's chain is latency-bound; outputs as panel[] */
-    nu_act_quant_fn quantize_act;   /* the 32-element block layout above */
-    nu_act_quant_fn quantize_act_k; /* the Q8_K layout of kquant.h */
+    nu_act_quant_fn quantize_act;      /* the 32-element block layout above */
+    nu_act_quant_fn quantize_act_k;    /* the Q8_K layout of kquant.h */
     nu_dot_f32_fn dot_f32;
     nu_dot_f16_fn dot_f16;
     nu_mad_f32_fn mad_f32;

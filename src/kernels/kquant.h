@@ -120,10 +120,10 @@ static inline const int16_t *nu_actk_bsums(const uint8_t *row, int64_t n_in) {
  * and unsigned ones with mins for Q2_K/Q4_K/Q5_K. Verified against the
  * public ggml format description (the dequantisers of ggml-quants.c). */
 typedef struct nu_kq_block {
-    float d, dmin;   /* the f16 super-block scales as floats */
-    int group;       /* elements per group: 16 (Q2_K, Q3_K, Q6_K) or 32 */
-    int16_t sc[16];  /* integer scale per group */
-    int16_t m[16];   /* integer min per group */
+    float d, dmin;  /* the f16 super-block scales as floats */
+    int group;      /* elements per group: 16 (Q2_K, Q3_K, Q6_K) or 32 */
+    int16_t sc[16]; /* integer scale per group */
+    int16_t m[16];  /* integer min per group */
     int8_t q[NU_QK_K];
 } nu_kq_block;
 

@@ -145,9 +145,8 @@ static int act_format(uint32_t type) {
 
 /* Sets up job for W and, for quantised types, fills the activations into
  * scratch unless `act` already holds them (from a product sharing x). */
-static void prepare_job(nu_threadpool *pool, nu_matmul_job *job, const nu_matrix *W,
-                        const float *x, int32_t n_batch, float *y, void *scratch,
-                        const nu_matmul_job *act) {
+static void prepare_job(nu_threadpool *pool, nu_matmul_job *job, const nu_matrix *W, const float *x,
+                        int32_t n_batch, float *y, void *scratch, const nu_matmul_job *act) {
     *job = (nu_matmul_job){.W = W, .x = x, .n_batch = n_batch, .y = y};
     atomic_init(&job->next_unit, 0);
     const int format = act_format(W->type);

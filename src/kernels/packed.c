@@ -77,8 +77,7 @@ static void pack_q4_k(const nu_matrix *W, const uint8_t *rows, int64_t sb, uint8
 static void pack_f16(const nu_matrix *W, int64_t p, uint8_t *dst) {
     const int64_t cols = (W->n_in + 1) / 2 * 2;
     int64_t stride;
-    uint8_t *out =
-        (uint8_t *)nu_panel_f16_col0(dst, W->n_in, W->n_out / NU_PANEL_ROWS, p, &stride);
+    uint8_t *out = (uint8_t *)nu_panel_f16_col0(dst, W->n_in, W->n_out / NU_PANEL_ROWS, p, &stride);
     const uint8_t *rows = (const uint8_t *)W->data + (size_t)p * NU_PANEL_ROWS * W->row_bytes;
     for (int r = 0; r < NU_PANEL_ROWS; r++) {
         const uint16_t *row = (const uint16_t *)(const void *)(rows + (size_t)r * W->row_bytes);
@@ -98,9 +97,9 @@ void nu_matrix_pack(const nu_matrix *W, void *dst, int64_t panel_begin, int64_t 
         const size_t panel_bytes = nu_panel_bytes(W->type, W->n_in);
         for (int64_t p = panel_begin; p < panel_end; p++)
             for (int64_t sb = 0; sb < W->n_in / NU_QK_K; sb++)
-                pack_q4_k(W, (const uint8_t *)W->data + (size_t)p * NU_PANEL_ROWS * W->row_bytes,
-                          sb, (uint8_t *)dst + (size_t)p * panel_bytes +
-                                  (size_t)sb * NU_PANEL_Q4_K_BYTES);
+                pack_q4_k(
+                    W, (const uint8_t *)W->data + (size_t)p * NU_PANEL_ROWS * W->row_bytes, sb,
+                    (uint8_t *)dst + (size_t)p * panel_bytes + (size_t)sb * NU_PANEL_Q4_K_BYTES);
         return;
     }
     const size_t pair = nu_panel_pair_bytes(W->type), qb = nu_panel_quant_bytes(W->type);
@@ -167,5 +166,6 @@ void nu_panel_item(const nu_matmul_job *job, int64_t it, int nth) {
     if (a1 - a0 < 2) fn2 = NULL;
     for (int64_t p = p0; p < p1; p += fn2 && p + 1 < p1 ? 2 : 1)
         for (int32_t b = a0; b < a1; b += NU_PANEL_ACT)
-            (fn2 && p + 1 < p1 ? fn2 : fn)(job, p, b, a1 - b < NU_PANEL_ACT ? a1 - b : NU_PANEL_ACT);
+            (fn2 && p + 1 < p1 ? fn2 : fn)(job, p, b,
+                                           a1 - b < NU_PANEL_ACT ? a1 - b : NU_PANEL_ACT);
 }

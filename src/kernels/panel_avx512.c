@@ -97,8 +97,8 @@ INLINE void panel_kernel(uint32_t type, const nu_matmul_job *job, int64_t panel,
  *   sum += groups * (d_w * d_a) - float(mins) * (dmin_w * d_a). */
 INLINE void panel_q4_k(const nu_matmul_job *job, int64_t panel, int32_t b0, int k) {
     const int64_t n_in = job->W->n_in, nsb = n_in / NU_QK_K;
-    const uint8_t *base = (const uint8_t *)job->W->packed +
-                          (size_t)panel * nu_panel_bytes(NU_TYPE_Q4_K, n_in);
+    const uint8_t *base =
+        (const uint8_t *)job->W->packed + (size_t)panel * nu_panel_bytes(NU_TYPE_Q4_K, n_in);
     const __m512i low = _mm512_set1_epi8(0x0F);
     const int8_t *xq[4];
     const float *xd[4];
@@ -128,17 +128,16 @@ INLINE void panel_q4_k(const nu_matmul_job *job, int64_t panel, int32_t b0, int 
                 __m512i x = _mm512_load_si512((const void *)(qv + 64 * j));
                 w[j] = _mm512_and_si512(g % 2 ? _mm512_srli_epi16(x, 4) : x, low);
             }
-            const __m512 scale = _mm512_cvtepi32_ps(
-                _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(const void *)(blk + 64 + 16 * g))));
-            const __m512i m32 =
-                _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(const void *)(blk + 192 + 16 * g)));
+            const __m512 scale = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
+                _mm_load_si128((const __m128i *)(const void *)(blk + 64 + 16 * g))));
+            const __m512i m32 = _mm512_cvtepu8_epi32(
+                _mm_load_si128((const __m128i *)(const void *)(blk + 192 + 16 * g)));
             const __m512i m_twice = _mm512_or_si512(m32, _mm512_slli_epi32(m32, 16));
             for (int v = 0; v < k; v++) {
                 const __m512i dot = block_dot(w, xq[v] + sb * NU_QK_K + 32 * g);
                 groups[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, groups[v]);
                 mins[v] = _mm512_dpwssd_epi32(
-                    mins[v], m_twice,
-                    _mm512_set1_epi32((int)nu_load_u32(xb[v] + sb * 16 + 2 * g)));
+                    mins[v], m_twice, _mm512_set1_epi32((int)nu_load_u32(xb[v] + sb * 16 + 2 * g)));
             }
         }
         const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)blk));
@@ -179,8 +178,8 @@ void nu_panel_q4_k_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, i
 INLINE void panel_f16(const nu_matmul_job *job, int64_t panel, int np, int32_t b0, int k) {
     const int64_t n_in = job->W->n_in;
     int64_t stride;
-    const uint8_t *base = nu_panel_f16_col0(job->W->packed, n_in, job->W->n_out / NU_PANEL_ROWS,
-                                            panel, &stride);
+    const uint8_t *base =
+        nu_panel_f16_col0(job->W->packed, n_in, job->W->n_out / NU_PANEL_ROWS, panel, &stride);
     const float *x[NU_PANEL_ACT];
     __m512 acc[4][NU_PANEL_ACT];
     for (int v = 0; v < k; v++) {
@@ -197,7 +196,8 @@ INLINE void panel_f16(const nu_matmul_job *job, int64_t panel, int np, int32_t b
             _mm_prefetch((const char *)(col + PREFETCH_BYTES), _MM_HINT_T0);
         __m512 w[4];
         for (int q = 0; q < np; q++)
-            w[q] = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(col + 32 * q)));
+            w[q] =
+                _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(col + 32 * q)));
         for (int v = 0; v < k; v++) {
             const __m512 xv = _mm512_set1_ps(x[v][i]);
             for (int q = 0; q < np; q++) acc[q][v] = _mm512_fmadd_ps(w[q], xv, acc[q][v]);

@@ -11,8 +11,8 @@
 #include "error.h"
 
 nu_context_params nu_context_default_params(void) {
-    nu_context_params p = {.n_ctx = 0, .n_batch = 512, .n_seq_max = 1, .n_threads = 0,
-                           .kv_type = NU_KV_F16};
+    nu_context_params p = {
+        .n_ctx = 0, .n_batch = 512, .n_seq_max = 1, .n_threads = 0, .kv_type = NU_KV_F16};
     return p;
 }
 
@@ -21,17 +21,23 @@ static int32_t default_threads(void) {
     return n < 1 ? 1 : n > 256 ? 256 : (int32_t)n;
 }
 
-static int32_t q_dim(const nu_hparams *hp) { return hp->n_head * hp->head_dim; }
-static int32_t kv_dim(const nu_hparams *hp) { return hp->n_head_kv * hp->head_dim; }
-static int32_t max_i32(int32_t a, int32_t b) { return a > b ? a : b; }
+static int32_t q_dim(const nu_hparams *hp) {
+    return hp->n_head * hp->head_dim;
+}
+static int32_t kv_dim(const nu_hparams *hp) {
+    return hp->n_head_kv * hp->head_dim;
+}
+static int32_t max_i32(int32_t a, int32_t b) {
+    return a > b ? a : b;
+}
 
 /* The largest activation-conversion buffer any of the model's products needs. */
 static size_t matmul_scratch(const nu_model *m, int32_t n_batch) {
     size_t best = nu_matmul_scratch_bytes(m->output.type, m->hp.n_embd, n_batch);
     for (int32_t il = 0; il < m->hp.n_layer; il++) {
         const nu_layer *l = &m->layers[il];
-        const nu_matrix *mats[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up,
-                                   &l->w_down};
+        const nu_matrix *mats[] = {&l->wq,     &l->wk,   &l->wv,    &l->wo,
+                                   &l->w_gate, &l->w_up, &l->w_down};
         for (size_t i = 0; i < sizeof mats / sizeof *mats; i++) {
             size_t b = nu_matmul_scratch_bytes(mats[i]->type, mats[i]->n_in, n_batch);
             if (b > best) best = b;
@@ -43,13 +49,13 @@ static size_t matmul_scratch(const nu_model *m, int32_t n_batch) {
 uint64_t nu_scratch_bytes(const nu_hparams *hp, int32_t n_ctx, int32_t n_batch, int32_t n_seq,
                           int32_t n_threads) {
     uint64_t f = 0;
-    f += (uint64_t)n_batch * (uint64_t)hp->n_embd;                          /* x */
-    f += (uint64_t)n_batch * (uint64_t)max_i32(hp->n_embd, q_dim(hp));      /* xb */
-    f += (uint64_t)n_batch * (uint64_t)(q_dim(hp) + 2 * kv_dim(hp));        /* q, k, v */
-    f += 2 * (uint64_t)n_batch * (uint64_t)hp->n_ff;                        /* gate, up */
-    f += (uint64_t)n_batch * (uint64_t)hp->n_rot;                           /* rope */
-    f += (uint64_t)n_threads * NU_ATTN_HEADS * (uint64_t)n_ctx;             /* scores */
-    f += (uint64_t)n_seq * (uint64_t)hp->n_vocab;                           /* logits */
+    f += (uint64_t)n_batch * (uint64_t)hp->n_embd;                     /* x */
+    f += (uint64_t)n_batch * (uint64_t)max_i32(hp->n_embd, q_dim(hp)); /* xb */
+    f += (uint64_t)n_batch * (uint64_t)(q_dim(hp) + 2 * kv_dim(hp));   /* q, k, v */
+    f += 2 * (uint64_t)n_batch * (uint64_t)hp->n_ff;                   /* gate, up */
+    f += (uint64_t)n_batch * (uint64_t)hp->n_rot;                      /* rope */
+    f += (uint64_t)n_threads * NU_ATTN_HEADS * (uint64_t)n_ctx;        /* scores */
+    f += (uint64_t)n_seq * (uint64_t)hp->n_vocab;                      /* logits */
     uint64_t ints = (uint64_t)n_batch * 2 + (uint64_t)n_seq * (uint64_t)n_ctx;
     /* activation conversion: at most one float per input element */
     uint64_t conv = (uint64_t)n_batch * (uint64_t)max_i32(hp->n_ff, max_i32(hp->n_embd, q_dim(hp)));
@@ -64,7 +70,8 @@ static nu_status check_params(const nu_model *m, nu_context_params *p, nu_error 
     if (p->n_ctx < 1 || p->n_ctx > (1 << 24))
         return nu_fail(err, NU_ERR_INVALID_ARG, "n_ctx %d is out of range (1..16777216)", p->n_ctx);
     if (p->n_batch < 1 || p->n_batch > (1 << 16))
-        return nu_fail(err, NU_ERR_INVALID_ARG, "n_batch %d is out of range (1..65536)", p->n_batch);
+        return nu_fail(err, NU_ERR_INVALID_ARG, "n_batch %d is out of range (1..65536)",
+                       p->n_batch);
     if (p->n_seq_max < 1 || p->n_seq_max > NU_MAX_SEQ)
         return nu_fail(err, NU_ERR_INVALID_ARG, "n_seq_max %d is out of range (1..%d)",
                        p->n_seq_max, NU_MAX_SEQ);
@@ -96,14 +103,13 @@ static nu_status alloc_scratch(nu_context *c, nu_error *err) {
     s->seq_cells = malloc((size_t)p->n_seq_max * (size_t)p->n_ctx * sizeof(int32_t));
     c->seq_tokens = malloc((size_t)p->n_seq_max * (size_t)p->n_ctx * sizeof(int32_t));
     if (!s->x || !s->xb || !s->q || !s->k || !s->v || !s->gate || !s->up || !s->rope ||
-        !s->scores || !s->matmul || !s->cells || !s->out_rows || !s->seq_cells ||
-        !c->seq_tokens)
+        !s->scores || !s->matmul || !s->cells || !s->out_rows || !s->seq_cells || !c->seq_tokens)
         return nu_fail(err, NU_ERR_NOMEM, "out of memory for the context's scratch buffers");
     return NU_OK;
 }
 
-nu_status nu_context_new(const nu_model *model, const nu_context_params *params,
-                         nu_context **out, nu_error *err) {
+nu_status nu_context_new(const nu_model *model, const nu_context_params *params, nu_context **out,
+                         nu_error *err) {
     nu_context_params p = params ? *params : nu_context_default_params();
     *out = NULL;
     nu_status st = check_params(model, &p, err);
@@ -131,16 +137,22 @@ void nu_context_free(nu_context *c) {
     nu_threadpool_free(c->pool);
     nu_kv_cache_free(&c->kv);
     nu_scratch *s = &c->s;
-    void *bufs[] = {s->x, s->xb, s->q, s->k, s->v, s->gate, s->up, s->rope, s->scores,
-                    s->matmul, s->cells, s->out_rows, s->seq_cells, c->logits,
-                    c->seq_tokens};
+    void *bufs[] = {s->x,     s->xb,       s->q,         s->k,      s->v,
+                    s->gate,  s->up,       s->rope,      s->scores, s->matmul,
+                    s->cells, s->out_rows, s->seq_cells, c->logits, c->seq_tokens};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     free(c);
 }
 
-const nu_model *nu_context_model(const nu_context *c) { return c->model; }
-int32_t nu_context_n_ctx(const nu_context *c) { return c->params.n_ctx; }
-int32_t nu_context_n_threads(const nu_context *c) { return c->params.n_threads; }
+const nu_model *nu_context_model(const nu_context *c) {
+    return c->model;
+}
+int32_t nu_context_n_ctx(const nu_context *c) {
+    return c->params.n_ctx;
+}
+int32_t nu_context_n_threads(const nu_context *c) {
+    return c->params.n_threads;
+}
 
 /* nu_context_read_weights: the matrices' bytes (64-byte lines within each),
  * each matrix split among the threads as the products split it. */
@@ -201,7 +213,9 @@ const int32_t *nu_context_seq_tokens(const nu_context *c, int32_t seq, int32_t *
     *n = c->seq_len[seq];
     return c->seq_tokens + (size_t)seq * c->params.n_ctx;
 }
-int32_t nu_kv_used(const nu_context *c) { return c->kv.used; }
+int32_t nu_kv_used(const nu_context *c) {
+    return c->kv.used;
+}
 
 static bool seq_ok(const nu_context *c, int32_t seq) {
     return seq >= 0 && seq < c->params.n_seq_max;
@@ -222,7 +236,8 @@ void nu_kv_seq_copy(nu_context *c, int32_t src, int32_t dst, int32_t p0, int32_t
     int32_t end = p1 < 0 || p1 > c->seq_len[src] ? c->seq_len[src] : p1;
     if (p0 <= c->seq_len[dst] && end > c->seq_len[dst]) {
         size_t row = (size_t)c->params.n_ctx;
-        memcpy(c->seq_tokens + dst * row + c->seq_len[dst], c->seq_tokens + src * row + c->seq_len[dst],
+        memcpy(c->seq_tokens + dst * row + c->seq_len[dst],
+               c->seq_tokens + src * row + c->seq_len[dst],
                (size_t)(end - c->seq_len[dst]) * sizeof(int32_t));
         c->seq_len[dst] = end;
     }
@@ -237,8 +252,10 @@ nu_status nu_model_memory(const nu_model *m, int32_t n_ctx, int32_t n_batch, int
     if (m->mode != NU_LOAD_FULL)
         return nu_fail(err, NU_ERR_INVALID_ARG, "the model was loaded without its weights");
     if (n_ctx < 1 || n_batch < 1 || n_seq < 1 || n_seq > NU_MAX_SEQ)
-        return nu_fail(err, NU_ERR_INVALID_ARG, "n_ctx, n_batch and n_seq must be positive "
-                       "(n_seq at most %d)", NU_MAX_SEQ);
+        return nu_fail(err, NU_ERR_INVALID_ARG,
+                       "n_ctx, n_batch and n_seq must be positive "
+                       "(n_seq at most %d)",
+                       NU_MAX_SEQ);
     out->weights = nu_model_weight_bytes(m);
     out->kv_cache = nu_kv_cache_bytes(n_ctx, m->hp.n_layer, kv_dim(&m->hp), kv_type);
     out->scratch = nu_scratch_bytes(&m->hp, n_ctx, n_batch, n_seq, default_threads());

@@ -43,8 +43,8 @@ static double yarn_ramp(double wavelength, int32_t orig_ctx) {
 
 /* cos and sin of every rotated pair for each entry's position. Pair i turns
  * by pos * base^(-2i / n_rot), scaled as the file's RoPE scaling says. */
-static void rope_tables(const nu_hparams *hp, const float *freq_factors,
-                        const nu_batch_entry *e, int32_t n, float *rope) {
+static void rope_tables(const nu_hparams *hp, const float *freq_factors, const nu_batch_entry *e,
+                        int32_t n, float *rope) {
     double mscale = 1.0;
     if (hp->rope_scaling == NU_ROPE_SCALING_YARN && hp->rope_factor > 1.0f)
         mscale = 1.0 + 0.1 * log(hp->rope_factor);
@@ -95,8 +95,10 @@ static int32_t visible_cells(const nu_kv_cache *kv, const int32_t *cells, int32_
     int32_t lo = 0, hi = n;
     while (lo < hi) {
         int32_t mid = (lo + hi) / 2;
-        if (kv->pos[cells[mid]] <= pos) lo = mid + 1;
-        else hi = mid;
+        if (kv->pos[cells[mid]] <= pos)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return lo;
 }
@@ -115,8 +117,8 @@ static const void *kv_head_row(const nu_kv_cache *kv, bool value, int32_t layer,
  * heads; each head's arithmetic is the same as if it were alone. An f16
  * cache multiplies in half precision: queries and attention weights are
  * rounded to f16, as a half-precision kernel sees them. */
-static void attend_heads(nu_context *c, const nu_batch_entry *e, int32_t b, int32_t h0,
-                         int32_t nh, int32_t layer, float *scores) {
+static void attend_heads(nu_context *c, const nu_batch_entry *e, int32_t b, int32_t h0, int32_t nh,
+                         int32_t layer, float *scores) {
     const nu_hparams *hp = &c->model->hp;
     const nu_kv_cache *kv = &c->kv;
     const int32_t hd = hp->head_dim, g = h0 / (hp->n_head / hp->n_head_kv);
@@ -167,8 +169,8 @@ static void attention_worker(void *arg, int ith, int nth) {
         int32_t b = (int32_t)(i / units_per_entry), u = (int32_t)(i % units_per_entry);
         int32_t g = u / per_kv, part = u % per_kv;
         int32_t h0 = g * rep + part * NU_ATTN_HEADS;
-        int32_t nh = rep - part * NU_ATTN_HEADS < NU_ATTN_HEADS ? rep - part * NU_ATTN_HEADS
-                                                                : NU_ATTN_HEADS;
+        int32_t nh =
+            rep - part * NU_ATTN_HEADS < NU_ATTN_HEADS ? rep - part * NU_ATTN_HEADS : NU_ATTN_HEADS;
         attend_heads(c, &t->e[b], b, h0, nh, t->layer, scores);
     }
 }
@@ -181,11 +183,11 @@ static void attention_worker(void *arg, int ith, int nth) {
 #define PARALLEL_ROWS 8
 
 typedef enum row_step {
-    ROW_ATTN_NORM,  /* xb = norm(x) with the layer's attention weight */
-    ROW_QKV,        /* biases, RoPE of q and k, k and v into the cache */
-    ROW_FFN_NORM,   /* x += attention output (in q); xb = norm(x) */
-    ROW_SWIGLU,     /* gate = silu(gate) * up */
-    ROW_FFN_OUT,    /* x += FFN output (in q) */
+    ROW_ATTN_NORM, /* xb = norm(x) with the layer's attention weight */
+    ROW_QKV,       /* biases, RoPE of q and k, k and v into the cache */
+    ROW_FFN_NORM,  /* x += attention output (in q); xb = norm(x) */
+    ROW_SWIGLU,    /* gate = silu(gate) * up */
+    ROW_FFN_OUT,   /* x += FFN output (in q) */
 } row_step;
 
 typedef struct row_task {
@@ -226,12 +228,8 @@ static void row_step_one(const row_task *t, int32_t b) {
         add_rows(s->x + b * d, s->q + b * d, d);
         rms_norm(s->xb + b * d, s->x + b * d, l->ffn_norm, (int32_t)d, hp->norm_eps);
         break;
-    case ROW_SWIGLU:
-        nu_vec_swiglu(s->gate + b * ff, s->up + b * ff, (int64_t)ff);
-        break;
-    case ROW_FFN_OUT:
-        add_rows(s->x + b * d, s->q + b * d, d);
-        break;
+    case ROW_SWIGLU: nu_vec_swiglu(s->gate + b * ff, s->up + b * ff, (int64_t)ff); break;
+    case ROW_FFN_OUT: add_rows(s->x + b * d, s->q + b * d, d); break;
     }
 }
 
@@ -254,8 +252,8 @@ static void run_rows(nu_context *c, const nu_layer *l, int32_t il, int32_t n, ro
 
 /* ---- one layer ------------------------------------------------------------ */
 
-static void attention_block(nu_context *c, const nu_layer *l, int32_t il,
-                            const nu_batch_entry *e, int32_t n) {
+static void attention_block(nu_context *c, const nu_layer *l, int32_t il, const nu_batch_entry *e,
+                            int32_t n) {
     nu_scratch *s = &c->s;
     run_rows(c, l, il, n, ROW_ATTN_NORM);
     const nu_matrix *qkv[] = {&l->wq, &l->wk, &l->wv};
@@ -289,11 +287,15 @@ static nu_status check_batch(const nu_context *c, const nu_batch_entry *e, int32
                        c->params.n_batch);
     for (int32_t i = 0; i < n; i++) {
         if (e[i].token < 0 || e[i].token >= c->model->hp.n_vocab)
-            return nu_fail(err, NU_ERR_INVALID_ARG, "entry %d: token %d is not in the vocabulary "
-                           "(0..%d)", i, e[i].token, c->model->hp.n_vocab - 1);
+            return nu_fail(err, NU_ERR_INVALID_ARG,
+                           "entry %d: token %d is not in the vocabulary "
+                           "(0..%d)",
+                           i, e[i].token, c->model->hp.n_vocab - 1);
         if (e[i].seq < 0 || e[i].seq >= c->params.n_seq_max)
-            return nu_fail(err, NU_ERR_INVALID_ARG, "entry %d: sequence %d is out of range "
-                           "(0..%d)", i, e[i].seq, c->params.n_seq_max - 1);
+            return nu_fail(err, NU_ERR_INVALID_ARG,
+                           "entry %d: sequence %d is out of range "
+                           "(0..%d)",
+                           i, e[i].seq, c->params.n_seq_max - 1);
         if (e[i].pos < 0 || e[i].pos >= (1 << 30))
             return nu_fail(err, NU_ERR_INVALID_ARG, "entry %d: position %d is out of range", i,
                            e[i].pos);
@@ -314,15 +316,17 @@ static nu_status list_sequences(nu_context *c, const nu_batch_entry *e, int32_t 
         c->s.seq_count[seq] = cnt;
         for (int32_t j = 1; j < cnt; j++)
             if (c->kv.pos[cells[j]] == c->kv.pos[cells[j - 1]])
-                return nu_fail(err, NU_ERR_INVALID_ARG, "sequence %d already has position %d "
-                               "in the cache", seq, c->kv.pos[cells[j]]);
+                return nu_fail(err, NU_ERR_INVALID_ARG,
+                               "sequence %d already has position %d "
+                               "in the cache",
+                               seq, c->kv.pos[cells[j]]);
     }
     return NU_OK;
 }
 
 /* Makes room for the logits rows this batch asks for and maps entries to rows. */
-static nu_status prepare_outputs(nu_context *c, const nu_batch_entry *e, int32_t n,
-                                 int32_t *n_out, nu_error *err) {
+static nu_status prepare_outputs(nu_context *c, const nu_batch_entry *e, int32_t n, int32_t *n_out,
+                                 nu_error *err) {
     int32_t rows = 0;
     for (int32_t b = 0; b < n; b++) c->s.out_rows[b] = e[b].logits ? rows++ : -1;
     if (rows > c->logits_cap) {
@@ -377,9 +381,10 @@ nu_status nu_decode(nu_context *c, const nu_batch_entry *e, int32_t n, nu_error 
         if (!nu_kv_cache_claim(&c->kv, 1, &one_seq, &one_pos, &cells[b])) {
             nu_kv_cache_release(&c->kv, b, cells);
             c->n_last = 0;
-            return nu_fail(err, NU_ERR_CONTEXT_FULL, "the KV cache is full (%d cells in use of "
-                           "%d); remove positions or use a larger context", c->kv.used,
-                           c->kv.n_cells);
+            return nu_fail(err, NU_ERR_CONTEXT_FULL,
+                           "the KV cache is full (%d cells in use of "
+                           "%d); remove positions or use a larger context",
+                           c->kv.used, c->kv.n_cells);
         }
     }
     if ((st = list_sequences(c, e, n, err))) {

@@ -66,8 +66,7 @@ void nu_kv_cache_release(nu_kv_cache *c, int32_t n, const int32_t *cells) {
     for (int32_t i = 0; i < n; i++) free_cell(c, cells[i]);
 }
 
-void nu_kv_cache_store(nu_kv_cache *c, bool value, int32_t layer, int32_t cell,
-                       const float *row) {
+void nu_kv_cache_store(nu_kv_cache *c, bool value, int32_t layer, int32_t cell, const float *row) {
     size_t idx = ((size_t)layer * (size_t)c->n_cells + (size_t)cell) * (size_t)c->kv_dim;
     void *base = value ? c->v : c->k;
     if (c->type == NU_KV_F32) {

@@ -19,12 +19,12 @@
 typedef struct nu_kv_cache {
     int32_t n_cells;
     int32_t n_layer;
-    int32_t kv_dim;     /* n_head_kv * head_dim */
+    int32_t kv_dim; /* n_head_kv * head_dim */
     nu_kv_type type;
-    size_t elem_bytes;  /* 4 (f32) or 2 (f16) */
-    int32_t *pos;       /* per cell; -1 when free */
-    uint64_t *seqs;     /* per cell: bit s set when sequence s uses it */
-    void *k, *v;        /* [layer][cell][kv_dim] */
+    size_t elem_bytes; /* 4 (f32) or 2 (f16) */
+    int32_t *pos;      /* per cell; -1 when free */
+    uint64_t *seqs;    /* per cell: bit s set when sequence s uses it */
+    void *k, *v;       /* [layer][cell][kv_dim] */
     int32_t used;
 } nu_kv_cache;
 
@@ -44,8 +44,7 @@ void nu_kv_cache_release(nu_kv_cache *c, int32_t n, const int32_t *cells);
 
 /* Writes one position's key or value row for a layer (converting to the
  * cache's type), and reads a stored row back as floats. */
-void nu_kv_cache_store(nu_kv_cache *c, bool value, int32_t layer, int32_t cell,
-                       const float *row);
+void nu_kv_cache_store(nu_kv_cache *c, bool value, int32_t layer, int32_t cell, const float *row);
 const void *nu_kv_cache_row(const nu_kv_cache *c, bool value, int32_t layer, int32_t cell);
 
 /* The cells of seq sorted by position; returns their count (at most cap). */

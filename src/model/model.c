@@ -68,8 +68,8 @@ static nu_status read_rope_scaling(nu_model *m, nu_error *err) {
     copy_meta_str(m->file, key, type, sizeof type);
     nu_status st = arch_float(m, "rope.scaling.factor", &hp->rope_factor, err);
     if (st == NU_OK) st = arch_float(m, "rope.scale_linear", &hp->rope_factor, err);
-    if (st == NU_OK) st = arch_int(m, "rope.scaling.original_context_length", false,
-                                   &hp->rope_orig_ctx, err);
+    if (st == NU_OK)
+        st = arch_int(m, "rope.scaling.original_context_length", false, &hp->rope_orig_ctx, err);
     if (st != NU_OK) return st;
     if (type[0] == 0) {
         snprintf(key, sizeof key, "%s.rope.scale_linear", m->arch);
@@ -142,8 +142,10 @@ static nu_status get_tensor(const nu_model *m, const char *name, int64_t ne0, in
         return nu_fail(err, NU_ERR_UNSUPPORTED, "tensor '%s' is %s; vectors must be f32", name,
                        tt->name ? tt->name : "unknown");
     if (ne1 != 0 && !tt->computable)
-        return nu_fail(err, NU_ERR_UNSUPPORTED, "tensor '%s' has type %s, which nucleus cannot "
-                       "compute with yet", name, tt->name ? tt->name : "unknown");
+        return nu_fail(err, NU_ERR_UNSUPPORTED,
+                       "tensor '%s' has type %s, which nucleus cannot "
+                       "compute with yet",
+                       name, tt->name ? tt->name : "unknown");
     *out = t;
     return NU_OK;
 }
@@ -208,8 +210,7 @@ static nu_status load_weights(nu_model *m, nu_error *err) {
     } else {
         m->output = m->tok_embd;
     }
-    if ((st = get_vector(m, "rope_freqs.weight", hp->n_rot / 2, false, &m->rope_freq_factors,
-                         err)))
+    if ((st = get_vector(m, "rope_freqs.weight", hp->n_rot / 2, false, &m->rope_freq_factors, err)))
         return st;
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) return nu_fail(err, NU_ERR_NOMEM, "out of memory for %d layers", hp->n_layer);
@@ -266,8 +267,7 @@ static nu_status repack_weights(nu_model *m, nu_error *err) {
     void *p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
         free(mats);
-        return nu_fail(err, NU_ERR_NOMEM, "out of memory for %zu bytes of repacked weights",
-                       total);
+        return nu_fail(err, NU_ERR_NOMEM, "out of memory for %zu bytes of repacked weights", total);
     }
     m->packed = p;
     m->packed_bytes = total;
@@ -302,8 +302,10 @@ static nu_status load_model_parts(nu_model *m, nu_error *err) {
     if (m->mode == NU_LOAD_VOCAB_ONLY) return NU_OK;
     if (m->arch[0] == 0) return nu_fail(err, NU_ERR_FORMAT, "missing general.architecture");
     if (!arch_is_llama(m->arch))
-        return nu_fail(err, NU_ERR_UNSUPPORTED, "architecture '%s' is not supported yet "
-                       "(supported: llama)", m->arch);
+        return nu_fail(err, NU_ERR_UNSUPPORTED,
+                       "architecture '%s' is not supported yet "
+                       "(supported: llama)",
+                       m->arch);
     if ((st = read_hparams(m, err))) return st;
     if ((st = load_weights(m, err))) return st;
     return repack_weights(m, err);
@@ -343,13 +345,27 @@ void nu_model_free(nu_model *m) {
     free(m);
 }
 
-const char *nu_model_arch(const nu_model *m) { return m->arch; }
-const char *nu_model_name(const nu_model *m) { return m->name; }
-int32_t nu_model_n_vocab(const nu_model *m) { return m->hp.n_vocab; }
-int32_t nu_model_n_ctx_train(const nu_model *m) { return m->hp.n_ctx_train; }
-int32_t nu_model_n_embd(const nu_model *m) { return m->hp.n_embd; }
-int32_t nu_model_n_layer(const nu_model *m) { return m->hp.n_layer; }
-uint32_t nu_model_gguf_version(const nu_model *m) { return m->file->version; }
+const char *nu_model_arch(const nu_model *m) {
+    return m->arch;
+}
+const char *nu_model_name(const nu_model *m) {
+    return m->name;
+}
+int32_t nu_model_n_vocab(const nu_model *m) {
+    return m->hp.n_vocab;
+}
+int32_t nu_model_n_ctx_train(const nu_model *m) {
+    return m->hp.n_ctx_train;
+}
+int32_t nu_model_n_embd(const nu_model *m) {
+    return m->hp.n_embd;
+}
+int32_t nu_model_n_layer(const nu_model *m) {
+    return m->hp.n_layer;
+}
+uint32_t nu_model_gguf_version(const nu_model *m) {
+    return m->file->version;
+}
 
 /* ---- metadata and tensor table ------------------------------------------ */
 
@@ -399,7 +415,9 @@ static void out_bytes(text_out *o, const char *s, size_t n) {
         if (o->len + 1 < o->cap) o->buf[o->len] = s[k];
 }
 
-static void out_str(text_out *o, const char *s) { out_bytes(o, s, strlen(s)); }
+static void out_str(text_out *o, const char *s) {
+    out_bytes(o, s, strlen(s));
+}
 
 /* Strings are shown quoted with control characters escaped. */
 static void out_quoted(text_out *o, nu_gguf_string s) {
@@ -423,15 +441,22 @@ static void out_quoted(text_out *o, nu_gguf_string s) {
 static void out_value(text_out *o, const nu_gguf_value *v, int max_items) {
     char num[64];
     switch (v->type) {
-    case GGUF_UINT8: case GGUF_UINT16: case GGUF_UINT32: case GGUF_UINT64:
+    case GGUF_UINT8:
+    case GGUF_UINT16:
+    case GGUF_UINT32:
+    case GGUF_UINT64:
         snprintf(num, sizeof num, "%" PRIu64, v->v.u);
         out_str(o, num);
         break;
-    case GGUF_INT8: case GGUF_INT16: case GGUF_INT32: case GGUF_INT64:
+    case GGUF_INT8:
+    case GGUF_INT16:
+    case GGUF_INT32:
+    case GGUF_INT64:
         snprintf(num, sizeof num, "%" PRId64, v->v.i);
         out_str(o, num);
         break;
-    case GGUF_FLOAT32: case GGUF_FLOAT64:
+    case GGUF_FLOAT32:
+    case GGUF_FLOAT64:
         snprintf(num, sizeof num, "%.9g", v->v.f);
         out_str(o, num);
         break;

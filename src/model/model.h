@@ -24,10 +24,10 @@ typedef struct nu_hparams {
     int32_t n_head_kv;
     int32_t head_dim;
     int32_t n_ff;
-    int32_t n_rot;       /* dimensions of each head that RoPE rotates */
+    int32_t n_rot; /* dimensions of each head that RoPE rotates */
     float rope_base;
     nu_rope_scaling rope_scaling;
-    float rope_factor;   /* scaling factor (> 1 stretches the context) */
+    float rope_factor; /* scaling factor (> 1 stretches the context) */
     int32_t rope_orig_ctx;
     float norm_eps;
 } nu_hparams;
@@ -49,9 +49,9 @@ struct nu_model {
     char name[128];
     nu_hparams hp;
     /* weights (NU_LOAD_FULL only) */
-    nu_matrix tok_embd;  /* n_vocab rows of n_embd */
+    nu_matrix tok_embd; /* n_vocab rows of n_embd */
     const float *output_norm;
-    nu_matrix output;    /* the LM head; equals tok_embd when tied */
+    nu_matrix output;               /* the LM head; equals tok_embd when tied */
     const float *rope_freq_factors; /* optional per-pair divisors (n_rot / 2) */
     nu_layer *layers;
     void *packed; /* the matrices' panel copies (nu_matrix_pack), one mapping */

@@ -201,8 +201,12 @@ typedef struct writer {
 static void put(writer *w, const void *p, size_t n) {
     if (!w->failed && n && fwrite(p, 1, n, w->f) != n) w->failed = true;
 }
-static void put_u32(writer *w, uint32_t v) { put(w, &v, 4); }
-static void put_u64(writer *w, uint64_t v) { put(w, &v, 8); }
+static void put_u32(writer *w, uint32_t v) {
+    put(w, &v, 4);
+}
+static void put_u64(writer *w, uint64_t v) {
+    put(w, &v, 8);
+}
 static void put_str(writer *w, nu_gguf_string s) {
     put_u64(w, s.len);
     put(w, s.data, s.len);
@@ -211,13 +215,38 @@ static void put_str(writer *w, nu_gguf_string s) {
 /* A value's payload (not its type), recursively for arrays. */
 static void put_value(writer *w, const nu_gguf_value *v) {
     switch (v->type) {
-    case GGUF_UINT8: case GGUF_BOOL: { uint8_t x = (uint8_t)v->v.u; put(w, &x, 1); break; }
-    case GGUF_INT8: { int8_t x = (int8_t)v->v.i; put(w, &x, 1); break; }
-    case GGUF_UINT16: { uint16_t x = (uint16_t)v->v.u; put(w, &x, 2); break; }
-    case GGUF_INT16: { int16_t x = (int16_t)v->v.i; put(w, &x, 2); break; }
+    case GGUF_UINT8:
+    case GGUF_BOOL: {
+        uint8_t x = (uint8_t)v->v.u;
+        put(w, &x, 1);
+        break;
+    }
+    case GGUF_INT8: {
+        int8_t x = (int8_t)v->v.i;
+        put(w, &x, 1);
+        break;
+    }
+    case GGUF_UINT16: {
+        uint16_t x = (uint16_t)v->v.u;
+        put(w, &x, 2);
+        break;
+    }
+    case GGUF_INT16: {
+        int16_t x = (int16_t)v->v.i;
+        put(w, &x, 2);
+        break;
+    }
     case GGUF_UINT32: put_u32(w, (uint32_t)v->v.u); break;
-    case GGUF_INT32: { int32_t x = (int32_t)v->v.i; put(w, &x, 4); break; }
-    case GGUF_FLOAT32: { float x = (float)v->v.f; put(w, &x, 4); break; }
+    case GGUF_INT32: {
+        int32_t x = (int32_t)v->v.i;
+        put(w, &x, 4);
+        break;
+    }
+    case GGUF_FLOAT32: {
+        float x = (float)v->v.f;
+        put(w, &x, 4);
+        break;
+    }
     case GGUF_UINT64: put_u64(w, v->v.u); break;
     case GGUF_INT64: put(w, &v->v.i, 8); break;
     case GGUF_FLOAT64: put(w, &v->v.f, 8); break;

@@ -50,7 +50,7 @@ struct nu_sampler {
     uint32_t epoch;
     nu_stage_observer observer;
     void *observer_user;
-    nu_candidate *before; /* n_vocab: the observer's copy */
+    nu_candidate *before;      /* n_vocab: the observer's copy */
     nu_grammar_state *grammar; /* constrains the tokens drawn, or NULL */
     /* The watermark when p.watermark has a key (p.watermark.key is not kept:
      * the caller's string need not outlive nu_sampler_new). */
@@ -868,7 +868,8 @@ const nu_candidates *nu_sampler_distribution(nu_sampler *s, const float *logits)
     nu_candidates *c = run_chain(s, logits, greedy, s->grammar != NULL);
     int32_t i = greedy ? best_index(c) : -1;
     bool finite = false;
-    for (size_t k = 0; !greedy && k < c->size && !finite; k++) finite = c->data[k].logit > -INFINITY;
+    for (size_t k = 0; !greedy && k < c->size && !finite; k++)
+        finite = c->data[k].logit > -INFINITY;
     if (greedy || !finite) {
         int32_t id = i >= 0 ? c->data[i].id : raw_argmax(logits, s->n_vocab);
         c->data[0] = (nu_candidate){id, 0.0f, 1.0f};

@@ -175,7 +175,7 @@ typedef struct nu_gram_set {
 } nu_gram_set;
 
 static nu_status nu_gram_set_init(nu_gram_set *g, const int32_t *tokens, size_t n, size_t len,
-                               nu_error *err) {
+                                  nu_error *err) {
     size_t cap = 16;
     while (cap < 2 * n) cap *= 2;
     g->slot = malloc(cap * sizeof *g->slot);

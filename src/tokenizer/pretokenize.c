@@ -184,7 +184,7 @@ static nu_status compile_pattern(const char *pattern, pcre2_code **out, bool *ji
 }
 
 nu_status nu_pretokenizer_new(const char *name, size_t len, pretokenizer **out, bool *known,
-                           nu_error *err) {
+                              nu_error *err) {
     *out = NULL;
     const family_def *def = len == 0 ? &families[0] : find_family(name, len);
     *known = def != NULL;
@@ -396,7 +396,7 @@ static nu_status run_stage(const cut_ctx *c, int k, const char *text, size_t len
 }
 
 nu_status nu_pretokenize(const pretokenizer *p, nu_pretok_scratch *s, const char *text, size_t len,
-                      nu_pretok_piece_fn fn, void *ctx, nu_error *err) {
+                         nu_pretok_piece_fn fn, void *ctx, nu_error *err) {
     cut_ctx c = {p, s, fn, ctx, err};
     return run_stage(&c, 0, text, len);
 }

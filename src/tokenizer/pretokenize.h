@@ -25,7 +25,7 @@ typedef struct pretokenizer pretokenizer;
  * (len 0: the key is absent, which means GPT-2's). *known is false when the
  * name is not one we know; GPT-2's pre-tokenizer is returned then. */
 nu_status nu_pretokenizer_new(const char *name, size_t len, pretokenizer **out, bool *known,
-                           nu_error *err);
+                              nu_error *err);
 void nu_pretokenizer_free(pretokenizer *p);
 
 /* The family's canonical name ("gpt-2", "llama3", "qwen2", ...). */
@@ -49,6 +49,6 @@ typedef nu_status (*nu_pretok_piece_fn)(void *ctx, const char *s, size_t n, nu_e
  * nothing in any pattern, so they end up in pieces of their own or with
  * other unmatched text. */
 nu_status nu_pretokenize(const pretokenizer *p, nu_pretok_scratch *s, const char *text, size_t len,
-                      nu_pretok_piece_fn fn, void *ctx, nu_error *err);
+                         nu_pretok_piece_fn fn, void *ctx, nu_error *err);
 
 #endif

@@ -171,8 +171,9 @@ static int64_t int_value(const nu_gguf_value *x) {
 
 /* An optional array key: *out is NULL when absent. Present, it must be an
  * array of n elements accepted by elem_ok. */
-static nu_status find_array(const nu_gguf_file *f, const char *key, bool (*elem_ok)(nu_gguf_value_type),
-                            uint64_t n, const nu_gguf_value **out, nu_error *err) {
+static nu_status find_array(const nu_gguf_file *f, const char *key,
+                            bool (*elem_ok)(nu_gguf_value_type), uint64_t n,
+                            const nu_gguf_value **out, nu_error *err) {
     const nu_gguf_value *a = nu_gguf_find(f, key);
     *out = NULL;
     if (!a) return NU_OK;
@@ -195,8 +196,8 @@ static bool is_float_type(nu_gguf_value_type t) {
 
 /* A token id key: absent keeps *id; 0xFFFFFFFF, negative or out-of-range
  * values mean "none" (-1), as converters write them; a non-integer is an error. */
-static nu_status read_token_id(const nu_gguf_file *f, const char *key, int32_t n_tokens, int32_t *id,
-                               nu_error *err) {
+static nu_status read_token_id(const nu_gguf_file *f, const char *key, int32_t n_tokens,
+                               int32_t *id, nu_error *err) {
     const nu_gguf_value *x = nu_gguf_find(f, key);
     if (!x) return NU_OK;
     if (!is_integer_type(x->type)) {
@@ -585,7 +586,6 @@ bool nu_vocab_is_eog(const nu_vocab *v, int32_t token) {
 /* ------------------------------------------------------------------------ */
 /* Tokenizing: output and scratch                                           */
 /* ------------------------------------------------------------------------ */
-
 
 /* A symbol of the SentencePiece merge loop: a run of the escaped text, in a
  * doubly linked list of the symbols still alive (len 0 = merged away). */

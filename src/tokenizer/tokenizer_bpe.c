@@ -157,7 +157,8 @@ static void add_merge(nu_bpe_vocab *b, int32_t left, int32_t right, uint32_t ran
  * never starts a merge line with a space, but may in principle hold one
  * later), looks up A, B and AB, and adds the merge when all three are
  * tokens. join is a buffer of at least s.len bytes. */
-static nu_status parse_merge(nu_vocab *v, nu_gguf_string s, uint32_t rank, char *join, nu_error *err) {
+static nu_status parse_merge(nu_vocab *v, nu_gguf_string s, uint32_t rank, char *join,
+                             nu_error *err) {
     const char *sp = s.len > 1 ? memchr(s.data + 1, ' ', s.len - 1) : NULL;
     if (!sp) {
         int n = s.len > 40 ? 40 : (int)s.len;
@@ -489,7 +490,7 @@ static nu_status encode_piece(void *ctx, const char *text, size_t n, nu_error *e
 }
 
 nu_status nu_bpe_encode(const nu_vocab *v, nu_bpe_work *w, const char *s, size_t n, token_sink *out,
-                     nu_error *err) {
+                        nu_error *err) {
     w->out = out;
     return nu_pretokenize(v->bpe->pre, w->pre, s, n, encode_piece, w, err);
 }

@@ -174,7 +174,7 @@ nu_status nu_bpe_work_new(const nu_vocab *v, size_t len, nu_bpe_work **out, nu_e
 void nu_bpe_work_free(nu_bpe_work *w);
 /* Tokenizes one fragment of plain text (no special tokens in it). */
 nu_status nu_bpe_encode(const nu_vocab *v, nu_bpe_work *w, const char *s, size_t n, token_sink *out,
-                     nu_error *err);
+                        nu_error *err);
 
 /* The byte a GPT-2 byte-level character stands for, or -1. */
 int nu_bpe_byte_of_char(uint32_t cp);
