@@ -184,6 +184,6 @@ int cmd_grammar(int argc, char **argv) {
     if (from_file)
         free(gbnf);
     else
-        nu_gbnf_free(gbnf);
+        nu_free(gbnf);
     return rc;
 }

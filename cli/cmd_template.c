@@ -183,7 +183,7 @@ int cmd_template(int argc, char **argv) {
         if (nu_chat_render(t, &p, &out, &len, &err) == NU_OK) {
             rc = fwrite(out, 1, len, stdout) == len && fflush(stdout) == 0 ? 0 : 1;
             if (rc) cli_error("could not write the output");
-            free(out);
+            nu_free(out);
         } else {
             cli_error("%s", err.message);
         }

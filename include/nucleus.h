@@ -12,6 +12,14 @@
  *     generating (KV cache, scratch buffers, sampler state, RNG) lives in a
  *     nu_context or a nu_sampler, which belong to one thread at a time.
  *   - Tokens are int32_t ids into the model's vocabulary.
+ *   - Memory. Objects (nu_model, nu_context, ...) are released with their
+ *     own nu_*_free. Every string or array the library hands over through an
+ *     out-parameter (char **out, ...) belongs to the caller, who releases it
+ *     with nu_free. A `const char *` return value belongs to the library and
+ *     stays valid as its declaration says: "static" (for the life of the
+ *     program) or until the object it came from is freed. The library keeps
+ *     no per-thread buffers: a returned pointer is never overwritten by a
+ *     later call.
  */
 #ifndef NUCLEUS_H
 #define NUCLEUS_H
@@ -56,7 +64,11 @@ typedef struct nu_error {
 } nu_error;
 
 /* A short constant name for a status ("format error", ...). */
-NU_API const char *nu_status_name(nu_status status);
+NU_API const char *nu_status_name(nu_status status); /* static */
+
+/* Releases a string or array the library handed over (see Memory above);
+ * NULL is ignored. */
+NU_API void nu_free(void *p);
 
 /* ------------------------------------------------------------------------ */
 /* Models                                                                   */
@@ -82,7 +94,7 @@ NU_API nu_status nu_model_load(const char *path, const nu_model_params *params, 
                                nu_error *err);
 NU_API void nu_model_free(nu_model *model);
 
-/* Basic shape. */
+/* Basic shape. Strings are valid until nu_model_free. */
 NU_API const char *nu_model_arch(const nu_model *model); /* general.architecture */
 NU_API const char *nu_model_name(const nu_model *model); /* general.name or "" */
 NU_API int32_t nu_model_n_vocab(const nu_model *model);
@@ -91,9 +103,10 @@ NU_API int32_t nu_model_n_embd(const nu_model *model);
 NU_API int32_t nu_model_n_layer(const nu_model *model);
 NU_API uint32_t nu_model_gguf_version(const nu_model *model);
 
-/* Metadata, in file order. The value is rendered as text (arrays shortened
- * to their first max_items items); returns the length the full rendering
- * needs, like snprintf. */
+/* Metadata, in file order. Keys and type names are valid until
+ * nu_model_free (NULL for i out of range). The value is rendered as text
+ * into buf (arrays shortened to their first max_items items); returns the
+ * length the full rendering needs, like snprintf. */
 NU_API int64_t nu_model_meta_count(const nu_model *model);
 NU_API const char *nu_model_meta_key(const nu_model *model, int64_t i);
 NU_API const char *nu_model_meta_type(const nu_model *model,
@@ -103,8 +116,8 @@ NU_API size_t nu_model_meta_value(const nu_model *model, int64_t i, char *buf, s
 
 /* Tensors, in file order. */
 typedef struct nu_tensor_info {
-    const char *name;
-    const char *type_name; /* "f32", "q4_0", ... */
+    const char *name;      /* valid until nu_model_free */
+    const char *type_name; /* "f32", "q4_0", ...: static */
     uint32_t n_dims;
     int64_t ne[4]; /* ne[0] is the row length */
     uint64_t n_elements;
@@ -168,7 +181,8 @@ typedef enum nu_token_type {
 NU_API nu_status nu_tokenize(const nu_model *model, const char *text, size_t len, unsigned flags,
                              int32_t *tokens, size_t cap, size_t *n_tokens, nu_error *err);
 
-/* The vocabulary text of a token, as stored ("▁the", "<0x0A>", "<s>"). */
+/* The vocabulary text of a token, as stored ("▁the", "<0x0A>", "<s>"); valid
+ * until nu_model_free. */
 NU_API const char *nu_token_text(const nu_model *model, int32_t token);
 NU_API nu_token_type nu_token_get_type(const nu_model *model, int32_t token);
 
@@ -183,7 +197,8 @@ NU_API bool nu_token_is_eog(const nu_model *model, int32_t token); /* ends gener
 NU_API bool nu_model_adds_bos(const nu_model *model);
 /* A note about the model's tokenizer worth showing the user, or NULL when
  * there is none: e.g. an unknown tokenizer.ggml.pre, whose text is then split
- * as GPT-2 splits it, so tokens may differ from the model's own tokenizer. */
+ * as GPT-2 splits it, so tokens may differ from the model's own tokenizer.
+ * Valid until nu_model_free. */
 NU_API const char *nu_model_warning(const nu_model *model);
 
 /* Incremental detokenizer for streaming: bytes come out only as whole UTF-8
@@ -230,6 +245,8 @@ NU_API nu_status nu_context_new(const nu_model *model, const nu_context_params *
 NU_API void nu_context_free(nu_context *ctx);
 NU_API const nu_model *nu_context_model(const nu_context *ctx);
 NU_API int32_t nu_context_n_ctx(const nu_context *ctx);
+NU_API int32_t nu_context_n_batch(const nu_context *ctx);
+NU_API int32_t nu_context_n_seq_max(const nu_context *ctx);
 NU_API int32_t nu_context_n_threads(const nu_context *ctx);
 
 /* For benchmarks: reads every weight byte a generation step streams (each
@@ -268,8 +285,10 @@ NU_API void nu_kv_seq_remove(nu_context *ctx, int32_t seq, int32_t p0, int32_t p
 NU_API void nu_kv_seq_copy(nu_context *ctx, int32_t src, int32_t dst, int32_t p0, int32_t p1);
 /* The largest position cached for seq, or -1. */
 NU_API int32_t nu_kv_seq_pos_max(const nu_context *ctx, int32_t seq);
-/* Cells in use. */
+/* Cells in use, and in all (n_ctx x n_seq_max unless the parameters said
+ * otherwise). */
 NU_API int32_t nu_kv_used(const nu_context *ctx);
+NU_API int32_t nu_kv_n_cells(const nu_context *ctx);
 
 /* ------------------------------------------------------------------------ */
 /* Sampling                                                                 */
@@ -432,7 +451,7 @@ NU_API nu_sampler_params nu_sampler_default_params(void);
 NU_API nu_status nu_sampler_params_check(const nu_sampler_params *params, nu_error *err);
 
 /* The name of a stage ("top_k", "typical_p", "logit_bias", ...), or NULL for
- * a value that is not a stage. */
+ * a value that is not a stage. Static. */
 NU_API const char *nu_stage_name(nu_stage_kind kind);
 
 /* Parses an order: stage names separated by commas (e.g. "penalties,top_k,
@@ -624,14 +643,13 @@ NU_API void nu_grammar_free(nu_grammar *g);
 
 /* The GBNF text a schema, JSON object, regex or choice list compiles from
  * (for printing and debugging). *gbnf is set to a string the caller releases
- * with nu_gbnf_free. */
+ * with nu_free. */
 NU_API nu_status nu_json_schema_to_gbnf(const char *schema_json, const nu_json_options *opt,
                                         char **gbnf, nu_error *err);
 NU_API nu_status nu_json_object_to_gbnf(const nu_json_options *opt, char **gbnf, nu_error *err);
 NU_API nu_status nu_regex_to_gbnf(const char *regex, char **gbnf, nu_error *err);
 NU_API nu_status nu_choices_to_gbnf(const char *const *choices, size_t n, char **gbnf,
                                     nu_error *err);
-NU_API void nu_gbnf_free(char *gbnf);
 
 /* A matching state at the start of the text. */
 NU_API nu_status nu_grammar_state_new(const nu_grammar *g, nu_grammar_state **out, nu_error *err);
@@ -684,7 +702,7 @@ typedef enum nu_finish_reason {
     NU_FINISH_CANCELLED, /* a callback or the caller stopped it */
 } nu_finish_reason;
 
-/* "length", "eos", "stop", "context", "cancelled" (or "none"). */
+/* "length", "eos", "stop", "context", "cancelled" (or "none"). Static. */
 NU_API const char *nu_finish_reason_name(nu_finish_reason r);
 
 #define NU_MAX_TOP_LOGPROBS 20
@@ -989,14 +1007,15 @@ NU_API nu_status nu_chat_template_from_model(const nu_model *model, nu_chat_temp
  * tokens). Unknown names are NU_ERR_INVALID_ARG. */
 NU_API nu_status nu_chat_template_builtin(const char *name, nu_chat_template **out, nu_error *err);
 
-/* The built-in names, NULL-terminated. */
+/* The built-in names, NULL-terminated. Static. */
 NU_API const char *const *nu_chat_template_builtin_names(void);
 
 /* The built-in format whose special tokens the model's vocabulary has
- * ("chatml" for <|im_start|>, ...), or "plain". Never NULL. */
+ * ("chatml" for <|im_start|>, ...), or "plain". Never NULL. Static. */
 NU_API const char *nu_chat_template_guess_builtin(const nu_model *model);
 
-/* The template's source (after Jinja's newline normalisation). */
+/* The template's source (after Jinja's newline normalisation), valid until
+ * nu_chat_template_free. */
 NU_API const char *nu_chat_template_source(const nu_chat_template *t, size_t *len);
 
 NU_API void nu_chat_template_free(nu_chat_template *t);
@@ -1014,7 +1033,7 @@ typedef struct nu_chat_render_params {
 NU_API nu_chat_render_params nu_chat_render_default_params(void);
 
 /* Renders the conversation. The text is malloc'd and NUL-terminated (*out,
- * *len bytes without the NUL; len may be NULL); free it with free().
+ * *len bytes without the NUL; len may be NULL); release it with nu_free.
  * Errors: NU_ERR_INVALID_ARG for bad JSON input and when the template
  * itself rejects the conversation with raise_exception (its message is
  * kept verbatim), NU_ERR_FORMAT when rendering fails otherwise (an
@@ -1091,14 +1110,14 @@ NU_API nu_status nu_perplexity(nu_context *ctx, const int32_t *tokens, int64_t n
 /* Machine                                                                  */
 /* ------------------------------------------------------------------------ */
 
-/* The SIMD level the kernels use on this CPU: "avx512", "avx2" or "scalar".
- * NUCLEUS_SIMD=scalar|avx2|avx512 in the environment lowers it. */
+/* The SIMD level the kernels use on this CPU: "avx512", "avx2" or "scalar"
+ * (static). NUCLEUS_SIMD=scalar|avx2|avx512 in the environment lowers it. */
 NU_API const char *nu_simd_level(void);
 /* Whether the CPU's AMX tile units can be used by this process: "absent ...",
  * "reported by CPUID but the OS does not enable ...", "enabled but ...
  * refused permission" or "available ...". Asking requests the Linux
  * permission the first time. No kernel uses AMX yet: every level runs
- * without it. */
+ * without it. Static. */
 NU_API const char *nu_amx_status(void);
 /* Wall-clock milliseconds from a monotonic clock. */
 NU_API double nu_time_ms(void);

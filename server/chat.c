@@ -125,7 +125,7 @@ static bool probe(const srv_chat *c, const char *messages, const char *tools, co
     nu_error e;
     bool ok = nu_chat_render(c->tpl, &p, &out, NULL, &e) == NU_OK && strstr(out, needle1) &&
               strstr(out, needle2);
-    free(out);
+    nu_free(out);
     return ok;
 }
 

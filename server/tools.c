@@ -308,7 +308,7 @@ static int check_schema(const srv_tools *t, int32_t i, srv_error *err) {
     char *gbnf = NULL;
     nu_error e;
     nu_status st = nu_json_schema_to_gbnf(t->list[i].parameters, &opt, &gbnf, &e);
-    nu_gbnf_free(gbnf);
+    nu_free(gbnf);
     if (st == NU_OK) return 1;
     if (st == NU_ERR_UNSUPPORTED) {
         bad_parameters(t, i, err, e.message); /* kept in case the caller needs it */
@@ -492,7 +492,7 @@ bool srv_tools_gbnf(const srv_tools *t, srv_tool_format f, bool marker_is_text, 
         return srv_fail(err, 400, "invalid_request_error", NULL, "tools", "%s", e.message);
     sbuf b = {0};
     sb_puts(&b, json_gbnf);
-    nu_gbnf_free(json_gbnf);
+    nu_free(json_gbnf);
     *root = wrap_rules(&b, t, f, lazy);
     if (!(*gbnf = sb_take(&b)))
         return srv_fail(err, 500, "server_error", NULL, NULL, "out of memory");

@@ -506,7 +506,7 @@ static void test_choices(void **state) {
     char *text = NULL;
     assert_int_equal(nu_choices_to_gbnf(choices, 2, &text, NULL), NU_OK);
     assert_string_equal(text, "root ::= \"yes\" | \"no\"\n");
-    nu_gbnf_free(text);
+    nu_free(text);
 }
 
 /* Many choices (written as a radix tree): prefixes of each other, the empty
@@ -998,8 +998,8 @@ static void test_masks_stories(void **state) {
         random_walks(&p, 6, 200, 30, 1, 200 + i);
         pair_free(&p);
     }
-    nu_gbnf_free(json);
-    nu_gbnf_free(loose);
+    nu_free(json);
+    nu_free(loose);
     nu_model_free(m);
 }
 
@@ -1016,7 +1016,7 @@ static void test_masks_llama(void **state) {
         random_walks(&p, 1, 40, 24, 13, 400 + i);
         pair_free(&p);
     }
-    nu_gbnf_free(json);
+    nu_free(json);
     nu_model_free(m);
 }
 

@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 nu_status nu_fail(nu_error *err, nu_status status, const char *fmt, ...) {
@@ -37,4 +38,8 @@ double nu_time_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+void nu_free(void *p) {
+    free(p);
 }

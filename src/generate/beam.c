@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "context.h"
+#include "nucleus.h"
 #include "error.h"
 #include "gen_output.h"
 
@@ -72,11 +72,11 @@ static nu_status check_params(const nu_context *ctx, const nu_beam_params *p, nu
     if (p->n_predict < 1)
         return nu_fail(err, NU_ERR_INVALID_ARG, "n_predict %d must be >= 1 for beam search",
                        p->n_predict);
-    if (2 * p->width > ctx->params.n_seq_max)
+    if (2 * p->width > nu_context_n_seq_max(ctx))
         return nu_fail(err, NU_ERR_INVALID_ARG,
                        "beam width %d needs a context with %d sequences "
                        "(it has %d)",
-                       p->width, 2 * p->width, ctx->params.n_seq_max);
+                       p->width, 2 * p->width, nu_context_n_seq_max(ctx));
     return NU_OK;
 }
 
@@ -110,7 +110,7 @@ static void add_hypothesis(beam_state *b, const beam *from, int32_t extra, doubl
 
 /* The best 2 * width extensions over every live beam, best first. */
 static int32_t best_extensions(beam_state *b) {
-    int32_t n_vocab = nu_model_n_vocab(b->ctx->model), k = 2 * b->p->width, n_ext = 0;
+    int32_t n_vocab = nu_model_n_vocab(nu_context_model(b->ctx)), k = 2 * b->p->width, n_ext = 0;
     for (int32_t i = 0; i < b->n_live; i++) {
         const float *logits = nu_logits(b->ctx, b->live[i].entry);
         double log_z;
@@ -144,7 +144,7 @@ static bool done(const beam_state *b, int32_t len) {
 
 /* Turns the extensions into the next live beams and decodes their tokens. */
 static nu_status step(beam_state *b, int32_t n_ext, int32_t bank, nu_error *err) {
-    const nu_model *m = b->ctx->model;
+    const nu_model *m = nu_context_model(b->ctx);
     int32_t n_next = 0, len = b->live[0].n + 1;
     for (int32_t e = 0; e < n_ext && n_next < b->p->width; e++) {
         const extension *x = &b->ext[e];
@@ -207,7 +207,7 @@ static void free_state(beam_state *b) {
 
 /* Reads the prompt into sequence 0 in n_batch chunks. */
 static nu_status read_prompt(beam_state *b, const int32_t *toks, nu_error *err) {
-    int32_t nb = b->ctx->params.n_batch;
+    int32_t nb = nu_context_n_batch(b->ctx);
     for (int32_t s = 0; s < b->n_prompt; s += nb) {
         int32_t k = b->n_prompt - s < nb ? b->n_prompt - s : nb;
         for (int32_t i = 0; i < k; i++)
@@ -220,7 +220,7 @@ static nu_status read_prompt(beam_state *b, const int32_t *toks, nu_error *err) 
 }
 
 static void write_results(beam_state *b, nu_generate_result *results) {
-    const nu_model *m = b->ctx->model;
+    const nu_model *m = nu_context_model(b->ctx);
     for (int32_t r = 0; r < b->p->n_return; r++) {
         nu_generate_result *res = &results[r];
         memset(res, 0, sizeof *res);
@@ -259,7 +259,7 @@ static nu_status search(beam_state *b, const int32_t *toks, nu_error *err) {
     b->live[0].n = 0;
     b->live[0].sum = 0;
     b->live[0].seq = 0;
-    b->live[0].entry = (b->n_prompt - 1) % b->ctx->params.n_batch;
+    b->live[0].entry = (b->n_prompt - 1) % nu_context_n_batch(b->ctx);
     b->n_live = 1;
     for (int32_t len = 0, bank = 1; len < b->p->n_predict; len++, bank ^= 1) {
         int32_t n_ext = best_extensions(b);
@@ -282,14 +282,14 @@ nu_status nu_beam_search(nu_context *ctx, const char *prompt, const nu_beam_para
     if (!toks) return nu_fail(err, NU_ERR_NOMEM, "out of memory");
     unsigned flags =
         (p->add_bos ? NU_TOKENIZE_ADD_BOS : 0) | (p->parse_special ? NU_TOKENIZE_PARSE_SPECIAL : 0);
-    st = nu_tokenize(ctx->model, prompt, len, flags, toks, len + 8, &n, err);
+    st = nu_tokenize(nu_context_model(ctx), prompt, len, flags, toks, len + 8, &n, err);
     if (st == NU_OK && n == 0) st = nu_fail(err, NU_ERR_INVALID_ARG, "the prompt is empty");
     /* the beams' tree can hold up to width new positions per step */
-    if (st == NU_OK && (int64_t)n + (int64_t)p->width * p->n_predict > ctx->params.n_ctx)
+    if (st == NU_OK && (int64_t)n + (int64_t)p->width * p->n_predict > nu_context_n_ctx(ctx))
         st = nu_fail(err, NU_ERR_CONTEXT_FULL,
                      "prompt (%zu tokens) + width x n_predict (%d x %d) "
                      "exceed the context (%d)",
-                     n, p->width, p->n_predict, ctx->params.n_ctx);
+                     n, p->width, p->n_predict, nu_context_n_ctx(ctx));
     beam_state b = {.ctx = ctx, .p = p, .n_prompt = (int32_t)n};
     if (st == NU_OK) st = alloc_state(&b, err);
     if (st == NU_OK) {

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "context.h"
+#include "nucleus.h"
 #include "error.h"
 
 const char *nu_finish_reason_name(nu_finish_reason r) {

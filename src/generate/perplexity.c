@@ -3,7 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "context.h"
+#include "nucleus.h"
 #include "error.h"
 
 nu_perplexity_params nu_perplexity_default_params(void) {
@@ -33,8 +33,8 @@ nu_status nu_perplexity(nu_context *ctx, const int32_t *tokens, int64_t n_tokens
                         const nu_perplexity_params *params, nu_perplexity_result *out,
                         nu_error *err) {
     nu_perplexity_params p = params ? *params : nu_perplexity_default_params();
-    const int32_t n_ctx = ctx->params.n_ctx, n_vocab = ctx->model->hp.n_vocab;
-    const int32_t n_batch = ctx->params.n_batch;
+    const int32_t n_ctx = nu_context_n_ctx(ctx), n_vocab = nu_model_n_vocab(nu_context_model(ctx));
+    const int32_t n_batch = nu_context_n_batch(ctx);
     *out = (nu_perplexity_result){0};
     if (p.n_window == 0) p.n_window = n_ctx;
     if (p.n_window < 2 || p.n_window > n_ctx)

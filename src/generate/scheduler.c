@@ -104,7 +104,7 @@ struct nu_scheduler {
 
 nu_status nu_scheduler_new(nu_context *ctx, nu_scheduler **out, nu_error *err) {
     nu_scheduler *s = calloc(1, sizeof *s);
-    if (s) s->batch = malloc((size_t)ctx->params.n_batch * sizeof *s->batch);
+    if (s) s->batch = malloc((size_t)nu_context_n_batch(ctx) * sizeof *s->batch);
     if (!s || !s->batch) {
         free(s);
         return nu_fail(err, NU_ERR_NOMEM, "out of memory for a scheduler");
@@ -178,9 +178,9 @@ nu_status nu_scheduler_set_speculation(nu_scheduler *s, const nu_model *draft,
                        "give the scheduler the draft model, not a draft "
                        "context (it makes its own with the target's sizes)");
     const nu_context_params *cp = &s->ctx->params;
-    nu_status st = nu_spec_params_check(sp, s->ctx->model, draft, cp->n_batch, err);
+    nu_status st = nu_spec_params_check(sp, nu_context_model(s->ctx), draft, cp->n_batch, err);
     if (st) return st;
-    int32_t n_vocab = nu_model_n_vocab(s->ctx->model);
+    int32_t n_vocab = nu_model_n_vocab(nu_context_model(s->ctx));
     s->pbuf = malloc((size_t)n_vocab * sizeof *s->pbuf);
     if (!s->pbuf) return nu_fail(err, NU_ERR_NOMEM, "out of memory for speculation");
     if (draft) {
@@ -240,17 +240,17 @@ static nu_status tokenize_prompt(gen_request *r, const nu_model *m, const char *
 }
 
 static nu_status check_prompt(const nu_scheduler *s, const gen_request *r, nu_error *err) {
-    int32_t n_vocab = nu_model_n_vocab(s->ctx->model);
+    int32_t n_vocab = nu_model_n_vocab(nu_context_model(s->ctx));
     if (r->n_prompt == 0)
         return nu_fail(err, NU_ERR_INVALID_ARG, "the prompt is empty (and the model adds no BOS)");
-    if (r->n_prompt >= s->ctx->params.n_ctx)
+    if (r->n_prompt >= nu_context_n_ctx(s->ctx))
         return nu_fail(err, NU_ERR_CONTEXT_FULL, "the prompt has %d tokens; the context holds %d",
-                       r->n_prompt, s->ctx->params.n_ctx);
-    if (r->p.n > s->ctx->params.n_seq_max)
+                       r->n_prompt, nu_context_n_ctx(s->ctx));
+    if (r->p.n > nu_context_n_seq_max(s->ctx))
         return nu_fail(err, NU_ERR_INVALID_ARG,
                        "n = %d samples, but the context has only %d "
                        "sequences",
-                       r->p.n, s->ctx->params.n_seq_max);
+                       r->p.n, nu_context_n_seq_max(s->ctx));
     for (int32_t i = 0; i < r->n_prompt; i++)
         if (r->prompt[i] < 0 || r->prompt[i] >= n_vocab)
             return nu_fail(err, NU_ERR_INVALID_ARG, "prompt token %d (%d) is not in the vocabulary",
@@ -285,7 +285,7 @@ static nu_status check_speculation(const nu_scheduler *s, gen_request *r, nu_err
  * buffers, all sized once here. */
 static nu_status make_spec_sample(const nu_scheduler *s, gen_request *r, gen_sample *g,
                                   const nu_sampler_params *sampling, nu_error *err) {
-    int32_t n_vocab = nu_model_n_vocab(s->ctx->model);
+    int32_t n_vocab = nu_model_n_vocab(nu_context_model(s->ctx));
     nu_spec_sample *sp = g->spec = calloc(1, sizeof *sp);
     if (!sp) return nu_fail(err, NU_ERR_NOMEM, "out of memory");
     sp->sp = s->sp;
@@ -295,7 +295,7 @@ static nu_status make_spec_sample(const nu_scheduler *s, gen_request *r, gen_sam
     }
     nu_spec_length_init(&sp->len, &sp->sp);
     nu_rng_seed(&sp->rng, sampling->seed ^ 0x9e3779b97f4a7c15ull); /* apart from the sampler's */
-    sp->toks = malloc(((size_t)s->ctx->params.n_ctx + 1) * sizeof *sp->toks);
+    sp->toks = malloc(((size_t)nu_context_n_ctx(s->ctx) + 1) * sizeof *sp->toks);
     sp->draft = malloc((size_t)sp->sp.draft_max * sizeof *sp->draft);
     if (s->dft) sp->q = malloc((size_t)sp->sp.draft_max * (size_t)n_vocab * sizeof *sp->q);
     if (!sp->toks || !sp->draft || (s->dft && !sp->q))
@@ -305,13 +305,13 @@ static nu_status make_spec_sample(const nu_scheduler *s, gen_request *r, gen_sam
     if (!s->dft) return NU_OK;
     nu_sampler_params dp = *sampling;
     dp.seed ^= 0x5bd1e995u; /* the draft's own stream */
-    nu_status st = nu_sampler_new_for_model(&dp, s->ctx->model, &sp->ds, err);
+    nu_status st = nu_sampler_new_for_model(&dp, nu_context_model(s->ctx), &sp->ds, err);
     if (st == NU_OK) nu_sampler_accept_prompt(sp->ds, r->prompt, r->n_prompt);
     return st;
 }
 
 static nu_status make_samples(const nu_scheduler *s, gen_request *r, nu_error *err) {
-    const nu_model *m = s->ctx->model;
+    const nu_model *m = nu_context_model(s->ctx);
     r->samples = calloc((size_t)r->p.n, sizeof *r->samples);
     if (!r->samples) return nu_fail(err, NU_ERR_NOMEM, "out of memory");
     for (int32_t i = 0; i < r->p.n; i++) {
@@ -347,7 +347,7 @@ nu_status nu_scheduler_submit(nu_scheduler *s, const char *text, const int32_t *
     r->results = results;
     st = copy_params(r, params, err);
     if (st == NU_OK && text) {
-        st = tokenize_prompt(r, s->ctx->model, text, err);
+        st = tokenize_prompt(r, nu_context_model(s->ctx), text, err);
     } else if (st == NU_OK) {
         r->prompt = malloc((n_tokens + 1) * sizeof(int32_t));
         if (!r->prompt)
@@ -387,7 +387,7 @@ static int32_t common_prefix(const int32_t *a, int32_t na, const int32_t *b, int
 static int32_t free_sequences(const nu_scheduler *s, const gen_request *r, int32_t *seqs,
                               int32_t *best_prefix) {
     int32_t n = 0, best = -1, best_len = -1;
-    for (int32_t q = 0; q < s->ctx->params.n_seq_max; q++) {
+    for (int32_t q = 0; q < nu_context_n_seq_max(s->ctx); q++) {
         if (s->owner[q]) continue;
         seqs[n++] = q;
         int32_t len;
@@ -468,7 +468,7 @@ static void finish_request_if_done(gen_request *r) {
 /* ---- one step ----------------------------------------------------------- */
 
 static int32_t free_cells(const nu_context *c) {
-    return c->kv.n_cells - c->kv.used;
+    return nu_kv_n_cells(c) - nu_kv_used(c);
 }
 
 /* Frees the cells idle sequences keep in c (the target's or the draft's
@@ -476,7 +476,7 @@ static int32_t free_cells(const nu_context *c) {
 static void evict_idle(nu_scheduler *s, nu_context *c, int32_t need) {
     while (free_cells(c) < need) {
         int32_t victim = -1;
-        for (int32_t q = 0; q < c->params.n_seq_max; q++) {
+        for (int32_t q = 0; q < nu_context_n_seq_max(c); q++) {
             bool has_cells = nu_kv_seq_pos_max(c, q) >= 0;
             if (s->owner[q] || !has_cells) continue;
             if (victim < 0 || s->last_used[q] < s->last_used[victim]) victim = q;
@@ -498,7 +498,7 @@ static nu_finish_reason ends_after_token(const nu_scheduler *s, const gen_sample
     const nu_generate_params *p = &g->req->p;
     if (nu_sampler_grammar_must_end(g->sampler)) return NU_FINISH_STOP;
     if (p->n_predict >= 0 && g->out.res->n_tokens >= p->n_predict) return NU_FINISH_LENGTH;
-    if (g->n_pos >= s->ctx->params.n_ctx) return NU_FINISH_CONTEXT;
+    if (g->n_pos >= nu_context_n_ctx(s->ctx)) return NU_FINISH_CONTEXT;
     return NU_FINISH_NONE;
 }
 
@@ -509,7 +509,7 @@ static nu_finish_reason emit_token(nu_scheduler *s, gen_sample *g, int32_t tok,
     gen_request *r = g->req;
     nu_sampler_accept(g->sampler, tok);
     nu_finish_reason why;
-    if (nu_token_is_eog(s->ctx->model, tok)) {
+    if (nu_token_is_eog(nu_context_model(s->ctx), tok)) {
         why = NU_FINISH_EOS;
     } else if (is_stop_token(r, tok)) {
         why = NU_FINISH_STOP;
@@ -574,7 +574,7 @@ static void nu_spec_advance(nu_scheduler *s, gen_sample *g, int32_t entry) {
                                   .n_draft = sp->n_draft,
                                   .q = s->dft ? sp->q : NULL,
                                   .pbuf = s->pbuf,
-                                  .n_vocab = nu_model_n_vocab(s->ctx->model),
+                                  .n_vocab = nu_model_n_vocab(nu_context_model(s->ctx)),
                                   .rng = &sp->rng,
                                   .emit = nu_spec_emit,
                                   .user = &ec};
@@ -632,9 +632,10 @@ static int32_t add_decode_entries(nu_scheduler *s, int32_t *n_drafts) {
                 continue;
             }
             evict_idle(s, s->ctx, n + 1 + n_draft);
-            if (n + 1 + n_draft > s->ctx->params.n_batch || free_cells(s->ctx) < n + 1 + n_draft) {
+            if (n + 1 + n_draft > nu_context_n_batch(s->ctx) ||
+                free_cells(s->ctx) < n + 1 + n_draft) {
                 if (g->spec) g->spec->n_draft = 0;
-                if (n >= s->ctx->params.n_batch || free_cells(s->ctx) < n + 1) {
+                if (n >= nu_context_n_batch(s->ctx) || free_cells(s->ctx) < n + 1) {
                     finish_sample(s, g, NU_FINISH_CONTEXT);
                     continue;
                 }
@@ -664,7 +665,7 @@ static bool drafting(const gen_sample *g) {
  * still generate (the pass emits one more than it accepts) and the context
  * (the last token drawn must have a position). */
 static int32_t proposal_limit(const nu_scheduler *s, const gen_sample *g) {
-    int32_t limit = s->ctx->params.n_ctx - g->n_pos - 2;
+    int32_t limit = nu_context_n_ctx(s->ctx) - g->n_pos - 2;
     const nu_generate_params *p = &g->req->p;
     if (p->n_predict >= 0 && p->n_predict - g->out.res->n_tokens - 1 < limit)
         limit = p->n_predict - g->out.res->n_tokens - 1;
@@ -692,7 +693,7 @@ static void plan_proposals(nu_scheduler *s) {
             want += g->spec->k;
         }
     }
-    int32_t batch_room = s->ctx->params.n_batch - pending;
+    int32_t batch_room = nu_context_n_batch(s->ctx) - pending;
     if (prompts_wait) batch_room /= 2;
     evict_idle(s, s->ctx, pending + want);
     int32_t cell_room = free_cells(s->ctx) - pending;
@@ -717,7 +718,7 @@ static nu_status draft_flush(nu_scheduler *s, int32_t *n, nu_error *err) {
     nu_status st = nu_decode(s->dft, s->dbatch, *n, err);
     if (st) return st;
     s->stats.draft_passes++;
-    int32_t n_vocab = nu_model_n_vocab(s->ctx->model);
+    int32_t n_vocab = nu_model_n_vocab(nu_context_model(s->ctx));
     for (int32_t e = 0; e < *n; e++) {
         gen_sample *g = s->downer[e];
         if (!g) continue;
@@ -734,7 +735,7 @@ static nu_status draft_flush(nu_scheduler *s, int32_t *n, nu_error *err) {
  * the sample whose next proposal comes from its logits, or NULL. */
 static nu_status draft_add(nu_scheduler *s, int32_t *n, nu_batch_entry e, gen_sample *owner,
                            nu_error *err) {
-    if (*n == s->dft->params.n_batch) {
+    if (*n == nu_context_n_batch(s->dft)) {
         nu_status st = draft_flush(s, n, err);
         if (st) return st;
     }
@@ -848,13 +849,13 @@ static nu_status draft_prefill(nu_scheduler *s, nu_error *err) {
 
 /* Adds prompt chunks of requests being read, with the room left. */
 static int32_t add_prefill_entries(nu_scheduler *s, int32_t n) {
-    for (gen_request *r = s->head; r && n < s->ctx->params.n_batch; r = r->next) {
+    for (gen_request *r = s->head; r && n < nu_context_n_batch(s->ctx); r = r->next) {
         if (r->state == REQ_QUEUED && !start_request(s, r)) break; /* keep arrival order */
         if (r->state != REQ_PREFILL) continue;
         r->first_entry = -1;
         r->last_entry = -1;
         evict_idle(s, s->ctx, n + (r->n_prompt - r->n_read));
-        int32_t room = s->ctx->params.n_batch - n, cells = free_cells(s->ctx) - n;
+        int32_t room = nu_context_n_batch(s->ctx) - n, cells = free_cells(s->ctx) - n;
         int32_t k = r->n_prompt - r->n_read;
         if (k > room) k = room;
         if (k > cells) k = cells;

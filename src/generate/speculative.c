@@ -20,7 +20,7 @@
 
 #include "speculative.h"
 
-#include "context.h"
+#include "nucleus.h"
 #include "error.h"
 #include "gen_output.h"
 
@@ -219,7 +219,7 @@ typedef struct nu_spec_state {
 static nu_status catch_up(nu_context *ctx, nu_spec_state *s, int32_t from, int32_t to,
                           int32_t *last_entry, nu_error *err) {
     *last_entry = -1;
-    int32_t nb = ctx->params.n_batch;
+    int32_t nb = nu_context_n_batch(ctx);
     for (int32_t start = from; start < to; start += nb) {
         int32_t k = to - start < nb ? to - start : nb;
         for (int32_t i = 0; i < k; i++)
@@ -261,7 +261,7 @@ static void rollback(nu_context *ctx, int32_t *cached, int32_t keep) {
 /* Appends an emitted token (nu_spec_emit_fn); returns a finish reason or NU_FINISH_NONE. */
 static nu_finish_reason emit(void *user, int32_t tok, const float *logits) {
     nu_spec_state *s = user;
-    const nu_model *m = s->tgt->model;
+    const nu_model *m = nu_context_model(s->tgt);
     nu_sampler_accept(s->ts, tok);
     if (nu_token_is_eog(m, tok)) return NU_FINISH_EOS;
     for (int32_t i = 0; i < s->p->n_stop_tokens; i++)
@@ -271,14 +271,14 @@ static nu_finish_reason emit(void *user, int32_t tok, const float *logits) {
         nu_gen_output_token(&s->out, tok, logits, nu_sampler_last_candidates(s->ts));
     if (why != NU_FINISH_NONE) return why;
     if (s->p->n_predict >= 0 && s->out.res->n_tokens >= s->p->n_predict) return NU_FINISH_LENGTH;
-    if (s->n_toks >= s->tgt->params.n_ctx) return NU_FINISH_CONTEXT;
+    if (s->n_toks >= nu_context_n_ctx(s->tgt)) return NU_FINISH_CONTEXT;
     if (nu_sampler_grammar_must_end(s->ts)) return NU_FINISH_STOP;
     return NU_FINISH_NONE;
 }
 
 /* One pass: propose, verify in one target batch, roll back what was rejected. */
 static nu_status pass(nu_spec_state *s, nu_finish_reason *why, nu_error *err) {
-    int32_t limit = s->tgt->params.n_ctx - s->n_toks - 1, n_draft = 0;
+    int32_t limit = nu_context_n_ctx(s->tgt) - s->n_toks - 1, n_draft = 0;
     if (s->p->n_predict >= 0 && s->p->n_predict - s->out.res->n_tokens - 1 < limit)
         limit = s->p->n_predict - s->out.res->n_tokens - 1;
     int32_t k = nu_spec_length_next(&s->len, limit);
@@ -334,31 +334,32 @@ static nu_status check_params(const nu_context *tgt, const nu_generate_params *p
     if (p->n != 1)
         return nu_fail(err, NU_ERR_INVALID_ARG, "speculative decoding makes one sample (n = %d)",
                        p->n);
-    return nu_spec_params_check(sp, tgt->model, sp->draft ? sp->draft->model : NULL,
-                                tgt->params.n_batch, err);
+    return nu_spec_params_check(sp, nu_context_model(tgt),
+                                sp->draft ? nu_context_model(sp->draft) : NULL,
+                                nu_context_n_batch(tgt), err);
 }
 
 static nu_status setup(nu_spec_state *s, const char *prompt, nu_error *err) {
-    const nu_model *m = s->tgt->model;
+    const nu_model *m = nu_context_model(s->tgt);
     size_t len = strlen(prompt), n = 0;
     s->n_vocab = nu_model_n_vocab(m);
-    s->cap = s->tgt->params.n_ctx + 1;
+    s->cap = nu_context_n_ctx(s->tgt) + 1;
     if ((size_t)s->cap < len + 8) s->cap = (int32_t)len + 8;
     s->toks = malloc((size_t)s->cap * sizeof *s->toks);
     s->draft = malloc((size_t)s->sp->draft_max * sizeof *s->draft);
     s->q = malloc((size_t)s->sp->draft_max * s->n_vocab * sizeof *s->q);
     s->pbuf = malloc((size_t)s->n_vocab * sizeof *s->pbuf);
-    s->batch = malloc((size_t)s->tgt->params.n_batch * sizeof *s->batch);
+    s->batch = malloc((size_t)nu_context_n_batch(s->tgt) * sizeof *s->batch);
     if (!s->toks || !s->draft || !s->q || !s->pbuf || !s->batch)
         return nu_fail(err, NU_ERR_NOMEM, "out of memory for speculative decoding");
     unsigned flags = (s->p->add_bos ? NU_TOKENIZE_ADD_BOS : 0) |
                      (s->p->parse_special ? NU_TOKENIZE_PARSE_SPECIAL : 0);
     nu_status st = nu_tokenize(m, prompt, len, flags, s->toks, (size_t)s->cap, &n, err);
     if (st) return st;
-    if (n == 0 || n >= (size_t)s->tgt->params.n_ctx)
+    if (n == 0 || n >= (size_t)nu_context_n_ctx(s->tgt))
         return nu_fail(err, NU_ERR_CONTEXT_FULL, "the prompt has %zu tokens; the context holds %d",
-                       n, s->tgt->params.n_ctx);
-    if (s->sp->draft && n >= (size_t)s->sp->draft->params.n_ctx)
+                       n, nu_context_n_ctx(s->tgt));
+    if (s->sp->draft && n >= (size_t)nu_context_n_ctx(s->sp->draft))
         return nu_fail(err, NU_ERR_CONTEXT_FULL, "the prompt does not fit the draft's context");
     s->n_toks = s->n_prompt = (int32_t)n;
     nu_sampler_params dp = s->p->sampling;
@@ -411,7 +412,7 @@ nu_status nu_generate_speculative(nu_context *target, const char *prompt,
     nu_spec_state s = {.tgt = target, .dft = sp->draft, .p = params, .sp = sp, .stats = stats};
     double t0 = nu_time_ms();
     if ((st = setup(&s, prompt, err)) == NU_OK) {
-        nu_gen_output_init(&s.out, result, params, target->model, 0);
+        nu_gen_output_init(&s.out, result, params, nu_context_model(target), 0);
         result->n_prompt = s.n_prompt;
         if (params->echo) nu_gen_output_echo(&s.out, s.toks, s.n_prompt);
         int32_t unused;

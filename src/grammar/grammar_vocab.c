@@ -335,10 +335,6 @@ nu_status nu_choices_to_gbnf(const char *const *choices, size_t n, char **gbnf, 
     return take_text(NU_OK, &b, gbnf, err);
 }
 
-void nu_gbnf_free(char *gbnf) {
-    free(gbnf);
-}
-
 /* ------------------------------------------------------------------------ */
 /* States                                                                   */
 /* ------------------------------------------------------------------------ */

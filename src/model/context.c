@@ -150,6 +150,12 @@ const nu_model *nu_context_model(const nu_context *c) {
 int32_t nu_context_n_ctx(const nu_context *c) {
     return c->params.n_ctx;
 }
+int32_t nu_context_n_batch(const nu_context *c) {
+    return c->params.n_batch;
+}
+int32_t nu_context_n_seq_max(const nu_context *c) {
+    return c->params.n_seq_max;
+}
 int32_t nu_context_n_threads(const nu_context *c) {
     return c->params.n_threads;
 }
@@ -215,6 +221,9 @@ const int32_t *nu_context_seq_tokens(const nu_context *c, int32_t seq, int32_t *
 }
 int32_t nu_kv_used(const nu_context *c) {
     return c->kv.used;
+}
+int32_t nu_kv_n_cells(const nu_context *c) {
+    return c->kv.n_cells;
 }
 
 static bool seq_ok(const nu_context *c, int32_t seq) {

@@ -76,12 +76,6 @@ void nu_kv_cache_store(nu_kv_cache *c, bool value, int32_t layer, int32_t cell, 
     }
 }
 
-const void *nu_kv_cache_row(const nu_kv_cache *c, bool value, int32_t layer, int32_t cell) {
-    size_t idx = ((size_t)layer * (size_t)c->n_cells + (size_t)cell) * (size_t)c->kv_dim;
-    const char *base = value ? c->v : c->k;
-    return base + idx * c->elem_bytes;
-}
-
 /* Insertion into a list kept sorted by position: sequences are filled in
  * position order, so each insertion is usually at the end. */
 int32_t nu_kv_cache_seq_cells(const nu_kv_cache *c, int32_t seq, int32_t *cells, int32_t cap) {

@@ -43,9 +43,8 @@ bool nu_kv_cache_claim(nu_kv_cache *c, int32_t n, const int32_t *seq, const int3
 void nu_kv_cache_release(nu_kv_cache *c, int32_t n, const int32_t *cells);
 
 /* Writes one position's key or value row for a layer (converting to the
- * cache's type), and reads a stored row back as floats. */
+ * cache's type). */
 void nu_kv_cache_store(nu_kv_cache *c, bool value, int32_t layer, int32_t cell, const float *row);
-const void *nu_kv_cache_row(const nu_kv_cache *c, bool value, int32_t layer, int32_t cell);
 
 /* The cells of seq sorted by position; returns their count (at most cap). */
 int32_t nu_kv_cache_seq_cells(const nu_kv_cache *c, int32_t seq, int32_t *cells, int32_t cap);

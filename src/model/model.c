@@ -21,6 +21,8 @@ const nu_vocab *nu_model_vocab(const nu_model *m) {
     return m->vocab;
 }
 
+static nu_status index_names(nu_model *m, nu_error *err);
+
 /* Copies a metadata string into a fixed buffer (truncating); "" when absent. */
 static void copy_meta_str(const nu_gguf_file *f, const char *key, char *dst, size_t cap) {
     nu_gguf_string s;
@@ -323,6 +325,7 @@ nu_status nu_model_load(const char *path, const nu_model_params *params, nu_mode
     m->mode = params->mode;
     nu_kernels_init();
     nu_status st = nu_gguf_open(path, &m->file, err);
+    if (st == NU_OK) st = index_names(m, err);
     if (st == NU_OK) st = load_model_parts(m, err);
     if (st != NU_OK) {
         nu_model_free(m);
@@ -334,10 +337,7 @@ nu_status nu_model_load(const char *path, const nu_model_params *params, nu_mode
 
 void nu_model_free(nu_model *m) {
     if (!m) return;
-    if (m->meta_keys) {
-        for (uint64_t i = 0; i < m->file->n_kv; i++) free(m->meta_keys[i]);
-        free(m->meta_keys);
-    }
+    free(m->meta_keys); /* one allocation with the types and tensor names */
     free(m->layers);
     if (m->packed) munmap(m->packed, m->packed_bytes);
     nu_vocab_free(m->vocab);
@@ -373,35 +373,57 @@ int64_t nu_model_meta_count(const nu_model *m) {
     return (int64_t)m->file->n_kv;
 }
 
+/* NUL-terminated copies of the names in the file (metadata keys and type
+ * names, tensor names), made once at load in one allocation, so that the
+ * queries below read a shared model without writing to it. */
+static nu_status index_names(nu_model *m, nu_error *err) {
+    const nu_gguf_file *f = m->file;
+    size_t bytes = 0;
+    char type[48];
+    for (uint64_t i = 0; i < f->n_kv; i++) bytes += f->kv[i].key.len + 1 + sizeof type;
+    for (uint64_t i = 0; i < f->n_tensors; i++) bytes += f->tensors[i].name.len + 1;
+    size_t n_ptrs = 2 * f->n_kv + f->n_tensors;
+    char **ptrs = malloc(n_ptrs * sizeof *ptrs + bytes + 1);
+    if (!ptrs) return nu_fail(err, NU_ERR_NOMEM, "out of memory indexing the file's names");
+    char *at = (char *)(ptrs + n_ptrs);
+    m->meta_keys = ptrs;
+    m->meta_types = ptrs + f->n_kv;
+    m->tensor_names = ptrs + 2 * f->n_kv;
+    for (uint64_t i = 0; i < f->n_kv; i++) {
+        nu_gguf_string k = f->kv[i].key;
+        const nu_gguf_value *v = &f->kv[i].value;
+        m->meta_keys[i] = at;
+        memcpy(at, k.data, k.len);
+        at += k.len;
+        *at++ = 0;
+        if (v->type == GGUF_ARRAY)
+            snprintf(type, sizeof type, "arr[%s,%" PRIu64 "]",
+                     nu_gguf_type_name(v->v.arr.elem_type), v->v.arr.n);
+        else
+            snprintf(type, sizeof type, "%s", nu_gguf_type_name(v->type));
+        m->meta_types[i] = at;
+        size_t n = strlen(type) + 1;
+        memcpy(at, type, n);
+        at += n;
+    }
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        nu_gguf_string name = f->tensors[i].name;
+        m->tensor_names[i] = at;
+        memcpy(at, name.data, name.len);
+        at += name.len;
+        *at++ = 0;
+    }
+    return NU_OK;
+}
+
 const char *nu_model_meta_key(const nu_model *m, int64_t i) {
     if (i < 0 || (uint64_t)i >= m->file->n_kv) return NULL;
-    /* Keys are not NUL-terminated in the file: keep NUL-terminated copies,
-     * made on first use (the model is otherwise immutable; this cache is
-     * filled once and guarded by the caller's single-thread use of info). */
-    nu_model *mm = (nu_model *)m;
-    if (!mm->meta_keys) {
-        mm->meta_keys = calloc((size_t)m->file->n_kv, sizeof(char *));
-        if (!mm->meta_keys) return NULL;
-    }
-    if (!mm->meta_keys[i]) {
-        nu_gguf_string k = m->file->kv[i].key;
-        char *s = malloc(k.len + 1);
-        if (!s) return NULL;
-        memcpy(s, k.data, k.len);
-        s[k.len] = 0;
-        mm->meta_keys[i] = s;
-    }
-    return mm->meta_keys[i];
+    return m->meta_keys[i];
 }
 
 const char *nu_model_meta_type(const nu_model *m, int64_t i) {
-    static __thread char buf[48];
     if (i < 0 || (uint64_t)i >= m->file->n_kv) return NULL;
-    const nu_gguf_value *v = &m->file->kv[i].value;
-    if (v->type != GGUF_ARRAY) return nu_gguf_type_name(v->type);
-    snprintf(buf, sizeof buf, "arr[%s,%" PRIu64 "]", nu_gguf_type_name(v->v.arr.elem_type),
-             v->v.arr.n);
-    return buf;
+    return m->meta_types[i];
 }
 
 /* A growing output buffer that counts what it could not hold. */
@@ -493,13 +515,9 @@ int64_t nu_model_tensor_count(const nu_model *m) {
 }
 
 bool nu_model_tensor(const nu_model *m, int64_t i, nu_tensor_info *out) {
-    static __thread char name[256];
     if (i < 0 || (uint64_t)i >= m->file->n_tensors) return false;
     const nu_gguf_tensor *t = &m->file->tensors[i];
-    size_t n = t->name.len < sizeof name - 1 ? (size_t)t->name.len : sizeof name - 1;
-    memcpy(name, t->name.data, n);
-    name[n] = 0;
-    out->name = name;
+    out->name = m->tensor_names[i];
     out->type_name = nu_type_get(t->type)->name;
     out->n_dims = t->n_dims;
     memcpy(out->ne, t->ne, sizeof out->ne);

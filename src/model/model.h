@@ -56,8 +56,10 @@ struct nu_model {
     nu_layer *layers;
     void *packed; /* the matrices' panel copies (nu_matrix_pack), one mapping */
     size_t packed_bytes;
-    /* metadata keys rendered once for nu_model_meta_* */
-    char **meta_keys;
+    /* NUL-terminated names, made at load (one allocation, meta_keys owns it) */
+    char **meta_keys;    /* [n_kv] */
+    char **meta_types;   /* [n_kv] "u32", "arr[str,32000]", ... */
+    char **tensor_names; /* [n_tensors] */
 };
 
 /* The model's matrices (output, then each layer's seven), as the forward
