@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "arch.h"
 #include "error.h"
 
 nu_context_params nu_context_default_params(void) {
@@ -21,45 +22,125 @@ static int32_t default_threads(void) {
     return n < 1 ? 1 : n > 256 ? 256 : (int32_t)n;
 }
 
-static int32_t q_dim(const nu_hparams *hp) {
-    return hp->n_head * hp->head_dim;
-}
-static int32_t kv_dim(const nu_hparams *hp) {
-    return hp->n_head_kv * hp->head_dim;
-}
-static int32_t max_i32(int32_t a, int32_t b) {
+static int64_t max64(int64_t a, int64_t b) {
     return a > b ? a : b;
+}
+
+void nu_scratch_dims_of(const nu_model *m, nu_scratch_dims *d) {
+    const nu_hparams *hp = &m->hp;
+    memset(d, 0, sizeof *d);
+    d->embd = hp->n_embd;
+    d->vocab = hp->n_vocab;
+    d->experts = hp->n_expert;
+    d->experts_used = hp->n_expert_used;
+    d->ff = hp->n_expert > 0 ? hp->n_ff_exp : 0;
+    d->up = d->ff;
+    for (int32_t i = 0; i < hp->n_rope; i++) d->rot = max64(d->rot, hp->rope[i].n_rot);
+    for (int32_t il = 0; il < hp->n_layer; il++) {
+        const nu_layer_hp *l = &hp->layer[il];
+        d->q = max64(d->q, (int64_t)l->n_head * l->head_dim);
+        d->kv = max64(d->kv, (int64_t)l->n_head_kv * l->head_dim);
+        d->v = max64(d->v, (int64_t)l->n_head_kv * l->head_dim_v);
+        d->attn = max64(d->attn, (int64_t)l->n_head * l->head_dim_v);
+        d->ff = max64(d->ff, l->n_ff);
+        d->up = max64(d->up, l->n_ff);
+        if (m->layers && m->layers[il].wqkv.data) d->qkv = max64(d->qkv, d->q + d->kv + d->v);
+        if (m->layers && m->layers[il].w_up.data && m->layers[il].w_up.n_out == 2 * l->n_ff)
+            d->up = max64(d->up, 2 * (int64_t)l->n_ff);
+    }
 }
 
 /* The largest activation-conversion buffer any of the model's products needs. */
 static size_t matmul_scratch(const nu_model *m, int32_t n_batch) {
-    size_t best = nu_matmul_scratch_bytes(m->output.type, m->hp.n_embd, n_batch);
-    for (int32_t il = 0; il < m->hp.n_layer; il++) {
-        const nu_layer *l = &m->layers[il];
-        const nu_matrix *mats[] = {&l->wq,     &l->wk,   &l->wv,    &l->wo,
-                                   &l->w_gate, &l->w_up, &l->w_down};
-        for (size_t i = 0; i < sizeof mats / sizeof *mats; i++) {
-            size_t b = nu_matmul_scratch_bytes(mats[i]->type, mats[i]->n_in, n_batch);
-            if (b > best) best = b;
-        }
+    int32_t n = nu_model_weights(m, NULL, 0);
+    nu_weight *ws = malloc(sizeof *ws * (size_t)(n > 0 ? n : 1));
+    if (!ws) return SIZE_MAX;
+    nu_model_weights(m, ws, n);
+    size_t best = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const nu_matrix *W = ws[i].m ? ws[i].m : &ws[i].experts->m;
+        size_t b = nu_matmul_scratch_bytes(W->type, W->n_in, n_batch);
+        if (b > best) best = b;
     }
-    return best;
+    free(ws);
+    return best + 64;
 }
 
-uint64_t nu_scratch_bytes(const nu_hparams *hp, int32_t n_ctx, int32_t n_batch, int32_t n_seq,
+/* Every scratch buffer with its size: one list that allocation and the
+ * memory estimate both read. */
+typedef struct scratch_buf {
+    void **p;
+    size_t bytes;
+} scratch_buf;
+
+enum { N_SCRATCH = 23 };
+
+static void scratch_plan(const nu_model *m, const nu_scratch_dims *d, nu_scratch *s,
+                         int32_t **seq_tokens, int32_t n_ctx, int32_t n_batch, int32_t n_seq,
+                         int32_t n_threads, scratch_buf *out) {
+    const size_t nb = (size_t)n_batch, f = sizeof(float), i = sizeof(int32_t);
+    const size_t moe = d->experts > 0 ? 1 : 0;
+    int k = 0;
+#define BUF(field, n) out[k++] = (scratch_buf){(void **)&(field), (n)}
+    BUF(s->x, nb * (size_t)d->embd * f);
+    BUF(s->xb, nb * (size_t)max64(d->embd, d->attn) * f);
+    BUF(s->xn, nb * (size_t)d->embd * f);
+    BUF(s->q, nb * (size_t)max64(d->embd, d->q) * f);
+    BUF(s->k, nb * (size_t)d->kv * f);
+    BUF(s->v, nb * (size_t)d->v * f);
+    BUF(s->qkv, nb * (size_t)d->qkv * f);
+    BUF(s->gate, nb * (size_t)d->ff * f);
+    BUF(s->up, nb * (size_t)d->up * f);
+    BUF(s->rope, (size_t)NU_MAX_ROPES * nb * (size_t)d->rot * f);
+    BUF(s->scores, (size_t)n_threads * NU_ATTN_HEADS * (size_t)n_ctx * f);
+    BUF(s->matmul, matmul_scratch(m, n_batch));
+    BUF(s->router, moe * nb * (size_t)d->experts * f);
+    BUF(s->sel, moe * nb * (size_t)d->experts_used * i);
+    BUF(s->sel_w, moe * nb * (size_t)d->experts_used * f);
+    BUF(s->by_expert, moe * nb * (size_t)d->experts_used * 2 * i);
+    BUF(s->expert_end, moe * (size_t)d->experts * i);
+    BUF(s->xg, moe * nb * (size_t)d->embd * f);
+    BUF(s->yg, moe * nb * (size_t)d->embd * f);
+    BUF(s->cells, nb * i);
+    BUF(s->out_rows, nb * i);
+    BUF(s->seq_cells, (size_t)n_seq * (size_t)n_ctx * i);
+    BUF(*seq_tokens, (size_t)n_seq * (size_t)n_ctx * i);
+#undef BUF
+    (void)k;
+}
+
+uint64_t nu_scratch_bytes(const nu_model *m, int32_t n_ctx, int32_t n_batch, int32_t n_seq,
                           int32_t n_threads) {
-    uint64_t f = 0;
-    f += (uint64_t)n_batch * (uint64_t)hp->n_embd;                     /* x */
-    f += (uint64_t)n_batch * (uint64_t)max_i32(hp->n_embd, q_dim(hp)); /* xb */
-    f += (uint64_t)n_batch * (uint64_t)(q_dim(hp) + 2 * kv_dim(hp));   /* q, k, v */
-    f += 2 * (uint64_t)n_batch * (uint64_t)hp->n_ff;                   /* gate, up */
-    f += (uint64_t)n_batch * (uint64_t)hp->n_rot;                      /* rope */
-    f += (uint64_t)n_threads * NU_ATTN_HEADS * (uint64_t)n_ctx;        /* scores */
-    f += (uint64_t)n_seq * (uint64_t)hp->n_vocab;                      /* logits */
-    uint64_t ints = (uint64_t)n_batch * 2 + (uint64_t)n_seq * (uint64_t)n_ctx;
-    /* activation conversion: at most one float per input element */
-    uint64_t conv = (uint64_t)n_batch * (uint64_t)max_i32(hp->n_ff, max_i32(hp->n_embd, q_dim(hp)));
-    return 4 * (f + ints + conv);
+    nu_scratch_dims d;
+    nu_scratch_dims_of(m, &d);
+    nu_scratch s;
+    int32_t *toks;
+    scratch_buf bufs[N_SCRATCH];
+    scratch_plan(m, &d, &s, &toks, n_ctx, n_batch, n_seq, n_threads, bufs);
+    uint64_t total = (uint64_t)n_seq * (uint64_t)d.vocab * sizeof(float); /* logits */
+    for (int i = 0; i < N_SCRATCH; i++) total += bufs[i].bytes;
+    return total;
+}
+
+/* Row sizes of each cache plane. */
+static void kv_plane_dims(const nu_hparams *hp, int32_t *k_dim, int32_t *v_dim) {
+    for (int32_t il = 0; il < hp->n_layer; il++) {
+        const nu_layer_hp *l = &hp->layer[il];
+        k_dim[l->kv_slot] = l->n_head_kv * l->head_dim;
+        v_dim[l->kv_slot] = l->n_head_kv * l->head_dim_v;
+    }
+}
+
+/* LongRoPE's factors: the long set when the context is longer than the
+ * original one, else the short set. Other RoPEs keep the file's. */
+static void choose_rope_factors(nu_context *c) {
+    const nu_model *m = c->model;
+    for (int32_t i = 0; i < m->hp.n_rope; i++) {
+        const nu_rope *r = &m->hp.rope[i];
+        c->rope_factors[i] = r->freq_factors;
+        if (i == 0 && r->scaling == NU_ROPE_SCALING_LONGROPE)
+            c->rope_factors[i] = c->params.n_ctx > r->orig_ctx ? m->rope_long : m->rope_short;
+    }
 }
 
 static nu_status check_params(const nu_model *m, nu_context_params *p, nu_error *err) {
@@ -69,6 +150,11 @@ static nu_status check_params(const nu_model *m, nu_context_params *p, nu_error 
     if (p->n_threads == 0) p->n_threads = default_threads();
     if (p->n_ctx < 1 || p->n_ctx > (1 << 24))
         return nu_fail(err, NU_ERR_INVALID_ARG, "n_ctx %d is out of range (1..16777216)", p->n_ctx);
+    if (m->pos_embd.data && p->n_ctx > m->hp.n_ctx_train)
+        return nu_fail(err, NU_ERR_INVALID_ARG,
+                       "n_ctx %d is beyond the %d positions the model learned (it has no "
+                       "rotary positions to extend)",
+                       p->n_ctx, m->hp.n_ctx_train);
     if (p->n_batch < 1 || p->n_batch > (1 << 16))
         return nu_fail(err, NU_ERR_INVALID_ARG, "n_batch %d is out of range (1..65536)",
                        p->n_batch);
@@ -84,28 +170,31 @@ static nu_status check_params(const nu_model *m, nu_context_params *p, nu_error 
 }
 
 static nu_status alloc_scratch(nu_context *c, nu_error *err) {
-    const nu_hparams *hp = &c->model->hp;
     const nu_context_params *p = &c->params;
-    size_t nb = (size_t)p->n_batch;
-    nu_scratch *s = &c->s;
-    s->x = malloc(nb * (size_t)hp->n_embd * sizeof(float));
-    s->xb = malloc(nb * (size_t)max_i32(hp->n_embd, q_dim(hp)) * sizeof(float));
-    s->q = malloc(nb * (size_t)max_i32(hp->n_embd, q_dim(hp)) * sizeof(float));
-    s->k = malloc(nb * (size_t)kv_dim(hp) * sizeof(float));
-    s->v = malloc(nb * (size_t)kv_dim(hp) * sizeof(float));
-    s->gate = malloc(nb * (size_t)hp->n_ff * sizeof(float));
-    s->up = malloc(nb * (size_t)hp->n_ff * sizeof(float));
-    s->rope = malloc(nb * (size_t)hp->n_rot * sizeof(float) + sizeof(float));
-    s->scores = malloc((size_t)p->n_threads * NU_ATTN_HEADS * (size_t)p->n_ctx * sizeof(float));
-    s->matmul = malloc(matmul_scratch(c->model, p->n_batch) + 64);
-    s->cells = malloc(nb * sizeof(int32_t));
-    s->out_rows = malloc(nb * sizeof(int32_t));
-    s->seq_cells = malloc((size_t)p->n_seq_max * (size_t)p->n_ctx * sizeof(int32_t));
-    c->seq_tokens = malloc((size_t)p->n_seq_max * (size_t)p->n_ctx * sizeof(int32_t));
-    if (!s->x || !s->xb || !s->q || !s->k || !s->v || !s->gate || !s->up || !s->rope ||
-        !s->scores || !s->matmul || !s->cells || !s->out_rows || !s->seq_cells || !c->seq_tokens)
-        return nu_fail(err, NU_ERR_NOMEM, "out of memory for the context's scratch buffers");
+    scratch_buf bufs[N_SCRATCH];
+    scratch_plan(c->model, &c->dims, &c->s, &c->seq_tokens, p->n_ctx, p->n_batch, p->n_seq_max,
+                 p->n_threads, bufs);
+    for (int i = 0; i < N_SCRATCH; i++) {
+        /* a buffer a model does not use still gets a valid pointer */
+        *bufs[i].p = malloc(bufs[i].bytes ? bufs[i].bytes : 1);
+        if (!*bufs[i].p)
+            return nu_fail(err, NU_ERR_NOMEM,
+                           "out of memory for the context's scratch buffers (%zu bytes)",
+                           bufs[i].bytes);
+    }
     return NU_OK;
+}
+
+/* The KV cache's planes: one per layer that stores keys and values. */
+static nu_status init_cache(nu_context *c, nu_error *err) {
+    const nu_hparams *hp = &c->model->hp;
+    int32_t *dims = malloc(2 * sizeof *dims * (size_t)(hp->n_kv_slots + 1));
+    if (!dims) return nu_fail(err, NU_ERR_NOMEM, "out of memory");
+    kv_plane_dims(hp, dims, dims + hp->n_kv_slots);
+    nu_status st = nu_kv_cache_init(&c->kv, c->params.n_ctx, hp->n_kv_slots, dims,
+                                    dims + hp->n_kv_slots, c->params.kv_type, err);
+    free(dims);
+    return st;
 }
 
 nu_status nu_context_new(const nu_model *model, const nu_context_params *params, nu_context **out,
@@ -118,7 +207,9 @@ nu_status nu_context_new(const nu_model *model, const nu_context_params *params,
     if (!c) return nu_fail(err, NU_ERR_NOMEM, "out of memory");
     c->model = model;
     c->params = p;
-    st = nu_kv_cache_init(&c->kv, p.n_ctx, model->hp.n_layer, kv_dim(&model->hp), p.kv_type, err);
+    nu_scratch_dims_of(model, &c->dims);
+    choose_rope_factors(c);
+    st = init_cache(c, err);
     if (st == NU_OK) st = alloc_scratch(c, err);
     if (st == NU_OK && p.n_threads > 1) {
         c->pool = nu_threadpool_new(p.n_threads);
@@ -136,11 +227,10 @@ void nu_context_free(nu_context *c) {
     if (!c) return;
     nu_threadpool_free(c->pool);
     nu_kv_cache_free(&c->kv);
-    nu_scratch *s = &c->s;
-    void *bufs[] = {s->x,     s->xb,       s->q,         s->k,      s->v,
-                    s->gate,  s->up,       s->rope,      s->scores, s->matmul,
-                    s->cells, s->out_rows, s->seq_cells, c->logits, c->seq_tokens};
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
+    scratch_buf bufs[N_SCRATCH];
+    scratch_plan(c->model, &c->dims, &c->s, &c->seq_tokens, 1, 1, 1, 1, bufs);
+    for (int i = 0; i < N_SCRATCH; i++) free(*bufs[i].p);
+    free(c->logits);
     free(c);
 }
 
@@ -160,16 +250,24 @@ int32_t nu_context_n_threads(const nu_context *c) {
     return c->params.n_threads;
 }
 
-/* nu_context_read_weights: the matrices' bytes (64-byte lines within each),
- * each matrix split among the threads as the products split it. */
+/* nu_context_read_weights: the bytes of every weight a step streams (64-byte
+ * lines within each; for experts, as many experts as a token uses), each
+ * split among the threads as the products split them. */
 typedef struct weight_read {
-    const nu_matrix **mats;
-    int n;
+    const nu_model *m;
+    nu_weight *ws;
+    int32_t n;
     _Atomic uint64_t sink;
 } weight_read;
 
-static void matrix_span(const nu_matrix *W, const uint8_t **p, size_t *lines) {
-    size_t bytes = W->packed ? nu_matrix_pack_bytes(W) : (size_t)W->n_out * W->row_bytes;
+static void weight_span(const nu_model *m, const nu_weight *w, const uint8_t **p, size_t *lines) {
+    const nu_matrix *W = w->m ? w->m : &w->experts->m;
+    size_t bytes;
+    if (w->m)
+        bytes = W->packed ? nu_matrix_pack_bytes(W) : (size_t)W->n_out * W->row_bytes;
+    else
+        bytes = (W->packed ? w->experts->packed_stride : w->experts->stride) *
+                (size_t)m->hp.n_expert_used;
     const uint8_t *b = W->packed ? W->packed : W->data;
     const uint8_t *a = (const uint8_t *)(((uintptr_t)b + 63) / 64 * 64);
     *p = a;
@@ -179,10 +277,10 @@ static void matrix_span(const nu_matrix *W, const uint8_t **p, size_t *lines) {
 static void read_task(void *arg, int ith, int nth) {
     weight_read *r = arg;
     uint64_t sum = 0;
-    for (int i = 0; i < r->n; i++) {
+    for (int32_t i = 0; i < r->n; i++) {
         const uint8_t *p;
         size_t lines;
-        matrix_span(r->mats[i], &p, &lines);
+        weight_span(r->m, &r->ws[i], &p, &lines);
         int64_t b, e;
         nu_split_range((int64_t)lines, ith, nth, &b, &e);
         if (e > b) sum += nu_vec_read(p + 64 * (size_t)b, 64 * (size_t)(e - b));
@@ -192,20 +290,21 @@ static void read_task(void *arg, int ith, int nth) {
 
 double nu_context_read_weights(nu_context *c, uint64_t *bytes) {
     const nu_model *m = c->model;
-    weight_read r = {.mats = malloc(sizeof(nu_matrix *) * (size_t)(1 + 7 * m->hp.n_layer))};
-    if (!r.mats) return 0;
-    r.n = nu_model_matrices(m, r.mats);
+    weight_read r = {.m = m, .n = nu_model_weights(m, NULL, 0)};
+    r.ws = malloc(sizeof *r.ws * (size_t)(r.n > 0 ? r.n : 1));
+    if (!r.ws) return 0;
+    nu_model_weights(m, r.ws, r.n);
     uint64_t total = 0;
-    for (int i = 0; i < r.n; i++) {
+    for (int32_t i = 0; i < r.n; i++) {
         const uint8_t *p;
         size_t lines;
-        matrix_span(r.mats[i], &p, &lines);
+        weight_span(m, &r.ws[i], &p, &lines);
         total += 64 * (uint64_t)lines;
     }
     double t0 = nu_time_ms();
     nu_threadpool_run(c->pool, read_task, &r);
     double ms = nu_time_ms() - t0;
-    free(r.mats);
+    free(r.ws);
     if (bytes) *bytes = total;
     return ms;
 }
@@ -266,8 +365,13 @@ nu_status nu_model_memory(const nu_model *m, int32_t n_ctx, int32_t n_batch, int
                        "(n_seq at most %d)",
                        NU_MAX_SEQ);
     out->weights = nu_model_weight_bytes(m);
-    out->kv_cache = nu_kv_cache_bytes(n_ctx, m->hp.n_layer, kv_dim(&m->hp), kv_type);
-    out->scratch = nu_scratch_bytes(&m->hp, n_ctx, n_batch, n_seq, default_threads());
+    int32_t *dims = malloc(2 * sizeof *dims * (size_t)(m->hp.n_kv_slots + 1));
+    if (!dims) return nu_fail(err, NU_ERR_NOMEM, "out of memory");
+    kv_plane_dims(&m->hp, dims, dims + m->hp.n_kv_slots);
+    out->kv_cache =
+        nu_kv_cache_bytes(n_ctx, m->hp.n_kv_slots, dims, dims + m->hp.n_kv_slots, kv_type);
+    free(dims);
+    out->scratch = nu_scratch_bytes(m, n_ctx, n_batch, n_seq, default_threads());
     out->total = out->weights + out->kv_cache + out->scratch;
     return NU_OK;
 }

@@ -4,27 +4,55 @@
 #ifndef NU_CONTEXT_H
 #define NU_CONTEXT_H
 
-#include "threadpool.h"
 #include "kv_cache.h"
 #include "model.h"
+#include "threadpool.h"
 
-/* Activations for up to n_batch entries. */
 /* Query heads that share a key/value head and are attended together, each
  * cached row read and converted once for all of them. */
 #define NU_ATTN_HEADS 4
 
+/* The widest row each scratch buffer holds, over every layer of a model:
+ * one place that both the allocation and the memory estimate read. */
+typedef struct nu_scratch_dims {
+    int64_t embd; /* n_embd */
+    int64_t q;    /* queries: n_head * head_dim */
+    int64_t kv;   /* keys: n_head_kv * head_dim */
+    int64_t v;    /* values: n_head_kv * head_dim_v */
+    int64_t qkv;  /* a fused Q/K/V product's row (0 when no layer has one) */
+    int64_t attn; /* the attention output: n_head * head_dim_v */
+    int64_t ff;   /* the FFN's hidden row (dense or one expert) */
+    int64_t up;   /* the up product's row: 2 ff when gate and up are fused */
+    int64_t rot;  /* rotated dimensions of the widest RoPE */
+    int64_t experts, experts_used;
+    int64_t vocab;
+} nu_scratch_dims;
+
+void nu_scratch_dims_of(const nu_model *m, nu_scratch_dims *d);
+
+/* Activations for up to n_batch entries. */
 typedef struct nu_scratch {
-    float *x;           /* [n_batch][n_embd] residual stream */
-    float *xb;          /* [n_batch][max(n_embd, q_dim)] normalised input / attention output */
-    float *q;           /* [n_batch][max(n_embd, q_dim)] queries, then block outputs */
-    float *k, *v;       /* [n_batch][kv_dim] */
-    float *gate;        /* [n_batch][n_ff] */
-    float *up;          /* [n_batch][n_ff] */
-    float *rope;        /* [n_batch][n_rot] cos, sin pairs */
-    float *scores;      /* [n_threads][NU_ATTN_HEADS][n_ctx] attention weights */
-    void *matmul;       /* activation conversion for nu_matmul */
-    int32_t *cells;     /* [n_batch] cell of each entry */
-    int32_t *seq_cells; /* [n_seq_max][n_ctx] cells of each sequence by position */
+    float *x;      /* [n_batch][embd] residual stream */
+    float *xb;     /* [n_batch][max(embd, attn)] normalised input / attention output */
+    float *xn;     /* [n_batch][embd] the attention's input norm kept for a parallel FFN */
+    float *q;      /* [n_batch][max(embd, q)] queries, then block outputs */
+    float *k, *v;  /* [n_batch][kv], [n_batch][v] */
+    float *qkv;    /* [n_batch][qkv] a fused Q/K/V product before it is split */
+    float *gate;   /* [n_batch][ff] */
+    float *up;     /* [n_batch][up] */
+    float *rope;   /* [n_rope][n_batch][rot] cos, sin pairs */
+    float *scores; /* [n_threads][NU_ATTN_HEADS][n_ctx] attention weights */
+    void *matmul;  /* activation conversion for nu_matmul */
+    /* mixture of experts */
+    float *router;       /* [n_batch][experts] router logits */
+    int32_t *sel;        /* [n_batch][experts_used] chosen experts */
+    float *sel_w;        /* [n_batch][experts_used] their weights */
+    int32_t *by_expert;  /* [n_batch * experts_used] (entry, slot) pairs grouped by expert */
+    int32_t *expert_end; /* [experts] end of each expert's group in by_expert */
+    float *xg;           /* [n_batch][embd] the entries an expert sees */
+    float *yg;           /* [n_batch][embd] its outputs */
+    int32_t *cells;      /* [n_batch] cell of each entry */
+    int32_t *seq_cells;  /* [n_seq_max][n_ctx] cells of each sequence by position */
     int32_t seq_count[NU_MAX_SEQ];
     int32_t *out_rows; /* [n_batch] entry -> logits row or -1 */
 } nu_scratch;
@@ -35,6 +63,10 @@ struct nu_context {
     nu_kv_cache kv;
     nu_threadpool *pool;
     nu_scratch s;
+    nu_scratch_dims dims;
+    /* each RoPE's frequency factors for this context (LongRoPE picks the
+     * long or the short set by the context size) */
+    const float *rope_factors[NU_MAX_ROPES];
     float *logits;      /* [logits_cap][n_vocab] */
     int32_t logits_cap; /* rows allocated (grows to the most ever asked for) */
     int32_t n_last;     /* entries of the last decode */
@@ -49,7 +81,7 @@ struct nu_context {
 const int32_t *nu_context_seq_tokens(const nu_context *c, int32_t seq, int32_t *n);
 
 /* Bytes of scratch a context of these sizes allocates (for nu_model_memory). */
-uint64_t nu_scratch_bytes(const nu_hparams *hp, int32_t n_ctx, int32_t n_batch, int32_t n_seq,
+uint64_t nu_scratch_bytes(const nu_model *m, int32_t n_ctx, int32_t n_batch, int32_t n_seq,
                           int32_t n_threads);
 
 #endif

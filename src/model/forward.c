@@ -1,88 +1,44 @@
 /* forward.c - the transformer forward pass over a batch of entries.
  *
- * For every layer (llama family):
- *   h  = x + Wo * attention(RoPE(Wq * norm(x)), RoPE(Wk * norm(x)), Wv * norm(x))
- *   x' = h + Wdown * (silu(Wgate * norm(h)) * (Wup * norm(h)))
- * where norm is RMSNorm with the layer's weight. The batch's keys and values
- * go into the KV cache first, so an entry attends to everything cached for
- * its sequence at positions <= its own, whether it came in this batch or
- * an earlier one. */
+ * Every architecture runs the same layer recipe; its description (arch.h)
+ * and the tensors a layer has switch the steps:
+ *
+ *   a  = norm(x)                         RMSNorm, or LayerNorm with bias
+ *   q, k, v = Wq a, Wk a, Wv a           or one fused Wqkv a; optional biases
+ *   q, k = headnorm(q), headnorm(k)      per-head Q/K norms, when present
+ *   q, k = RoPE(q), RoPE(k)              adjacent pairs or halves, partial,
+ *                                        scaled, per-layer base
+ *   o  = Wo attention(q, k, v) (+ bo)    GQA, sliding window per layer,
+ *                                        score soft-capping
+ *   o  = postnorm(o)                     when present (Gemma 2/3)
+ *   h  = x + o
+ *   f  = FFN(norm(h))                    SwiGLU / GeGLU (gate and up split or
+ *                                        fused), plain GELU with biases, or
+ *                                        a mixture of experts; with a
+ *                                        parallel FFN, FFN(a)
+ *   x' = h + postnorm(f)
+ *
+ * Token embeddings may be scaled (Gemma) and learned positions added
+ * (GPT-2); the logits may be soft-capped. The batch's keys and values go
+ * into the KV cache first, so an entry attends to everything cached for its
+ * sequence at positions <= its own (and inside its layer's window), whether
+ * it came in this batch or an earlier one. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch.h"
+#include "blocks.h"
 #include "context.h"
 #include "error.h"
 
-/* ---- small vector operations -------------------------------------------- */
-
-/* RMSNorm: out = x / sqrt(mean(x^2) + eps) * w. */
-static void rms_norm(float *out, const float *x, const float *w, int32_t n, float eps) {
-    double ss = 0;
-    for (int32_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
-    float scale = (float)(1.0 / sqrt(ss / n + eps));
-    for (int32_t i = 0; i < n; i++) out[i] = x[i] * scale * w[i];
-}
-
-static void add_bias(float *y, const float *b, int32_t n_rows, int32_t dim) {
-    if (!b) return;
-    for (int32_t r = 0; r < n_rows; r++)
-        for (int32_t i = 0; i < dim; i++) y[(size_t)r * dim + i] += b[i];
-}
-
-/* ---- rotary position embedding ------------------------------------------ */
-
-/* YaRN's ramp: 0 for dimensions whose wavelength fits many times in the
- * original context (kept as they are), 1 for those that do not (interpolated). */
-static double yarn_ramp(double wavelength, int32_t orig_ctx) {
-    const double beta_fast = 32.0, beta_slow = 1.0;
-    double rotations = orig_ctx / wavelength;
-    double t = (rotations - beta_slow) / (beta_fast - beta_slow);
-    return 1.0 - (t < 0 ? 0 : t > 1 ? 1 : t);
-}
-
-/* cos and sin of every rotated pair for each entry's position. Pair i turns
- * by pos * base^(-2i / n_rot), scaled as the file's RoPE scaling says. */
-static void rope_tables(const nu_hparams *hp, const float *freq_factors, const nu_batch_entry *e,
-                        int32_t n, float *rope) {
-    double mscale = 1.0;
-    if (hp->rope_scaling == NU_ROPE_SCALING_YARN && hp->rope_factor > 1.0f)
-        mscale = 1.0 + 0.1 * log(hp->rope_factor);
-    for (int32_t b = 0; b < n; b++) {
-        for (int32_t i = 0; i < hp->n_rot / 2; i++) {
-            double theta = pow(hp->rope_base, -2.0 * i / hp->n_rot);
-            if (freq_factors) theta /= freq_factors[i];
-            if (hp->rope_scaling == NU_ROPE_SCALING_LINEAR) {
-                theta /= hp->rope_factor;
-            } else if (hp->rope_scaling == NU_ROPE_SCALING_YARN) {
-                double mix = yarn_ramp(2 * M_PI / theta, hp->rope_orig_ctx);
-                theta = theta * (1 - mix) + theta / hp->rope_factor * mix;
-            }
-            double angle = (double)e[b].pos * theta;
-            rope[(size_t)b * hp->n_rot + 2 * i] = (float)(cos(angle) * mscale);
-            rope[(size_t)b * hp->n_rot + 2 * i + 1] = (float)(sin(angle) * mscale);
-        }
-    }
-}
-
-/* Rotates adjacent pairs (x0, x1), (x2, x3), ... of every head's first n_rot
- * dimensions: the llama layout (the converter already permuted Q and K). */
-static void rope_apply(const nu_hparams *hp, float *v, int32_t n_heads, const float *rope,
-                       int32_t n, int32_t row_dim) {
-    for (int32_t b = 0; b < n; b++) {
-        const float *cs = rope + (size_t)b * hp->n_rot;
-        for (int32_t h = 0; h < n_heads; h++) {
-            float *x = v + (size_t)b * row_dim + (size_t)h * hp->head_dim;
-            for (int32_t i = 0; i < hp->n_rot; i += 2) {
-                float c = cs[i], s = cs[i + 1], x0 = x[i], x1 = x[i + 1];
-                x[i] = x0 * c - x1 * s;
-                x[i + 1] = x0 * s + x1 * c;
-            }
-        }
-    }
-}
-
 /* ---- attention ---------------------------------------------------------- */
+
+/* What q.k is multiplied by: the file's or the family's scale, else
+ * 1 / sqrt(head_dim). */
+static float attn_scale(const nu_hparams *hp, const nu_layer_hp *L) {
+    return hp->attn_scale > 0 ? hp->attn_scale : 1.0f / sqrtf((float)L->head_dim);
+}
 
 typedef struct attn_task {
     nu_context *ctx;
@@ -91,7 +47,7 @@ typedef struct attn_task {
 } attn_task;
 
 /* How many of a sequence's cells (sorted by position) are at or before pos. */
-static int32_t visible_cells(const nu_kv_cache *kv, const int32_t *cells, int32_t n, int32_t pos) {
+static int32_t cells_upto(const nu_kv_cache *kv, const int32_t *cells, int32_t n, int32_t pos) {
     int32_t lo = 0, hi = n;
     while (lo < hi) {
         int32_t mid = (lo + hi) / 2;
@@ -103,56 +59,58 @@ static int32_t visible_cells(const nu_kv_cache *kv, const int32_t *cells, int32_
     return lo;
 }
 
-/* Address of a cached key or value row's head-g part. */
-static const void *kv_head_row(const nu_kv_cache *kv, bool value, int32_t layer, int32_t cell,
-                               int32_t g, int32_t hd) {
-    size_t idx = ((size_t)layer * (size_t)kv->n_cells + (size_t)cell) * (size_t)kv->kv_dim +
-                 (size_t)g * (size_t)hd;
-    return (const char *)(value ? kv->v : kv->k) + idx * kv->elem_bytes;
-}
-
 /* Query heads h0 .. h0+nh-1 (1 <= nh <= NU_ATTN_HEADS, all sharing key/value
- * head g) of one entry: softmax(q.k / sqrt(d)) weighted sums of the values
- * visible to it. Every cached row is read and converted once for the nh
- * heads; each head's arithmetic is the same as if it were alone. An f16
- * cache multiplies in half precision: queries and attention weights are
- * rounded to f16, as a half-precision kernel sees them. */
+ * head g) of one entry: softmax(scale q.k) weighted sums of the values
+ * visible to it (positions <= its own, and inside the layer's window).
+ * Every cached row is read and converted once for the nh heads; each head's
+ * arithmetic is the same as if it were alone. An f16 cache multiplies in
+ * half precision: queries and attention weights are rounded to f16, as a
+ * half-precision kernel sees them. */
 static void attend_heads(nu_context *c, const nu_batch_entry *e, int32_t b, int32_t h0, int32_t nh,
                          int32_t layer, float *scores) {
-    const nu_hparams *hp = &c->model->hp;
+    const nu_model *m = c->model;
+    const nu_hparams *hp = &m->hp;
+    const nu_layer_hp *L = &hp->layer[layer];
     const nu_kv_cache *kv = &c->kv;
-    const int32_t hd = hp->head_dim, g = h0 / (hp->n_head / hp->n_head_kv);
+    const nu_kv_plane *plane = &kv->planes[L->kv_slot];
+    const int32_t hd = L->head_dim, hdv = L->head_dim_v, g = h0 / (L->n_head / L->n_head_kv);
     const uint32_t type = kv->type == NU_KV_F16 ? NU_TYPE_F16 : NU_TYPE_F32;
     const int32_t *cells = c->s.seq_cells + (size_t)e->seq * c->params.n_ctx;
-    const int32_t n = visible_cells(kv, cells, c->s.seq_count[e->seq], e->pos);
+    int32_t n = cells_upto(kv, cells, c->s.seq_count[e->seq], e->pos);
+    int32_t first = L->window > 0 ? cells_upto(kv, cells, n, e->pos - L->window) : 0;
+    cells += first;
+    n -= first;
     const size_t n_ctx = (size_t)c->params.n_ctx;
-    const float scale = 1.0f / sqrtf((float)hd);
-    float q16[NU_ATTN_HEADS][256], max[NU_ATTN_HEADS];
-    const float *q[NU_ATTN_HEADS];
-    float *out[NU_ATTN_HEADS];
+    const float scale = m->arch->prescale_q ? 1.0f : attn_scale(hp, L);
+    float q16[NU_ATTN_HEADS][NU_MAX_HEAD_DIM], max[NU_ATTN_HEADS];
+    const float *q[NU_ATTN_HEADS] = {0};
+    float *out[NU_ATTN_HEADS] = {0};
     for (int32_t i = 0; i < nh; i++) {
-        size_t at = (size_t)b * hp->n_head * hd + (size_t)(h0 + i) * hd;
-        q[i] = c->s.q + at;
-        out[i] = c->s.xb + at;
+        q[i] = c->s.q + (size_t)b * L->n_head * hd + (size_t)(h0 + i) * hd;
+        out[i] = c->s.xb + (size_t)b * L->n_head * hdv + (size_t)(h0 + i) * hdv;
         if (type == NU_TYPE_F16) {
             memcpy(q16[i], q[i], (size_t)hd * sizeof(float));
             nu_vec_round_f16(q16[i], hd);
             q[i] = q16[i];
         }
         max[i] = -INFINITY;
-        memset(out[i], 0, (size_t)hd * sizeof(float));
+        memset(out[i], 0, (size_t)hdv * sizeof(float));
     }
-    nu_vec_dots_rows(type, q, nh, kv_head_row(kv, false, layer, 0, g, hd),
-                     (size_t)kv->kv_dim * kv->elem_bytes, cells, n, hd, scores, n_ctx);
-    for (int32_t i = 0; i < nh; i++)
-        for (int32_t j = 0; j < n; j++) {
-            float sc = scores[(size_t)i * n_ctx + j] *= scale;
-            if (sc > max[i]) max[i] = sc;
-        }
+    const size_t ks = (size_t)plane->k_dim * kv->elem_bytes,
+                 vs = (size_t)plane->v_dim * kv->elem_bytes;
+    nu_vec_dots_rows(type, q, nh, (const char *)plane->k + (size_t)g * hd * kv->elem_bytes, ks,
+                     cells, n, hd, scores, n_ctx);
+    for (int32_t i = 0; i < nh; i++) {
+        float *sc = scores + (size_t)i * n_ctx;
+        for (int32_t j = 0; j < n; j++) sc[j] *= scale;
+        if (hp->attn_softcap > 0) nu_softcap(sc, n, hp->attn_softcap);
+        for (int32_t j = 0; j < n; j++)
+            if (sc[j] > max[i]) max[i] = sc[j];
+    }
     for (int32_t i = 0; i < nh; i++)
         nu_vec_softmax(scores + (size_t)i * n_ctx, n, max[i], type == NU_TYPE_F16);
-    nu_vec_mads_rows(type, out, scores, n_ctx, nh, kv_head_row(kv, true, layer, 0, g, hd),
-                     (size_t)kv->kv_dim * kv->elem_bytes, cells, n, hd);
+    nu_vec_mads_rows(type, out, scores, n_ctx, nh,
+                     (const char *)plane->v + (size_t)g * hdv * kv->elem_bytes, vs, cells, n, hdv);
 }
 
 /* Work units: (entry, group of up to NU_ATTN_HEADS query heads sharing a
@@ -161,9 +119,10 @@ static void attend_heads(nu_context *c, const nu_batch_entry *e, int32_t b, int3
 static void attention_worker(void *arg, int ith, int nth) {
     attn_task *t = arg;
     nu_context *c = t->ctx;
-    const int32_t n_head = c->model->hp.n_head, rep = n_head / c->model->hp.n_head_kv;
+    const nu_layer_hp *L = &c->model->hp.layer[t->layer];
+    const int32_t rep = L->n_head / L->n_head_kv;
     const int32_t per_kv = (rep + NU_ATTN_HEADS - 1) / NU_ATTN_HEADS;
-    const int32_t units_per_entry = c->model->hp.n_head_kv * per_kv;
+    const int32_t units_per_entry = L->n_head_kv * per_kv;
     float *scores = c->s.scores + (size_t)ith * NU_ATTN_HEADS * c->params.n_ctx;
     for (int64_t i = ith; i < (int64_t)t->n * units_per_entry; i += nth) {
         int32_t b = (int32_t)(i / units_per_entry), u = (int32_t)(i % units_per_entry);
@@ -184,9 +143,9 @@ static void attention_worker(void *arg, int ith, int nth) {
 
 typedef enum row_step {
     ROW_ATTN_NORM, /* xb = norm(x) with the layer's attention weight */
-    ROW_QKV,       /* biases, RoPE of q and k, k and v into the cache */
-    ROW_FFN_NORM,  /* x += attention output (in q); xb = norm(x) */
-    ROW_SWIGLU,    /* gate = silu(gate) * up */
+    ROW_QKV,       /* split, biases, Q/K norms, RoPE of q and k, k and v into the cache */
+    ROW_FFN_NORM,  /* x += attention output (in q); xb = FFN input */
+    ROW_FFN_ACT,   /* gate = act(gate) * up, or act(up + b) */
     ROW_FFN_OUT,   /* x += FFN output (in q) */
 } row_step;
 
@@ -201,35 +160,106 @@ static void add_rows(float *x, const float *y, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] += y[i];
 }
 
+static void add_bias(float *y, const float *b, size_t n) {
+    if (b) add_rows(y, b, n);
+}
+
+/* The parallel-FFN form: no FFN norm, the FFN reads the attention's input
+ * norm (which xn keeps). */
+static bool parallel_ffn(const nu_model *m, const nu_layer *l) {
+    return m->arch->parallel_ffn && !l->ffn_norm;
+}
+
+/* Q, K and V of one entry: split from the fused product, biased, normed per
+ * head, rotated, and k and v stored in the layer's cache plane. */
+static void qkv_row(nu_context *c, const nu_layer *l, int32_t il, int32_t b) {
+    const nu_model *m = c->model;
+    const nu_hparams *hp = &m->hp;
+    const nu_layer_hp *L = &hp->layer[il];
+    const nu_arch *a = m->arch;
+    nu_scratch *s = &c->s;
+    const size_t qd = (size_t)L->n_head * L->head_dim, kd = (size_t)L->n_head_kv * L->head_dim;
+    const size_t vd = (size_t)L->n_head_kv * L->head_dim_v;
+    float *q = s->q + b * qd, *k = s->k + b * kd, *v = s->v + b * vd;
+    if (l->wqkv.data) {
+        float *row = s->qkv + b * (qd + kd + vd);
+        add_bias(row, l->bqkv, qd + kd + vd);
+        memcpy(q, row, qd * sizeof(float));
+        memcpy(k, row + qd, kd * sizeof(float));
+        memcpy(v, row + qd + kd, vd * sizeof(float));
+    }
+    add_bias(q, l->bq, qd);
+    add_bias(k, l->bk, kd);
+    add_bias(v, l->bv, vd);
+    if (l->q_norm)
+        nu_norm_heads(a->qk_norm, q, l->q_norm, NULL, L->n_head, L->head_dim, hp->norm_eps);
+    if (l->k_norm)
+        nu_norm_heads(a->qk_norm, k, l->k_norm, NULL, L->n_head_kv, L->head_dim, hp->norm_eps);
+    if (a->rope != NU_ROPE_NONE) {
+        const nu_rope *r = &hp->rope[L->rope];
+        const float *cs = s->rope + ((size_t)L->rope * c->params.n_batch + b) * c->dims.rot;
+        nu_rope_apply(a->rope, q, L->n_head, L->head_dim, r->n_rot, cs);
+        nu_rope_apply(a->rope, k, L->n_head_kv, L->head_dim, r->n_rot, cs);
+    }
+    if (a->prescale_q) {
+        const float scale = attn_scale(hp, L);
+        for (size_t i = 0; i < qd; i++) q[i] *= scale;
+    }
+    nu_kv_cache_store(&c->kv, false, L->kv_slot, s->cells[b], k);
+    nu_kv_cache_store(&c->kv, true, L->kv_slot, s->cells[b], v);
+}
+
 static void row_step_one(const row_task *t, int32_t b) {
     nu_context *c = t->ctx;
-    const nu_hparams *hp = &c->model->hp;
+    const nu_model *m = c->model;
+    const nu_hparams *hp = &m->hp;
+    const nu_arch *a = m->arch;
     const nu_layer *l = t->l;
+    const nu_layer_hp *L = &hp->layer[t->il];
     nu_scratch *s = &c->s;
-    const size_t d = (size_t)hp->n_embd, qd = (size_t)hp->n_head * hp->head_dim;
-    const size_t kvd = (size_t)hp->n_head_kv * hp->head_dim, ff = (size_t)hp->n_ff;
+    const size_t d = (size_t)hp->n_embd;
     switch (t->step) {
     case ROW_ATTN_NORM:
-        rms_norm(s->xb + b * d, s->x + b * d, l->attn_norm, (int32_t)d, hp->norm_eps);
+        nu_norm(a->norm, s->xb + b * d, s->x + b * d, l->attn_norm, l->attn_norm_b, (int32_t)d,
+                hp->norm_eps);
+        if (parallel_ffn(m, l)) memcpy(s->xn + b * d, s->xb + b * d, d * sizeof(float));
         break;
-    case ROW_QKV: {
-        float *q = s->q + b * qd, *k = s->k + b * kvd, *v = s->v + b * kvd;
-        add_bias(q, l->bq, 1, (int32_t)qd);
-        add_bias(k, l->bk, 1, (int32_t)kvd);
-        add_bias(v, l->bv, 1, (int32_t)kvd);
-        rope_apply(hp, q, hp->n_head, s->rope + (size_t)b * hp->n_rot, 1, (int32_t)qd);
-        rope_apply(hp, k, hp->n_head_kv, s->rope + (size_t)b * hp->n_rot, 1, (int32_t)kvd);
-        nu_kv_cache_store(&c->kv, false, t->il, s->cells[b], k);
-        nu_kv_cache_store(&c->kv, true, t->il, s->cells[b], v);
+    case ROW_QKV: qkv_row(c, l, t->il, b); break;
+    case ROW_FFN_NORM: {
+        float *o = s->q + b * d;
+        add_bias(o, l->bo, d);
+        if (l->post_attn_norm) nu_rms_norm(o, o, l->post_attn_norm, (int32_t)d, hp->norm_eps);
+        add_rows(s->x + b * d, o, d);
+        if (parallel_ffn(m, l))
+            memcpy(s->xb + b * d, s->xn + b * d, d * sizeof(float));
+        else
+            nu_norm(a->norm, s->xb + b * d, s->x + b * d, l->ffn_norm, l->ffn_norm_b, (int32_t)d,
+                    hp->norm_eps);
         break;
     }
-    case ROW_FFN_NORM:
-        add_bias(s->q + b * d, l->bo, 1, (int32_t)d);
-        add_rows(s->x + b * d, s->q + b * d, d);
-        rms_norm(s->xb + b * d, s->x + b * d, l->ffn_norm, (int32_t)d, hp->norm_eps);
+    case ROW_FFN_ACT: {
+        const size_t ff = (size_t)L->n_ff;
+        if (l->w_gate.data) {
+            nu_act_gated(a->act, s->gate + b * ff, s->up + b * ff, (int64_t)ff);
+        } else if (l->w_up.n_out == 2 * (int64_t)ff) {
+            /* fused: the gate's rows first, then the up rows */
+            float *gu = s->up + b * 2 * ff, *g = s->gate + b * ff;
+            memcpy(g, gu, ff * sizeof(float));
+            nu_act_gated(a->act, g, gu + ff, (int64_t)ff);
+        } else {
+            float *u = s->gate + b * ff;
+            add_bias(u, l->b_up, ff);
+            nu_act_plain(a->act, u, (int64_t)ff);
+        }
         break;
-    case ROW_SWIGLU: nu_vec_swiglu(s->gate + b * ff, s->up + b * ff, (int64_t)ff); break;
-    case ROW_FFN_OUT: add_rows(s->x + b * d, s->q + b * d, d); break;
+    }
+    case ROW_FFN_OUT: {
+        float *o = s->q + b * d;
+        add_bias(o, l->b_down, d);
+        if (l->post_ffn_norm) nu_rms_norm(o, o, l->post_ffn_norm, (int32_t)d, hp->norm_eps);
+        add_rows(s->x + b * d, o, d);
+        break;
+    }
     }
 }
 
@@ -256,9 +286,13 @@ static void attention_block(nu_context *c, const nu_layer *l, int32_t il, const 
                             int32_t n) {
     nu_scratch *s = &c->s;
     run_rows(c, l, il, n, ROW_ATTN_NORM);
-    const nu_matrix *qkv[] = {&l->wq, &l->wk, &l->wv};
-    float *qkv_out[] = {s->q, s->k, s->v};
-    nu_matmul_multi(c->pool, qkv, qkv_out, 3, s->xb, n, s->matmul);
+    if (l->wqkv.data) {
+        nu_matmul(c->pool, &l->wqkv, s->xb, n, s->qkv, s->matmul);
+    } else {
+        const nu_matrix *qkv[] = {&l->wq, &l->wk, &l->wv};
+        float *qkv_out[] = {s->q, s->k, s->v};
+        nu_matmul_multi(c->pool, qkv, qkv_out, 3, s->xb, n, s->matmul);
+    }
     run_rows(c, l, il, n, ROW_QKV);
     attn_task task = {c, e, n, il};
     nu_threadpool_run(c->pool, attention_worker, &task);
@@ -267,14 +301,115 @@ static void attention_block(nu_context *c, const nu_layer *l, int32_t il, const 
     nu_matmul(c->pool, &l->wo, s->xb, n, s->q, s->matmul);
 }
 
+/* ---- mixture of experts ----------------------------------------------------- */
+
+/* Each entry's experts and their weights from the router's logits. */
+static void route(nu_context *c, int32_t n) {
+    const nu_hparams *hp = &c->model->hp;
+    const nu_router_kind kind = c->model->arch->router;
+    const int32_t ne = hp->n_expert, k = hp->n_expert_used;
+    nu_scratch *s = &c->s;
+    for (int32_t b = 0; b < n; b++) {
+        const float *z = s->router + (size_t)b * ne;
+        int32_t *sel = s->sel + (size_t)b * k;
+        float *w = s->sel_w + (size_t)b * k;
+        /* the k largest logits, largest first (ties: the lower id) */
+        for (int32_t j = 0; j < k; j++) {
+            int32_t best = -1;
+            for (int32_t e = 0; e < ne; e++) {
+                bool taken = false;
+                for (int32_t i = 0; i < j; i++) taken |= sel[i] == e;
+                if (!taken && (best < 0 || z[e] > z[best])) best = e;
+            }
+            sel[j] = best;
+        }
+        float max = z[sel[0]];
+        double total = 0, chosen = 0;
+        if (kind == NU_ROUTER_SOFTMAX_TOPK)
+            for (int32_t e = 0; e < ne; e++) total += exp((double)z[e] - max);
+        for (int32_t j = 0; j < k; j++) {
+            w[j] = (float)exp((double)z[sel[j]] - max);
+            chosen += w[j];
+        }
+        /* softmax over all experts, then optionally renormalised over the
+         * chosen ones; or a softmax over the chosen logits alone */
+        double denom = kind == NU_ROUTER_TOPK_SOFTMAX || hp->expert_weights_norm ? chosen : total;
+        for (int32_t j = 0; j < k; j++) w[j] = (float)(w[j] / denom);
+    }
+}
+
+/* Groups the (entry, choice) pairs by expert: by_expert holds, for expert
+ * 0, 1, ... in turn, the pairs that chose it in entry order. */
+static void group_by_expert(nu_context *c, int32_t n) {
+    const nu_hparams *hp = &c->model->hp;
+    const int32_t ne = hp->n_expert, pairs = n * hp->n_expert_used;
+    nu_scratch *s = &c->s;
+    int32_t *end = s->expert_end, acc = 0;
+    memset(end, 0, (size_t)ne * sizeof(int32_t));
+    for (int32_t i = 0; i < pairs; i++) end[s->sel[i]]++;
+    for (int32_t e = 0; e < ne; e++) {
+        int32_t count = end[e];
+        end[e] = acc; /* its group's start, advanced to its end below */
+        acc += count;
+    }
+    for (int32_t i = 0; i < pairs; i++) s->by_expert[end[s->sel[i]]++] = i;
+}
+
+/* The experts' FFNs for the batch: each expert multiplies the rows of the
+ * entries that chose it (only its rows of the weights are read), and each
+ * entry sums its experts' outputs in expert order, so its result does not
+ * depend on the rest of the batch. */
+static void experts_block(nu_context *c, const nu_layer *l, int32_t n) {
+    const nu_model *m = c->model;
+    const nu_hparams *hp = &m->hp;
+    const int32_t k = hp->n_expert_used, d = hp->n_embd, ff = hp->n_ff_exp;
+    nu_scratch *s = &c->s;
+    nu_matmul(c->pool, &l->router, s->xb, n, s->router, s->matmul);
+    route(c, n);
+    group_by_expert(c, n);
+    memset(s->q, 0, (size_t)n * (size_t)d * sizeof(float));
+    int32_t begin = 0;
+    for (int32_t e = 0; e < hp->n_expert; e++) {
+        int32_t end = s->expert_end[e], rows = end - begin;
+        if (rows == 0) continue;
+        for (int32_t r = 0; r < rows; r++) {
+            int32_t b = s->by_expert[begin + r] / k;
+            memcpy(s->xg + (size_t)r * d, s->xb + (size_t)b * d, (size_t)d * sizeof(float));
+        }
+        nu_matrix gate = nu_expert_matrix(&l->gate_exps, e), up = nu_expert_matrix(&l->up_exps, e);
+        nu_matrix down = nu_expert_matrix(&l->down_exps, e);
+        const nu_matrix *gu[] = {&gate, &up};
+        float *gu_out[] = {s->gate, s->up};
+        nu_matmul_multi(c->pool, gu, gu_out, 2, s->xg, rows, s->matmul);
+        for (int32_t r = 0; r < rows; r++)
+            nu_act_gated(m->arch->act, s->gate + (size_t)r * ff, s->up + (size_t)r * ff, ff);
+        nu_matmul(c->pool, &down, s->gate, rows, s->yg, s->matmul);
+        for (int32_t r = 0; r < rows; r++) {
+            int32_t pair = s->by_expert[begin + r], b = pair / k;
+            nu_vec_mad_f32(s->q + (size_t)b * d, s->yg + (size_t)r * d, s->sel_w[pair], d);
+        }
+        begin = end;
+    }
+}
+
 static void ffn_block(nu_context *c, const nu_layer *l, int32_t il, int32_t n) {
     nu_scratch *s = &c->s;
     run_rows(c, l, il, n, ROW_FFN_NORM);
-    const nu_matrix *gate_up[] = {&l->w_gate, &l->w_up};
-    float *gate_up_out[] = {s->gate, s->up};
-    nu_matmul_multi(c->pool, gate_up, gate_up_out, 2, s->xb, n, s->matmul);
-    run_rows(c, l, il, n, ROW_SWIGLU);
-    nu_matmul(c->pool, &l->w_down, s->gate, n, s->q, s->matmul);
+    if (l->router.data) {
+        experts_block(c, l, n);
+    } else {
+        if (l->w_gate.data) {
+            const nu_matrix *gate_up[] = {&l->w_gate, &l->w_up};
+            float *gate_up_out[] = {s->gate, s->up};
+            nu_matmul_multi(c->pool, gate_up, gate_up_out, 2, s->xb, n, s->matmul);
+        } else {
+            /* fused gate and up (into up), or a plain FFN's up (into gate) */
+            bool fused = l->w_up.n_out == 2 * (int64_t)c->model->hp.layer[il].n_ff;
+            nu_matmul(c->pool, &l->w_up, s->xb, n, fused ? s->up : s->gate, s->matmul);
+        }
+        run_rows(c, l, il, n, ROW_FFN_ACT);
+        nu_matmul(c->pool, &l->w_down, s->gate, n, s->q, s->matmul);
+    }
     run_rows(c, l, il, n, ROW_FFN_OUT);
 }
 
@@ -299,6 +434,10 @@ static nu_status check_batch(const nu_context *c, const nu_batch_entry *e, int32
         if (e[i].pos < 0 || e[i].pos >= (1 << 30))
             return nu_fail(err, NU_ERR_INVALID_ARG, "entry %d: position %d is out of range", i,
                            e[i].pos);
+        if (c->model->pos_embd.data && e[i].pos >= c->model->hp.n_ctx_train)
+            return nu_fail(err, NU_ERR_INVALID_ARG,
+                           "entry %d: position %d is beyond the %d positions the model learned", i,
+                           e[i].pos, c->model->hp.n_ctx_train);
     }
     return NU_OK;
 }
@@ -346,17 +485,42 @@ static void compute_logits(nu_context *c, int32_t n, int32_t n_out) {
     for (int32_t b = 0; b < n; b++) {
         int32_t r = c->s.out_rows[b];
         if (r >= 0)
-            rms_norm(c->s.xb + (size_t)r * d, c->s.x + (size_t)b * d, m->output_norm, d,
-                     m->hp.norm_eps);
+            nu_norm(m->arch->norm, c->s.xb + (size_t)r * d, c->s.x + (size_t)b * d, m->output_norm,
+                    m->output_norm_b, d, m->hp.norm_eps);
     }
-    if (n_out > 0) nu_matmul(c->pool, &m->output, c->s.xb, n_out, c->logits, c->s.matmul);
+    if (n_out == 0) return;
+    nu_matmul(c->pool, &m->output, c->s.xb, n_out, c->logits, c->s.matmul);
+    if (m->hp.final_softcap > 0)
+        nu_softcap(c->logits, (int64_t)n_out * m->hp.n_vocab, m->hp.final_softcap);
 }
 
+/* Token embeddings (scaled, plus learned positions where the model has them). */
 static void embed(nu_context *c, const nu_batch_entry *e, int32_t n) {
-    const nu_matrix *t = &c->model->tok_embd;
-    for (int32_t b = 0; b < n; b++)
-        nu_dequantize_row(t->type, (const char *)t->data + (size_t)e[b].token * t->row_bytes,
-                          c->s.x + (size_t)b * t->n_in, t->n_in);
+    const nu_model *m = c->model;
+    const nu_matrix *t = &m->tok_embd, *p = &m->pos_embd;
+    const int64_t d = t->n_in;
+    for (int32_t b = 0; b < n; b++) {
+        float *x = c->s.x + (size_t)b * d;
+        nu_dequantize_row(t->type, (const char *)t->data + (size_t)e[b].token * t->row_bytes, x, d);
+        if (m->hp.embd_scale != 1.0f)
+            for (int64_t i = 0; i < d; i++) x[i] *= m->hp.embd_scale;
+        if (p->data) {
+            float *pos = c->s.xb + (size_t)b * d; /* free until the first norm */
+            nu_dequantize_row(p->type, (const char *)p->data + (size_t)e[b].pos * p->row_bytes, pos,
+                              d);
+            add_rows(x, pos, (size_t)d);
+        }
+    }
+}
+
+/* cos and sin tables of every entry's position, for each RoPE the model has. */
+static void rope_tables(nu_context *c, const nu_batch_entry *e, int32_t n) {
+    const nu_hparams *hp = &c->model->hp;
+    if (c->model->arch->rope == NU_ROPE_NONE) return;
+    for (int32_t i = 0; i < hp->n_rope; i++)
+        for (int32_t b = 0; b < n; b++)
+            nu_rope_table(&hp->rope[i], c->rope_factors[i], e[b].pos,
+                          c->s.rope + ((size_t)i * c->params.n_batch + b) * c->dims.rot);
 }
 
 /* Keeps each sequence's contiguous token history up to date. */
@@ -393,7 +557,7 @@ nu_status nu_decode(nu_context *c, const nu_batch_entry *e, int32_t n, nu_error 
         return st;
     }
     const nu_model *m = c->model;
-    rope_tables(&m->hp, m->rope_freq_factors, e, n, c->s.rope);
+    rope_tables(c, e, n);
     embed(c, e, n);
     for (int32_t il = 0; il < m->hp.n_layer; il++) {
         attention_block(c, &m->layers[il], il, e, n);

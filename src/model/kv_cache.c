@@ -7,28 +7,41 @@
 #include "error.h"
 #include "kernels.h"
 
-uint64_t nu_kv_cache_bytes(int32_t n_cells, int32_t n_layer, int32_t kv_dim, nu_kv_type type) {
-    uint64_t elem = type == NU_KV_F16 ? 2 : 4;
-    return 2 * (uint64_t)n_cells * (uint64_t)n_layer * (uint64_t)kv_dim * elem;
+static size_t elem_size(nu_kv_type type) {
+    return type == NU_KV_F16 ? 2 : 4;
 }
 
-nu_status nu_kv_cache_init(nu_kv_cache *c, int32_t n_cells, int32_t n_layer, int32_t kv_dim,
-                           nu_kv_type type, nu_error *err) {
+uint64_t nu_kv_cache_bytes(int32_t n_cells, int32_t n_planes, const int32_t *k_dim,
+                           const int32_t *v_dim, nu_kv_type type) {
+    uint64_t row = 0;
+    for (int32_t i = 0; i < n_planes; i++) row += (uint64_t)k_dim[i] + (uint64_t)v_dim[i];
+    return (uint64_t)n_cells * row * elem_size(type);
+}
+
+nu_status nu_kv_cache_init(nu_kv_cache *c, int32_t n_cells, int32_t n_planes, const int32_t *k_dim,
+                           const int32_t *v_dim, nu_kv_type type, nu_error *err) {
     memset(c, 0, sizeof *c);
     c->n_cells = n_cells;
-    c->n_layer = n_layer;
-    c->kv_dim = kv_dim;
     c->type = type;
-    c->elem_bytes = type == NU_KV_F16 ? 2 : 4;
-    size_t plane = (size_t)n_cells * (size_t)n_layer * (size_t)kv_dim * c->elem_bytes;
+    c->elem_bytes = elem_size(type);
     c->pos = malloc((size_t)n_cells * sizeof *c->pos);
     c->seqs = calloc((size_t)n_cells, sizeof *c->seqs);
-    c->k = malloc(plane);
-    c->v = malloc(plane);
-    if (!c->pos || !c->seqs || !c->k || !c->v) {
+    c->planes = calloc((size_t)(n_planes > 0 ? n_planes : 1), sizeof *c->planes);
+    bool ok = c->pos && c->seqs && c->planes;
+    for (int32_t i = 0; ok && i < n_planes; i++) {
+        nu_kv_plane *p = &c->planes[i];
+        p->k_dim = k_dim[i];
+        p->v_dim = v_dim[i];
+        p->k = malloc((size_t)n_cells * (size_t)k_dim[i] * c->elem_bytes + 1);
+        p->v = malloc((size_t)n_cells * (size_t)v_dim[i] * c->elem_bytes + 1);
+        c->n_planes = i + 1;
+        ok = p->k && p->v;
+    }
+    if (!ok) {
         nu_kv_cache_free(c);
-        return nu_fail(err, NU_ERR_NOMEM, "out of memory for a KV cache of %d cells (%.1f MiB)",
-                       n_cells, 2.0 * (double)plane / (1 << 20));
+        return nu_fail(
+            err, NU_ERR_NOMEM, "out of memory for a KV cache of %d cells (%.1f MiB)", n_cells,
+            (double)nu_kv_cache_bytes(n_cells, n_planes, k_dim, v_dim, type) / (1 << 20));
     }
     nu_kv_cache_clear(c);
     return NU_OK;
@@ -37,8 +50,11 @@ nu_status nu_kv_cache_init(nu_kv_cache *c, int32_t n_cells, int32_t n_layer, int
 void nu_kv_cache_free(nu_kv_cache *c) {
     free(c->pos);
     free(c->seqs);
-    free(c->k);
-    free(c->v);
+    for (int32_t i = 0; c->planes && i < c->n_planes; i++) {
+        free(c->planes[i].k);
+        free(c->planes[i].v);
+    }
+    free(c->planes);
     memset(c, 0, sizeof *c);
 }
 
@@ -66,14 +82,15 @@ void nu_kv_cache_release(nu_kv_cache *c, int32_t n, const int32_t *cells) {
     for (int32_t i = 0; i < n; i++) free_cell(c, cells[i]);
 }
 
-void nu_kv_cache_store(nu_kv_cache *c, bool value, int32_t layer, int32_t cell, const float *row) {
-    size_t idx = ((size_t)layer * (size_t)c->n_cells + (size_t)cell) * (size_t)c->kv_dim;
-    void *base = value ? c->v : c->k;
-    if (c->type == NU_KV_F32) {
-        memcpy((float *)base + idx, row, (size_t)c->kv_dim * sizeof(float));
-    } else {
-        nu_vec_to_f16((uint16_t *)base + idx, row, c->kv_dim);
-    }
+void nu_kv_cache_store(nu_kv_cache *c, bool value, int32_t plane, int32_t cell, const float *row) {
+    const nu_kv_plane *p = &c->planes[plane];
+    int32_t dim = value ? p->v_dim : p->k_dim;
+    size_t idx = (size_t)cell * (size_t)dim;
+    void *base = value ? p->v : p->k;
+    if (c->type == NU_KV_F32)
+        memcpy((float *)base + idx, row, (size_t)dim * sizeof(float));
+    else
+        nu_vec_to_f16((uint16_t *)base + idx, row, dim);
 }
 
 /* Insertion into a list kept sorted by position: sequences are filled in

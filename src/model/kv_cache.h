@@ -1,7 +1,8 @@
 /* kv_cache.h - the keys and values of past positions, shared by sequences.
  *
  * The cache is a pool of cells. A cell holds one position's key and value
- * for every layer and belongs to a set of sequences (a bit mask), so several
+ * for every layer that keeps them (a plane per such layer, each with its own
+ * row sizes) and belongs to a set of sequences (a bit mask), so several
  * sequences can share a prompt's cells without copying them (n samples of
  * one prompt, beams, a conversation's reused prefix). A query of sequence s
  * at position p attends to the cells of s whose position is <= p, visited in
@@ -16,24 +17,34 @@
 
 #define NU_MAX_SEQ 64
 
+_Static_assert(NU_MAX_SEQ <= 64, "a cell's sequences are the bits of a uint64_t");
+
+/* One layer's keys and values: [cell][k_dim] and [cell][v_dim]. */
+typedef struct nu_kv_plane {
+    int32_t k_dim, v_dim; /* n_head_kv * head_dim, n_head_kv * head_dim_v */
+    void *k, *v;
+} nu_kv_plane;
+
 typedef struct nu_kv_cache {
     int32_t n_cells;
-    int32_t n_layer;
-    int32_t kv_dim; /* n_head_kv * head_dim */
+    int32_t n_planes;
+    nu_kv_plane *planes;
     nu_kv_type type;
     size_t elem_bytes; /* 4 (f32) or 2 (f16) */
     int32_t *pos;      /* per cell; -1 when free */
     uint64_t *seqs;    /* per cell: bit s set when sequence s uses it */
-    void *k, *v;       /* [layer][cell][kv_dim] */
     int32_t used;
 } nu_kv_cache;
 
-nu_status nu_kv_cache_init(nu_kv_cache *c, int32_t n_cells, int32_t n_layer, int32_t kv_dim,
-                           nu_kv_type type, nu_error *err);
+/* A cache of n_cells cells with n_planes planes, plane i holding rows of
+ * k_dim[i] and v_dim[i]. */
+nu_status nu_kv_cache_init(nu_kv_cache *c, int32_t n_cells, int32_t n_planes, const int32_t *k_dim,
+                           const int32_t *v_dim, nu_kv_type type, nu_error *err);
 void nu_kv_cache_free(nu_kv_cache *c);
 
-/* Bytes of keys and values for n_cells. */
-uint64_t nu_kv_cache_bytes(int32_t n_cells, int32_t n_layer, int32_t kv_dim, nu_kv_type type);
+/* Bytes of keys and values for n_cells cells of those planes. */
+uint64_t nu_kv_cache_bytes(int32_t n_cells, int32_t n_planes, const int32_t *k_dim,
+                           const int32_t *v_dim, nu_kv_type type);
 
 /* Claims n free cells for (seq, pos) pairs; returns false (claiming nothing)
  * when fewer than n are free. */
@@ -42,9 +53,9 @@ bool nu_kv_cache_claim(nu_kv_cache *c, int32_t n, const int32_t *seq, const int3
 /* Gives back cells claimed by nu_kv_cache_claim (on a failed decode). */
 void nu_kv_cache_release(nu_kv_cache *c, int32_t n, const int32_t *cells);
 
-/* Writes one position's key or value row for a layer (converting to the
+/* Writes one position's key or value row into a plane (converting to the
  * cache's type). */
-void nu_kv_cache_store(nu_kv_cache *c, bool value, int32_t layer, int32_t cell, const float *row);
+void nu_kv_cache_store(nu_kv_cache *c, bool value, int32_t plane, int32_t cell, const float *row);
 
 /* The cells of seq sorted by position; returns their count (at most cap). */
 int32_t nu_kv_cache_seq_cells(const nu_kv_cache *c, int32_t seq, int32_t *cells, int32_t cap);

@@ -1,5 +1,6 @@
-/* model.h - a loaded model (internal): hyperparameters, the weights as
- * matrices into the mapped file, and the vocabulary. Immutable after load. */
+/* model.h - a loaded model (internal): its architecture's description, the
+ * hyperparameters (global and per layer), the weights as matrices into the
+ * mapped file, and the vocabulary. Immutable after load. */
 #ifndef NU_MODEL_H
 #define NU_MODEL_H
 
@@ -8,51 +9,124 @@
 #include "nucleus.h"
 #include "tokenizer.h"
 
+typedef struct nu_arch nu_arch;
+
+/* Ways of rotating positions one model may use (global and sliding-window
+ * layers may differ). */
+#define NU_MAX_ROPES 2
+/* Bounds the loader checks files against (the forward pass sizes stack
+ * arrays by them). */
+#define NU_MAX_HEAD_DIM 512 /* elements of one attention head */
+#define NU_MAX_LAYERS 4096
+#define NU_MAX_EXPERTS 1024
+/* A metadata key or tensor name nucleus builds ("<arch>.<suffix>",
+ * "blk.N.<name>"); file strings may be longer and are compared as given. */
+#define NU_MAX_KEY 160
+
 /* How positions are rotated into queries and keys. */
 typedef enum nu_rope_scaling {
     NU_ROPE_SCALING_NONE = 0,
-    NU_ROPE_SCALING_LINEAR, /* positions divided by the factor */
-    NU_ROPE_SCALING_YARN,   /* YaRN: per-dimension blend of interpolation and extrapolation */
+    NU_ROPE_SCALING_LINEAR,   /* positions divided by the factor */
+    NU_ROPE_SCALING_YARN,     /* YaRN: per-dimension blend of interpolation and extrapolation */
+    NU_ROPE_SCALING_LONGROPE, /* per-pair factors, short or long by context (Phi-3) */
 } nu_rope_scaling;
+
+/* One way of rotating positions: a model has one or two (sliding-window
+ * layers may use their own base). */
+typedef struct nu_rope {
+    int32_t n_rot; /* dimensions of each head it rotates */
+    float base;
+    nu_rope_scaling scaling;
+    float factor; /* scaling factor (> 1 stretches the context) */
+    int32_t orig_ctx;
+    float attn_factor;         /* multiplies cos and sin (YaRN, LongRoPE) */
+    const float *freq_factors; /* per-pair divisors (n_rot / 2), or NULL */
+} nu_rope;
+
+/* What a layer's mixing step is. */
+typedef enum nu_layer_kind {
+    NU_LAYER_ATTENTION = 0,
+} nu_layer_kind;
+
+/* The hyperparameters of one layer (most models repeat one set; some vary
+ * the window, the RoPE base or the head size by layer). */
+typedef struct nu_layer_hp {
+    nu_layer_kind kind;
+    int32_t n_head, n_head_kv;
+    int32_t head_dim;   /* of queries and keys */
+    int32_t head_dim_v; /* of values */
+    int32_t n_ff;       /* the dense FFN's width (0 with experts only) */
+    int32_t window;     /* 0: full causal attention; else keys at positions > pos - window */
+    int32_t rope;       /* index into nu_hparams.rope */
+    int32_t kv_slot;    /* index of the cache plane this layer stores and reads */
+} nu_layer_hp;
 
 typedef struct nu_hparams {
     int32_t n_vocab;
     int32_t n_ctx_train;
     int32_t n_embd;
     int32_t n_layer;
-    int32_t n_head;
+    int32_t n_head; /* of layer 0, for reports */
     int32_t n_head_kv;
     int32_t head_dim;
     int32_t n_ff;
-    int32_t n_rot; /* dimensions of each head that RoPE rotates */
-    float rope_base;
-    nu_rope_scaling rope_scaling;
-    float rope_factor; /* scaling factor (> 1 stretches the context) */
-    int32_t rope_orig_ctx;
     float norm_eps;
+    /* experts */
+    int32_t n_expert, n_expert_used, n_ff_exp;
+    bool expert_weights_norm; /* renormalise the chosen experts' weights */
+    /* attention */
+    float attn_scale;    /* multiplies q.k (default 1 / sqrt(head_dim)) */
+    float attn_softcap;  /* c * tanh(s / c) of the scores, 0 = off */
+    float final_softcap; /* the same of the logits */
+    float embd_scale;    /* multiplies the token embeddings (1 = off) */
+    int32_t n_rope;      /* entries of rope[] in use */
+    nu_rope rope[NU_MAX_ROPES];
+    int32_t n_kv_slots; /* cache planes (layers that store their own keys) */
+    nu_layer_hp *layer; /* [n_layer] */
 } nu_hparams;
 
-/* One transformer block's weights. Biases are optional (NULL). */
+/* Experts of a mixture stored as one 3-D tensor: n matrices of the same
+ * shape, expert e at data + e * stride (and packed + e * packed_stride). */
+typedef struct nu_experts {
+    nu_matrix m; /* expert 0 */
+    int32_t n;
+    size_t stride, packed_stride;
+} nu_experts;
+
+/* One block's weights; a NULL vector or a matrix with data == NULL is
+ * absent. Which ones a file has is the architecture's manifest (arch.h). */
 typedef struct nu_layer {
-    const float *attn_norm;
-    nu_matrix wq, wk, wv, wo;
-    const float *bq, *bk, *bv, *bo;
-    const float *ffn_norm;
-    nu_matrix w_gate, w_up, w_down;
+    /* attention */
+    const float *attn_norm, *attn_norm_b;
+    nu_matrix wq, wk, wv, wqkv, wo; /* split Q/K/V or one fused matrix */
+    const float *bq, *bk, *bv, *bqkv, *bo;
+    const float *q_norm, *k_norm; /* per head, head_dim weights */
+    const float *q_norm_b, *k_norm_b;
+    const float *post_attn_norm;
+    /* feed-forward */
+    const float *ffn_norm, *ffn_norm_b;
+    nu_matrix w_gate, w_up, w_down; /* w_up has 2 n_ff rows when the gate is fused in */
+    const float *b_up, *b_down;
+    const float *post_ffn_norm;
+    /* mixture of experts */
+    nu_matrix router; /* n_expert rows */
+    nu_experts gate_exps, up_exps, down_exps;
 } nu_layer;
 
 struct nu_model {
     nu_gguf_file *file;
     nu_vocab *vocab;
     nu_load_mode mode;
-    char arch[64];
-    char name[128];
+    const char *arch_name; /* general.architecture, "" when absent */
+    const char *name;      /* general.name, "" when absent */
+    const nu_arch *arch;   /* NULL unless the weights were loaded */
     nu_hparams hp;
     /* weights (NU_LOAD_FULL only) */
     nu_matrix tok_embd; /* n_vocab rows of n_embd */
-    const float *output_norm;
-    nu_matrix output;               /* the LM head; equals tok_embd when tied */
-    const float *rope_freq_factors; /* optional per-pair divisors (n_rot / 2) */
+    nu_matrix pos_embd; /* learned absolute positions (n_ctx_train rows), or absent */
+    const float *output_norm, *output_norm_b;
+    nu_matrix output;                    /* the LM head; equals tok_embd when tied */
+    const float *rope_long, *rope_short; /* LongRoPE factors */
     nu_layer *layers;
     void *packed; /* the matrices' panel copies (nu_matrix_pack), one mapping */
     size_t packed_bytes;
@@ -62,12 +136,27 @@ struct nu_model {
     char **tensor_names; /* [n_tensors] */
 };
 
-/* The model's matrices (output, then each layer's seven), as the forward
- * pass multiplies with them; out has room for 1 + 7 * n_layer. Returns the
- * count. */
-int nu_model_matrices(const nu_model *m, const nu_matrix **out);
-
 /* The vocabulary of a model (NULL for NU_LOAD_METADATA_ONLY). */
 const nu_vocab *nu_model_vocab(const nu_model *m);
+
+/* A weight matrix as the forward pass multiplies it: one matrix, or one
+ * expert of a 3-D tensor (expert < 0: the whole tensor, for listings). */
+typedef struct nu_weight {
+    const nu_matrix *m;
+    const nu_experts *experts;
+} nu_weight;
+
+/* Every matrix the forward pass multiplies with, in the order one step
+ * streams them (output last), as listed by the architecture's manifest: the
+ * one list that loading, repacking, scratch sizing, the memory estimate and
+ * nu_context_read_weights use. Writes at most cap; returns the count. */
+int32_t nu_model_weights(const nu_model *m, nu_weight *out, int32_t cap);
+
+/* Bytes one generation step reads from a weight (one token: for experts,
+ * n_expert_used of them). */
+uint64_t nu_weight_step_bytes(const nu_model *m, const nu_weight *w);
+
+/* The matrix of expert e. */
+nu_matrix nu_expert_matrix(const nu_experts *x, int32_t e);
 
 #endif
