@@ -318,7 +318,7 @@ async function runModel({ name, model, prompts, nPredict, ctx, cacheType }) {
 // logits differ by float rounding may pick the other token there, and every later step differs.
 const NEAR_TIE = 0.005;
 
-function describePrompt(tokens, r, eog) {
+function describePrompt(tokens, r) {
   let minGap = Infinity, minGapStep = -1, notTop1 = [];
   r.steps.forEach((s, i) => {
     const gap = s.top[0][1] - s.top[1][1];
@@ -369,7 +369,7 @@ function pretty(v, ind = '') {
 
 function stringify(obj) { return pretty(obj) + '\n'; }
 
-function refJson(c, shared, run, commit, defaults) {
+function refJson(c, run, commit, defaults) {
   const rel = (s) => s.replaceAll('{shared}', '../shared').replaceAll('{here}', 'tests/arch');
   return {
     case: c.name,
@@ -401,7 +401,7 @@ function refJson(c, shared, run, commit, defaults) {
       'The server reports no log-probs for a token that leaves a UTF-8 character open (byte tokens, partial byte-level pieces). Those steps (steps_from_prefill, marked "prefill": true) were recomputed by a one-token request on prompt + the tokens generated before them, evaluated as one batch, with a logit bias on an unrelated ASCII token so that the server reports the step; a logit bias does not change the reported log-probs. Their values come from a prefill pass instead of a one-token decode pass (differences are float rounding).',
     ],
     eog_token_ids: run.eog,
-    prompts: run.fed.map((p, i) => describePrompt(p, run.results[i], run.eog)),
+    prompts: run.fed.map((p, i) => describePrompt(p, run.results[i])),
   };
 }
 
@@ -426,7 +426,7 @@ async function main() {
                                  nPredict: a.nPredict ?? 32, ctx: 2048, cacheType: a.cacheType });
     if (run.refused) die(`${a.model}: ${run.refused}\n${run.log.split('\n').slice(-30).join('\n')}`);
     const c = { name: path.basename(a.model, '.gguf'), description: 'ad hoc run', generator: 'file', args: [a.model], n_predict: a.nPredict ?? 32 };
-    const j = refJson(c, SHARED, run, commit, { n_predict: 32 });
+    const j = refJson(c, run, commit, { n_predict: 32 });
     j.model.generator = 'none (existing file)';
     j.reference_engine.server_args = run.serverArgs;
     const s = stringify(j);
@@ -455,7 +455,7 @@ async function main() {
       process.stderr.write(`${c.name}: REFUSED ${run.refused}\n${tail}\n`);
       continue;
     }
-    const j = refJson(c, SHARED, run, commit, defaults);
+    const j = refJson(c, run, commit, defaults);
     const file = path.join(a.outDir, `${c.name}.json`);
     if (a.check) {
       if (!fs.existsSync(file)) { summary.differ.push([c.name, 'no committed reference']); continue; }
