@@ -18,7 +18,7 @@ const srv_web_asset *srv_web_find(const char *url) {
 
 static const char csp[] = "default-src 'none'; script-src 'self'; style-src 'self'; "
                           "connect-src 'self'; img-src 'self' data:; font-src 'self'; "
-                          "base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+                          "base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 enum MHD_Result srv_web_answer(struct MHD_Connection *c, srv_conn *cs, const char *url) {
     const srv_web_asset *a = srv_web_find(url);
