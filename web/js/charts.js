@@ -33,14 +33,16 @@ export function bars(items, { width = 640, max = null, title = "" } = {}) {
 export function cumulative(curve, { p = null, kept = null, width = 640, title = "" } = {}) {
     const h = 200, l = 44, r = 12, t = 22, b = 28;
     const n = Math.max(2, curve.length);
-    const x = (i) => l + ((width - l - r) * i) / (n - 1);
+    /* ranks on a log scale: the head, where the mass is, gets the room */
+    const x = (i) => l + ((width - l - r) * Math.log1p(i)) / Math.log1p(n - 1);
     const y = (v) => t + (h - t - b) * (1 - v);
     let s = `<svg viewBox="0 0 ${width} ${h}" width="${width}" role="img" aria-label="${esc(title || "cumulative probability")}">`;
     s += `<text x="4" y="14" class="muted">${esc(title)}</text>`;
     s += `<line x1="${l}" y1="${y(0)}" x2="${width - r}" y2="${y(0)}" stroke="var(--line)"/>`;
     s += `<line x1="${l}" y1="${y(0)}" x2="${l}" y2="${y(1)}" stroke="var(--line)"/>`;
     for (const v of [0, 0.5, 1]) s += `<text x="${l - 6}" y="${y(v) + 4}" text-anchor="end" class="muted">${v}</text>`;
-    s += `<text x="${width - r}" y="${h - 8}" text-anchor="end" class="muted">rank (most likely first) → ${curve.length} shown</text>`;
+    s += `<text x="${width - r}" y="${h - 8}" text-anchor="end" class="muted">rank, most likely first (log scale) → ${curve.length} shown</text>`;
+    for (const k of [1, 10, 100, 1000]) if (k <= n) s += `<text x="${x(k - 1)}" y="${h - 8}" text-anchor="middle" class="muted">${k}</text>`;
     if (kept !== null && kept > 0) {
         const xe = x(Math.min(kept, n) - 1);
         s += `<rect x="${l}" y="${y(1)}" width="${Math.max(1, xe - l)}" height="${y(0) - y(1)}" fill="var(--accent)" opacity=".10"/>`;
@@ -57,9 +59,9 @@ export function cumulative(curve, { p = null, kept = null, width = 640, title = 
 }
 
 // values over steps, with an optional horizontal threshold.
-export function line(values, { threshold = null, width = 640, title = "", label = "" } = {}) {
+export function line(values, { threshold = null, width = 640, title = "", label = "", top = null } = {}) {
     const h = 170, l = 40, r = 12, t = 22, b = 24;
-    const lo = Math.min(0, ...values, threshold ?? 0), hi = Math.max(1, ...values, threshold ?? 1);
+    const lo = Math.min(0, ...values, threshold ?? 0), hi = top ?? Math.max(1, ...values, threshold ?? 1);
     const n = Math.max(2, values.length);
     const x = (i) => l + ((width - l - r) * i) / (n - 1);
     const y = (v) => t + (h - t - b) * (1 - (v - lo) / (hi - lo || 1));
@@ -81,7 +83,7 @@ export function line(values, { threshold = null, width = 640, title = "", label 
 // nodes: [{id, parent, text, status, score, step}] of a beam search; the
 // root (parent -1) is the prompt. Columns are steps; each node sits in its
 // step's column in the order it came.
-export function tree(nodes, { best = new Set(), colW = 92, rowH = 22 } = {}) {
+export function tree(nodes, { best = new Set(), colW = 118, rowH = 28 } = {}) {
     const byStep = new Map();
     const pos = new Map();
     for (const n of nodes) {
@@ -99,7 +101,8 @@ export function tree(nodes, { best = new Set(), colW = 92, rowH = 22 } = {}) {
         if (n.parent < 0 || !pos.has(n.parent)) continue;
         const a = pos.get(n.parent), b = pos.get(n.id);
         const color = n.status === "pruned" ? "var(--line)" : best.has(n.id) ? "var(--good)" : "var(--muted)";
-        s += `<path d="M${a.x + colW - 16},${a.y - 4} C${a.x + colW},${a.y - 4} ${b.x - 12},${b.y - 4} ${b.x - 2},${b.y - 4}" fill="none" stroke="${color}" stroke-width="${best.has(n.id) ? 2.5 : 1}"/>`;
+        const ax = a.x + (n.parent === 0 ? 48 : 80), bx = b.x - 4;
+        s += `<path d="M${ax},${a.y - 4} C${ax + 16},${a.y - 4} ${bx - 16},${b.y - 4} ${bx},${b.y - 4}" fill="none" stroke="${color}" stroke-width="${best.has(n.id) ? 2.5 : 1}"/>`;
     }
     for (const n of nodes) {
         const p = pos.get(n.id);
@@ -108,7 +111,7 @@ export function tree(nodes, { best = new Set(), colW = 92, rowH = 22 } = {}) {
         const deco = n.status === "pruned" ? ` text-decoration="line-through"` : "";
         s += `<text x="${p.x}" y="${p.y}" fill="${fill}"${deco} ${best.has(n.id) ? 'font-weight="700"' : ""}>` +
              `<title>${esc(`${showToken(n.text)}: ${n.status}, log-prob ${fmt(n.logprob)}, total ${fmt(n.sum_logprob)}, score ${fmt(n.score)}`)}</title>${esc(label)}</text>`;
-        if (n.parent >= 0) s += `<text x="${p.x}" y="${p.y + 9}" class="muted tiny">${fmt(n.score, 2)}</text>`;
+        if (n.parent >= 0) s += `<text x="${p.x}" y="${p.y + 10}" class="muted tiny">${fmt(n.score, 2)}</text>`;
     }
     return s + "</svg>";
 }

@@ -2,6 +2,7 @@
 // from POST /v1/completions with per-token log-probs (and 5 alternatives
 // per token, shown on hover).
 import { postStream, isAbort } from "./api.js";
+import { line } from "./charts.js";
 import { $, el, fmt, tokenSpan } from "./util.js";
 
 const FIELDS = [
@@ -26,6 +27,7 @@ async function runSide(side, signal) {
     out.replaceChildren();
     sum.textContent = "";
     let total = 0, n = 0;
+    const lps = [];
     const t0 = performance.now();
     try {
         await postStream("/v1/completions", { prompt: $("cmp-prompt").value, logprobs: 5, ...settingsOf(side) }, (ev) => {
@@ -37,10 +39,12 @@ async function runSide(side, signal) {
                 const l = lp.token_logprobs[i];
                 out.append(tokenSpan(t, Math.exp(l), top, { extra: [`log-prob ${fmt(l, 3)}`], testid: `cmp-token-${side}` }));
                 total += l;
+                lps.push(l);
                 n++;
             });
         }, { signal });
         const ms = performance.now() - t0;
+        $(`cmp-chart-${side}`).innerHTML = lps.length > 1 ? line(lps, { title: "log-prob of each token (0 = certain)", width: 560, top: 0 }) : "";
         sum.textContent = `${n} tokens · sum log-prob ${fmt(total, 2)} · mean ${fmt(n ? total / n : 0, 3)} · perplexity ${fmt(n ? Math.exp(-total / n) : 0, 2)} · ${fmt(ms / 1000, 2)} s`;
     } catch (e) {
         if (!isAbort(e)) sum.textContent = `error: ${e.message}`;

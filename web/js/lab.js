@@ -180,8 +180,11 @@ function renderText() {
         const extra = [`model p ${pct(s.chosen.model_prob)} · after the chain ${pct(s.chosen.prob)}`,
             `greedy: ${showToken(s.greedy.text)} · entropy ${fmt(s.entropy, 2)} nats`];
         let cls = i === st.steps.length - 1 ? "current" : "";
-        if (st.chapter === "watermark" && s.watermark) cls += s.watermark.green ? " chip green" : " chip red";
-        box.append(tokenSpan(s.chosen.text, s.chosen.model_prob, alts, { extra, testid: "lab-token", cls }));
+        /* the watermark chapter colours tokens green / red instead of by probability */
+        const marked = st.chapter === "watermark" && s.watermark;
+        if (marked) cls += s.watermark.green ? " chip green" : " chip red";
+        if (marked) extra.push(s.watermark.green ? "green-list token" : "not in the green list");
+        box.append(tokenSpan(s.chosen.text, marked ? null : s.chosen.model_prob, alts, { extra, testid: "lab-token", cls }));
     });
 }
 
@@ -313,7 +316,7 @@ function chartLoop(s) {
         <div class="box"><b>append</b><br>position ${s.position}</div></div>`;
     const items = raw.top.map((c) => ({ label: c.text, value: c.prob,
         cls: c.token === s.chosen.token ? "chosen" : c.token === s.greedy.token ? "greedy" : "kept" }));
-    return boxes + bars(items, { title: "the model's next-token distribution (top 12)" });
+    return boxes + bars(items, { title: "the model's next-token distribution (top 12): green the token chosen, orange greedy's choice" });
 }
 
 function chartGreedy(s) {
@@ -463,7 +466,7 @@ async function runBeam() {
             const byId = new Map(nodes.map((n) => [n.id, n]));
             if (ev.hypotheses.length) for (let n = byId.get(ev.hypotheses[0].id); n; n = byId.get(n.parent)) best.add(n.id);
             const rows = ev.hypotheses.map((h, i) => `<tr><td>${i + 1}</td><td><code>${esc(h.text)}</code></td><td class="num">${fmt(h.sum_logprob)}</td><td class="num">${h.tokens.length}</td><td class="num">${fmt(h.score)}</td><td>${esc(h.finish)}</td></tr>`);
-            draw(best, `<table class="data" data-testid="lab-beam-hypotheses"><tr><th>#</th><th>hypothesis</th><th>sum log-prob</th><th>length</th><th>score (α ${fmt(ev.length_penalty, 1)})</th><th>end</th></tr>${rows.join("")}</table>`);
+            draw(best, `<p class="legend">Green: the best hypothesis's path. Below each token: its score so far.</p><table class="data" data-testid="lab-beam-hypotheses"><tr><th>#</th><th>hypothesis</th><th>sum log-prob</th><th>length</th><th>score (α ${fmt(ev.length_penalty, 1)})</th><th>end</th></tr>${rows.join("")}</table>`);
         }
     });
 }
