@@ -386,7 +386,8 @@ static void stop_all(srv_state *s, struct MHD_Daemon *d) {
     }
     if (s->engine) srv_engine_drain(s->engine, s->cfg->shutdown_grace_s * 1e3);
     wait_answers(s, 5000); /* the last events of finished jobs still go out */
-    if (s->lab) srv_lab_stop(s->lab); /* lab runs end with a 503 event */
+    /* lab runs end with a 503 event */
+    if (s->lab) srv_lab_stop(s->lab);
     if (d) MHD_stop_daemon(d);
     srv_lab_free(s->lab);
     srv_engine_free(s->engine);

@@ -327,9 +327,19 @@ function chartGreedy(s) {
             cls: c.token === s.chosen.token ? "chosen" : c.token === s.greedy.token ? "greedy" : f ? "kept" : "cut",
             note: `${pct(f ? f.prob : 0)} (model ${pct(c.prob)})` };
     });
+    /* twenty draws from the shown candidates, made here in the browser, to
+     * show what "drawn as often as its probability says" looks like */
+    const mass = fin.top.reduce((a, c) => a + c.prob, 0);
+    const draws = [];
+    for (let k = 0; k < 20 && mass > 0; k++) {
+        let u = Math.random() * mass, pick = fin.top[fin.top.length - 1];
+        for (const c of fin.top) { if ((u -= c.prob) < 0) { pick = c; break; } }
+        draws.push(`<span class="chip${pick.token === s.greedy.token ? "" : " ok"}">${esc(showToken(pick.text))}</span>`);
+    }
     return stats([["greedy takes", showToken(s.greedy.text)], ["sampling drew", showToken(s.chosen.text)],
         ["its probability in the draw", pct(s.chosen.prob)], ["temperature", fmt(Number($("lab-temperature").value), 2)]]) +
-        bars(items, { title: "the distribution sampled from (bars) and the model's (dashed)" });
+        bars(items, { title: "the distribution sampled from (bars) and the model's (dashed)" }) +
+        `<p class="legend">Twenty more draws from it (in the browser; green: not greedy's token):</p><div class="pass">${draws.join(" ")}</div>`;
 }
 
 function chartTemperature(s) {
