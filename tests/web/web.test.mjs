@@ -17,7 +17,7 @@ const SHOTS = process.env.SHOTS ?? os.tmpdir();
 const MODEL = path.join(SHARED ?? "", "models/stories260K.gguf");
 if (!NUCLEUS || !SHARED) throw new Error("set NUCLEUS_BIN and NUCLEUS_SHARED");
 
-let server, browser, base;
+let server, browser, base, profile;
 let stderr = "";
 
 function withTimeout(p, ms, what) {
@@ -40,7 +40,7 @@ before(async () => {
         server.on("error", (e) => reject(new Error(`cannot start ${NUCLEUS}: ${e.message}`)));
     }), 60000, "server start");
     base = `http://127.0.0.1:${port}`;
-    const profile = fs.mkdtempSync(path.join(os.tmpdir(), "nucleus-chromium-"));
+    profile = fs.mkdtempSync(path.join(os.tmpdir(), "nucleus-chromium-"));
     // a fresh profile (playwright passes it as --user-data-dir)
     browser = await chromium.launchPersistentContext(profile, {
         executablePath: "/usr/bin/chromium",
@@ -52,6 +52,7 @@ before(async () => {
 
 after(async () => {
     if (browser) await browser.close();
+    if (profile) fs.rmSync(profile, { recursive: true, force: true });
     if (server && server.exitCode === null) {
         const exited = new Promise((r) => server.on("exit", (code, signal) => r({ code, signal })));
         server.kill("SIGTERM");
@@ -108,6 +109,10 @@ test("the page and its files are served with types and revalidation", async () =
 
 test("chat: a message gets a streamed reply", async () => {
     const { page, context, check } = await openPage("#chat");
+    assert.ok(await page.locator("#view-lab").isHidden(), "only the chat view shows");
+    // a fixed seed: this conversation then runs to max_tokens (256), a stream long enough to watch
+    await page.locator("#chat-settings summary").click();
+    await page.locator("#chat-seed").fill("1");
     await page.getByTestId("chat-input").fill("Tell me a story about a cat.");
     // the reply must grow while it streams: watch its text over time
     await page.getByTestId("chat-send").click();
@@ -134,8 +139,10 @@ test("chat: a message gets a streamed reply", async () => {
 
 test("chat: stop ends a generation", async () => {
     const { page, context, check } = await openPage("#chat");
+    await page.getByTestId("chat-new").click(); // the same conversation every run
     await page.locator("#chat-settings summary").click();
     await page.locator("#chat-max").fill("1500");
+    await page.locator("#chat-seed").fill("1"); // runs to max_tokens unless stopped
     await page.getByTestId("chat-input").fill("A very long story, please.");
     await page.getByTestId("chat-send").click();
     await page.waitForFunction(() => !document.querySelector("[data-testid=chat-stop]").disabled);
