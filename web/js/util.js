@@ -55,8 +55,7 @@ const details = new WeakMap();
 // alts: [{text, p}] (the first the most likely); extra: more rows of text.
 export function tokenSpan(text, p, alts = [], { extra = [], testid, cls = "" } = {}) {
     const s = el("span", { class: `tok ${cls}`.trim(), tabindex: "0", "data-testid": testid });
-    s.textContent = text;
-    if (text.endsWith("\n")) s.classList.add("nl");
+    s.textContent = text.replace(/\n/g, "↵\n"); /* a visible mark where the line breaks */
     if (p !== null && p !== undefined) s.style.background = probColor(p);
     details.set(s, { text, p, alts, extra });
     return s;
