@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake ninja-build pkg-config git python3 ca-certificates
           libcurl4-openssl-dev libssl-dev libcjson-dev libcmocka-dev libpcre2-dev
-          libmicrohttpd-dev libedit-dev clang libclang-rt-14-dev clang-format)
+          libmicrohttpd-dev libedit-dev clang libclang-rt-14-dev clang-format
+          chromium) # chromium: the web page's end-to-end tests (tests/cli_web.sh)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -16,6 +16,10 @@ fi
 if command -v npm >/dev/null && [ ! -d tests/js/node_modules/ajv-formats ]; then
   (cd tests/js && npm ci --no-audit --no-fund --loglevel=error)
 fi
+# The web page's tests (tests/cli_web.sh) drive Chromium with playwright-core from npm.
+if command -v npm >/dev/null && [ ! -d tests/web/node_modules/playwright-core ]; then
+  (cd tests/web && npm ci --no-audit --no-fund --loglevel=error)
+fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build
 (cd build && ctest --output-on-failure -j "$jobs")

@@ -20,6 +20,7 @@
 
 #include "http.h"
 #include "openai_resp.h"
+#include "web.h"
 
 static const srv_route routes[] = {
     {"POST", "/v1/chat/completions", false, ROUTE_CHAT, "chat", true},
@@ -31,7 +32,15 @@ static const srv_route routes[] = {
     {"POST", "/tokenize", false, ROUTE_TOKENIZE, "tokenize", true},
     {"POST", "/detokenize", false, ROUTE_DETOKENIZE, "detokenize", true},
     {"POST", "/v1/watermark/detect", false, ROUTE_WATERMARK_DETECT, "watermark_detect", true},
+    {"POST", "/v1/inspect", false, ROUTE_INSPECT, "inspect", true},
+    {"POST", "/v1/inspect/beam", false, ROUTE_INSPECT_BEAM, "inspect_beam", true},
+    {"POST", "/v1/inspect/speculative", false, ROUTE_INSPECT_SPECULATIVE, "inspect_speculative",
+     true},
+    {"POST", "/v1/inspect/self_consistency", false, ROUTE_INSPECT_SELF_CONSISTENCY,
+     "inspect_self_consistency", true},
 };
+/* Any file of the embedded page (the page itself needs no key; its API calls do). */
+static const srv_route web_route = {"GET", "/", false, ROUTE_WEB, "web", false};
 
 srv_config srv_default_config(void) {
     srv_config c = {.host = "127.0.0.1",
@@ -91,6 +100,10 @@ enum MHD_Result srv_answer_error(struct MHD_Connection *c, srv_conn *cs, const s
 /* The route for url; *other_method is set when only the method is wrong. */
 static const srv_route *find_route(const char *method, const char *url, bool *other_method) {
     *other_method = false;
+    if (srv_web_find(url)) {
+        *other_method = strcmp(method, "GET") && strcmp(method, "HEAD");
+        return &web_route;
+    }
     const srv_route *found = NULL;
     for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
         const srv_route *r = &routes[i];
@@ -321,7 +334,15 @@ static bool start_engine(srv_state *s, char *msg, size_t cap) {
         return snprintf(msg, cap, "%s", err.message), false;
     if (!(s->metrics = srv_metrics_new())) return snprintf(msg, cap, "out of memory"), false;
     if (!srv_chat_init(&s->chat, s->model, s->cfg->chat_template, msg, cap)) return false;
-    return srv_engine_start(s->ctx, s->cfg->parallel, s->cfg->max_queue, s->cfg->step_delay_ms,
+    s->lab_cfg = (srv_lab_config){.model = s->model,
+                                  .draft = s->cfg->draft,
+                                  .n_ctx = s->ctx_per_slot,
+                                  .n_batch = s->cfg->n_batch,
+                                  .n_threads = s->cfg->n_threads,
+                                  .kv_type = s->cfg->kv_type,
+                                  .max_queue = 16};
+    return srv_lab_start(&s->lab_cfg, &s->lab, msg, cap) &&
+           srv_engine_start(s->ctx, s->cfg->parallel, s->cfg->max_queue, s->cfg->step_delay_ms,
                             s->cfg->draft, &s->cfg->spec, s->metrics, &s->engine, msg, cap);
 }
 
@@ -365,7 +386,10 @@ static void stop_all(srv_state *s, struct MHD_Daemon *d) {
     }
     if (s->engine) srv_engine_drain(s->engine, s->cfg->shutdown_grace_s * 1e3);
     wait_answers(s, 5000); /* the last events of finished jobs still go out */
+    /* lab runs end with a 503 event */
+    if (s->lab) srv_lab_stop(s->lab);
     if (d) MHD_stop_daemon(d);
+    srv_lab_free(s->lab);
     srv_engine_free(s->engine);
     srv_chat_free(&s->chat);
     srv_metrics_free(s->metrics);

@@ -11,6 +11,7 @@
 
 #include "chat.h"
 #include "engine.h"
+#include "lab.h"
 #include "metrics.h"
 #include "openai_params.h"
 #include "server.h"
@@ -22,6 +23,8 @@ typedef struct srv_state {
     char model_id[256];
     long long created; /* when the server started (for /v1/models) */
     srv_engine *engine;
+    srv_lab *lab; /* the decoding lab (lab.h) */
+    srv_lab_config lab_cfg;
     srv_metrics *metrics;
     srv_chat chat;
     srv_limits limits;
@@ -58,6 +61,11 @@ typedef enum srv_route_id {
     ROUTE_TOKENIZE,
     ROUTE_DETOKENIZE,
     ROUTE_WATERMARK_DETECT,
+    ROUTE_INSPECT,
+    ROUTE_INSPECT_BEAM,
+    ROUTE_INSPECT_SPECULATIVE,
+    ROUTE_INSPECT_SELF_CONSISTENCY,
+    ROUTE_WEB, /* the embedded web page (web.h) */
 } srv_route_id;
 
 typedef struct srv_route {

@@ -10,6 +10,7 @@
 #include "http.h"
 #include "openai_resp.h"
 #include "sse.h"
+#include "web.h"
 #include "utf8.h"
 
 /* ---- generation ---------------------------------------------------------- */
@@ -572,6 +573,11 @@ enum MHD_Result srv_handle(srv_state *s, struct MHD_Connection *c, srv_conn *cs,
     case ROUTE_TOKENIZE: return handle_tokenize(s, c, cs);
     case ROUTE_DETOKENIZE: return handle_detokenize(s, c, cs);
     case ROUTE_WATERMARK_DETECT: return handle_watermark_detect(s, c, cs);
+    case ROUTE_INSPECT: return srv_lab_handle(s, c, cs, LAB_INSPECT);
+    case ROUTE_INSPECT_BEAM: return srv_lab_handle(s, c, cs, LAB_BEAM);
+    case ROUTE_INSPECT_SPECULATIVE: return srv_lab_handle(s, c, cs, LAB_SPECULATIVE);
+    case ROUTE_INSPECT_SELF_CONSISTENCY: return srv_lab_handle(s, c, cs, LAB_SELF_CONSISTENCY);
+    case ROUTE_WEB: return srv_web_answer(c, cs, url);
     }
     return MHD_NO;
 }
