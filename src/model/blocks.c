@@ -185,3 +185,29 @@ void nu_softcap(float *x, int64_t n, float c) {
     const float inv = 1.0f / c;
     for (int64_t i = 0; i < n; i++) x[i] = c * tanhf(x[i] * inv);
 }
+
+/* ---- routing ------------------------------------------------------------------ */
+
+void nu_route(nu_router_kind kind, bool renormalise, const float *z, int32_t n_expert, int32_t k,
+              int32_t *sel, float *w) {
+    /* the k largest logits, largest first (ties: the lower id) */
+    for (int32_t j = 0; j < k; j++) {
+        int32_t best = -1;
+        for (int32_t e = 0; e < n_expert; e++) {
+            bool taken = false;
+            for (int32_t i = 0; i < j; i++) taken |= sel[i] == e;
+            if (!taken && (best < 0 || z[e] > z[best])) best = e;
+        }
+        sel[j] = best;
+    }
+    const double max = z[sel[0]];
+    double total = 0, chosen = 0;
+    if (kind == NU_ROUTER_SOFTMAX_TOPK)
+        for (int32_t e = 0; e < n_expert; e++) total += exp((double)z[e] - max);
+    double p[NU_MAX_EXPERTS_USED];
+    for (int32_t j = 0; j < k; j++) chosen += p[j] = exp((double)z[sel[j]] - max);
+    /* a softmax over all experts (then optionally renormalised over the
+     * chosen ones), or a softmax over the chosen logits alone */
+    double denom = kind == NU_ROUTER_TOPK_SOFTMAX || renormalise ? chosen : total;
+    for (int32_t j = 0; j < k; j++) w[j] = (float)(p[j] / denom);
+}

@@ -42,6 +42,14 @@ void nu_act_gated(nu_act act, float *gate, const float *up, int64_t n);
 /* Activation in place: x[i] = act(x[i]). */
 void nu_act_plain(nu_act act, float *x, int64_t n);
 
+/* A mixture's choice for one entry: the k experts with the largest router
+ * logits z (largest first; equal logits: the lower id) into sel, and their
+ * weights into w: a softmax over all n_expert logits, renormalised over the
+ * chosen k when renormalise is set (NU_ROUTER_SOFTMAX_TOPK), or a softmax
+ * over the k chosen logits (NU_ROUTER_TOPK_SOFTMAX). k <= NU_MAX_EXPERTS_USED. */
+void nu_route(nu_router_kind kind, bool renormalise, const float *z, int32_t n_expert, int32_t k,
+              int32_t *sel, float *w);
+
 /* x[i] = c * tanh(x[i] / c). */
 void nu_softcap(float *x, int64_t n, float c);
 

@@ -306,36 +306,11 @@ static void attention_block(nu_context *c, const nu_layer *l, int32_t il, const 
 /* Each entry's experts and their weights from the router's logits. */
 static void route(nu_context *c, int32_t n) {
     const nu_hparams *hp = &c->model->hp;
-    const nu_router_kind kind = c->model->arch->router;
-    const int32_t ne = hp->n_expert, k = hp->n_expert_used;
     nu_scratch *s = &c->s;
-    for (int32_t b = 0; b < n; b++) {
-        const float *z = s->router + (size_t)b * ne;
-        int32_t *sel = s->sel + (size_t)b * k;
-        float *w = s->sel_w + (size_t)b * k;
-        /* the k largest logits, largest first (ties: the lower id) */
-        for (int32_t j = 0; j < k; j++) {
-            int32_t best = -1;
-            for (int32_t e = 0; e < ne; e++) {
-                bool taken = false;
-                for (int32_t i = 0; i < j; i++) taken |= sel[i] == e;
-                if (!taken && (best < 0 || z[e] > z[best])) best = e;
-            }
-            sel[j] = best;
-        }
-        float max = z[sel[0]];
-        double total = 0, chosen = 0;
-        if (kind == NU_ROUTER_SOFTMAX_TOPK)
-            for (int32_t e = 0; e < ne; e++) total += exp((double)z[e] - max);
-        for (int32_t j = 0; j < k; j++) {
-            w[j] = (float)exp((double)z[sel[j]] - max);
-            chosen += w[j];
-        }
-        /* softmax over all experts, then optionally renormalised over the
-         * chosen ones; or a softmax over the chosen logits alone */
-        double denom = kind == NU_ROUTER_TOPK_SOFTMAX || hp->expert_weights_norm ? chosen : total;
-        for (int32_t j = 0; j < k; j++) w[j] = (float)(w[j] / denom);
-    }
+    const int32_t ne = hp->n_expert, k = hp->n_expert_used;
+    for (int32_t b = 0; b < n; b++)
+        nu_route(c->model->arch->router, hp->expert_weights_norm, s->router + (size_t)b * ne, ne,
+                 k, s->sel + (size_t)b * k, s->sel_w + (size_t)b * k);
 }
 
 /* Groups the (entry, choice) pairs by expert: by_expert holds, for expert

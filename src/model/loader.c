@@ -257,11 +257,14 @@ static nu_status read_common(nu_model *m, nu_error *err) {
 static nu_status check_hparams(nu_model *m, nu_error *err) {
     nu_hparams *hp = &m->hp;
     if (hp->n_expert > 0) {
-        if (hp->n_expert > NU_MAX_EXPERTS || hp->n_expert_used < 1 ||
-            hp->n_expert_used > hp->n_expert)
+        if (hp->n_expert > NU_MAX_EXPERTS)
+            return nu_fail(err, NU_ERR_UNSUPPORTED, "%d experts (at most %d)", hp->n_expert,
+                           NU_MAX_EXPERTS);
+        if (hp->n_expert_used < 1 || hp->n_expert_used > hp->n_expert ||
+            hp->n_expert_used > NU_MAX_EXPERTS_USED)
             return nu_fail(err, NU_ERR_FORMAT,
-                           "expert_used_count %d must be in 1..expert_count (%d, at most %d)",
-                           hp->n_expert_used, hp->n_expert, NU_MAX_EXPERTS);
+                           "expert_used_count %d must be in 1..expert_count (%d) and at most %d",
+                           hp->n_expert_used, hp->n_expert, NU_MAX_EXPERTS_USED);
         if (hp->n_ff_exp < 1)
             return nu_fail(err, NU_ERR_FORMAT, "expert_feed_forward_length must be positive");
     }

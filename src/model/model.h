@@ -19,6 +19,7 @@ typedef struct nu_arch nu_arch;
 #define NU_MAX_HEAD_DIM 512 /* elements of one attention head */
 #define NU_MAX_LAYERS 4096
 #define NU_MAX_EXPERTS 1024
+#define NU_MAX_EXPERTS_USED 64 /* experts one token uses */
 /* A metadata key or tensor name nucleus builds ("<arch>.<suffix>",
  * "blk.N.<name>"); file strings may be longer and are compared as given. */
 #define NU_MAX_KEY 160
