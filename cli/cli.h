@@ -3,29 +3,17 @@
 #ifndef NU_CLI_H
 #define NU_CLI_H
 
+#include "cli_parse.h"
 #include "nucleus.h"
 
-int cmd_generate(int argc, char **argv);
-int cmd_chat(int argc, char **argv);
-int cmd_compare(int argc, char **argv);
-int cmd_info(int argc, char **argv);
-int cmd_inspect(int argc, char **argv);
-int cmd_tokenize(int argc, char **argv);
-int cmd_watermark(int argc, char **argv);
-int cmd_template(int argc, char **argv);
-int cmd_grammar(int argc, char **argv);
-int cmd_bench(int argc, char **argv);
-int cmd_perplexity(int argc, char **argv);
-int cmd_pull(int argc, char **argv);
-int cmd_quantize(int argc, char **argv);
-int cmd_serve(int argc, char **argv);
+/* The commands (cli_parse.h): their option tables, help and how they run.
+ * main.c lists them. */
+extern const cli_command generate_command, chat_command, compare_command, inspect_command,
+    info_command, tokenize_command, watermark_command, template_command, grammar_command,
+    bench_command, perplexity_command, serve_command, quantize_command, pull_command;
 
 /* Shared helpers (cli_common.c). */
 
-/* Parses an integer / float option value; prints an error naming the option
- * and returns false when it is not a number in [lo, hi]. */
-bool cli_parse_int(const char *opt, const char *s, long lo, long hi, long *out);
-bool cli_parse_float(const char *opt, const char *s, double lo, double hi, double *out);
 /* Reads a whole file into a NUL-terminated buffer (caller frees); NULL and a
  * message on stderr on failure. */
 char *cli_read_file(const char *path, size_t *len);

@@ -1,4 +1,4 @@
-/* cli_common.c - helpers the subcommands share: option values, whole files,
+/* cli_common.c - helpers the subcommands share: whole files,
  * loading a model by path or hf: reference, and the download progress bar. */
 #include <errno.h>
 #include <math.h>
@@ -18,30 +18,6 @@ void cli_error(const char *fmt, ...) {
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
-}
-
-bool cli_parse_int(const char *opt, const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
-        cli_error("%s expects an integer in [%ld, %ld], got '%s'", opt, lo, hi, s);
-        return false;
-    }
-    *out = v;
-    return true;
-}
-
-bool cli_parse_float(const char *opt, const char *s, double lo, double hi, double *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v) || v < lo || v > hi) {
-        cli_error("%s expects a number in [%g, %g], got '%s'", opt, lo, hi, s);
-        return false;
-    }
-    *out = v;
-    return true;
 }
 
 /* Reads f to its end into a growing buffer; NULL (errno set) on failure. */

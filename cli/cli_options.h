@@ -1,8 +1,12 @@
-/* cli_options.h - options shared by the commands that run a model: the
- * model reference, context sizes, threads and the sampler settings. */
+/* cli_options.h - the option groups several commands share: the model and
+ * context (model), the sampler chain (sampling), the watermark, and
+ * constrained output (grammar). Each is a table of cli_parse.h rows over
+ * cli_run_opts; a command embeds a cli_run_opts and lists the groups it
+ * takes with CLI_RUN_SECTIONS / CLI_GRAMMAR_SECTION. */
 #ifndef NU_CLI_OPTIONS_H
 #define NU_CLI_OPTIONS_H
 
+#include "cli_parse.h"
 #include "nucleus.h"
 
 /* Most --logit-bias options one command line may give. */
@@ -20,20 +24,31 @@ typedef struct cli_run_opts {
     bool watermark_tuned; /* a --watermark-* setting was given (it needs --watermark KEY) */
 } cli_run_opts;
 
+/* The defaults: the library's context and sampler defaults, nothing else. */
 void cli_run_opts_init(cli_run_opts *o);
 
-/* Tries argv[*i] as a shared option, consuming its value. Returns 1 when it
- * was one, 0 when it is not a shared option, -1 after printing an error. */
-int cli_run_opt(cli_run_opts *o, int argc, char **argv, int *i);
+/* The KV cache types by name, for every --kv-type. */
+extern const cli_choice cli_kv_types[];
 
-/* Help text for the shared options. */
-extern const char cli_run_opts_help[];
+/* The rows of each group (fields in cli_run_opts). */
+extern const cli_option cli_model_options[];
+extern const cli_option cli_sampling_options[];
+extern const cli_option cli_watermark_options[];
+extern const cli_option cli_grammar_options[];
 
-/* The constrained-output options (--grammar, --json-schema, --json, --regex,
- * --choice, --json-whitespace), for the commands that generate text; same
- * returns as cli_run_opt. */
-int cli_grammar_opt(cli_run_opts *o, int argc, char **argv, int *i);
-extern const char cli_grammar_help[];
+/* The model, sampling and watermark sections, for a command whose options
+ * struct `type` holds its cli_run_opts as `member`. */
+#define CLI_RUN_SECTIONS(type, member)                                                             \
+    CLI_SECTION("model", cli_model_options, type, member),                                         \
+        CLI_SECTION("sampling (stages run in the order of --sampler-order, then a seeded draw)",   \
+                    cli_sampling_options, type, member),                                           \
+        CLI_SECTION("watermark (Kirchenbauer et al. 2023; check text with nucleus watermark "      \
+                    "detect)",                                                                     \
+                    cli_watermark_options, type, member)
+
+/* The constrained-output section, for the commands that generate text. */
+#define CLI_GRAMMAR_SECTION(type, member)                                                          \
+    CLI_SECTION("constrained output (at most one)", cli_grammar_options, type, member)
 
 /* The grammar the options ask for, or *out NULL when none; prints errors and
  * returns non-zero on failure. */

@@ -10,21 +10,6 @@
 #include "cli.h"
 #include "cli_options.h"
 
-static const char bench_help[] =
-    "usage: nucleus bench -m MODEL [-p N] [-n N] [-r N] [-t N] [--json]\n\n"
-    "  -p, --n-prompt N   prompt tokens per prompt test (default 512; 0 skips)\n"
-    "  -n, --n-gen N      generated tokens per generation test (default 128; 0 skips)\n"
-    "  -r, --reps N       repetitions (default 5, after one warm-up)\n"
-    "      --json         one JSON object per test on stdout\n"
-    "      --ceiling      after every generated token, time a plain read of the weights a\n"
-    "                     token streams (same threads): reports that bandwidth and the\n"
-    "                     generation speed as a fraction of it, token by token\n"
-    "speculative decoding against plain decoding (greedy, same prompt, -n tokens):\n"
-    "      --draft MODEL  with this draft model\n"
-    "      --lookup       with prompt lookup\n"
-    "      --draft-max K  most proposals per pass (default 8)\n"
-    "      --text TEXT / --text-file FILE  the prompt (default: a copy-heavy built-in text)\n";
-
 typedef struct bench_opts {
     cli_run_opts run;
     long n_prompt, n_gen, reps;
@@ -34,43 +19,92 @@ typedef struct bench_opts {
     long draft_max;
 } bench_opts;
 
-static int parse(bench_opts *o, int argc, char **argv) {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int r = cli_run_opt(&o->run, argc, argv, &i);
-        if (r < 0) return 2;
-        if (r > 0) continue;
-        bool v = i + 1 < argc;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("%s%s", bench_help, cli_run_opts_help);
-            return -1;
-        } else if ((!strcmp(a, "-p") || !strcmp(a, "--n-prompt")) && v) {
-            if (!cli_parse_int(a, argv[++i], 0, 1 << 20, &o->n_prompt)) return 2;
-        } else if ((!strcmp(a, "-n") || !strcmp(a, "--n-gen")) && v) {
-            if (!cli_parse_int(a, argv[++i], 0, 1 << 20, &o->n_gen)) return 2;
-        } else if ((!strcmp(a, "-r") || !strcmp(a, "--reps")) && v) {
-            if (!cli_parse_int(a, argv[++i], 1, 1000, &o->reps)) return 2;
-        } else if (!strcmp(a, "--draft") && v) {
-            o->draft = argv[++i];
-        } else if (!strcmp(a, "--text") && v) {
-            o->text = argv[++i];
-        } else if (!strcmp(a, "--text-file") && v) {
-            o->text_file = argv[++i];
-        } else if (!strcmp(a, "--draft-max") && v) {
-            if (!cli_parse_int(a, argv[++i], 1, 64, &o->draft_max)) return 2;
-        } else if (!strcmp(a, "--lookup")) {
-            o->lookup = true;
-        } else if (!strcmp(a, "--json")) {
-            o->json = true;
-        } else if (!strcmp(a, "--ceiling")) {
-            o->ceiling = true;
-        } else {
-            cli_error("unknown or incomplete option '%s' (see nucleus bench --help)", a);
-            return 2;
-        }
-    }
-    return 0;
-}
+static int run_bench(int argc, char **argv);
+
+static const cli_option bench_options[] = {
+    {.name = "--n-prompt",
+     .short_name = "-p",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(bench_opts, n_prompt),
+     .min = 0,
+     .max = 1 << 20,
+     .placeholder = "N",
+     .help = "prompt tokens per prompt test; 0 skips"},
+    {.name = "--n-gen",
+     .short_name = "-n",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(bench_opts, n_gen),
+     .min = 0,
+     .max = 1 << 20,
+     .placeholder = "N",
+     .help = "generated tokens per generation test; 0 skips"},
+    {.name = "--reps",
+     .short_name = "-r",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(bench_opts, reps),
+     .min = 1,
+     .max = 1000,
+     .placeholder = "N",
+     .help = "repetitions, after one warm-up"},
+    {.name = "--json",
+     .kind = CLI_FLAG,
+     .field = CLI_FIELD(bench_opts, json),
+     .help = "one JSON object per test on stdout"},
+    {.name = "--ceiling",
+     .kind = CLI_FLAG,
+     .field = CLI_FIELD(bench_opts, ceiling),
+     .help = "after every generated token, time a plain read of the weights a token streams "
+             "(same threads): reports that bandwidth and the generation speed as a fraction of "
+             "it, token by token"},
+    {0},
+};
+
+static const cli_option speculative_options[] = {
+    {.name = "--draft",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(bench_opts, draft),
+     .placeholder = "MODEL",
+     .help = "with this draft model"},
+    {.name = "--lookup",
+     .kind = CLI_FLAG,
+     .field = CLI_FIELD(bench_opts, lookup),
+     .help = "with prompt lookup"},
+    {.name = "--draft-max",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(bench_opts, draft_max),
+     .min = 1,
+     .max = 64,
+     .placeholder = "K",
+     .help = "most proposals per pass"},
+    {.name = "--text",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(bench_opts, text),
+     .placeholder = "TEXT",
+     .help = "the prompt",
+     .default_text = "a copy-heavy built-in text"},
+    {.name = "--text-file",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(bench_opts, text_file),
+     .placeholder = "FILE",
+     .help = "the prompt, from a file"},
+    {0},
+};
+
+static const cli_section bench_sections[] = {
+    CLI_OWN_SECTION(NULL, bench_options),
+    CLI_OWN_SECTION("speculative decoding against plain decoding (greedy, same prompt, -n tokens)",
+                    speculative_options),
+    CLI_RUN_SECTIONS(bench_opts, run),
+    {0},
+};
+
+const cli_command bench_command = {
+    .name = "bench",
+    .summary = "prompt and generation throughput",
+    .usage = "nucleus bench -m MODEL [-p N] [-n N] [-r N] [-t N] [--json]",
+    .sections = bench_sections,
+    .run = run_bench,
+};
 
 /* Per-token pairs of --ceiling: the plain read's GB/s and the token's time
  * as a fraction of the read's (the bandwidth ceiling's share it reached). */
@@ -209,7 +243,7 @@ static int bench_speculative(bench_opts *o, nu_context *ctx, nu_context *dctx, c
     nu_speculative_params sp = nu_speculative_default_params();
     sp.draft = dctx;
     sp.lookup = dctx == NULL;
-    if (o->draft_max) sp.draft_max = (int32_t)o->draft_max;
+    sp.draft_max = (int32_t)o->draft_max;
     double plain[1000], spec[1000], acc = 0, per_pass = 0;
     nu_error err;
     for (long r = -1; r < o->reps; r++) { /* r = -1 warms up */
@@ -265,11 +299,14 @@ static int run_speculative(bench_opts *o, nu_context *ctx) {
     return rc;
 }
 
-int cmd_bench(int argc, char **argv) {
-    bench_opts o = {.n_prompt = 512, .n_gen = 128, .reps = 5};
+static int run_bench(int argc, char **argv) {
+    bench_opts o = {.n_prompt = 512,
+                    .n_gen = 128,
+                    .reps = 5,
+                    .draft_max = nu_speculative_default_params().draft_max};
     cli_run_opts_init(&o.run);
-    int rc = parse(&o, argc, argv);
-    if (rc) return rc < 0 ? 0 : rc;
+    int rc;
+    if (!cli_parse(&bench_command, argc, argv, &o, &rc)) return rc;
     if (o.ceiling && (o.draft || o.lookup || o.n_gen == 0)) {
         cli_error("--ceiling times plain generation: it needs -n above 0 and no --draft/--lookup");
         return 2;

@@ -17,15 +17,6 @@
 #include "cli.h"
 #include "cli_options.h"
 
-static const char chat_help[] =
-    "usage: nucleus chat -m MODEL [--system TEXT] [--chat-template NAME|FILE] [options]\n\n"
-    "  --system TEXT          the system message\n"
-    "  --chat-template T      a built-in template name (chatml, llama2, llama3, mistral, phi3,\n"
-    "                         gemma, zephyr, plain) or a Jinja file; default: the model's own\n"
-    "  -n, --n-predict N      most tokens per reply (default 256)\n"
-    "  --quiet                no statistics after each reply\n\n"
-    "commands: /reset  /system TEXT  /save FILE  /load FILE  /help  /exit\n\n";
-
 static volatile sig_atomic_t interrupted;
 
 static void on_sigint(int sig) {
@@ -44,6 +35,52 @@ typedef struct chat_state {
     bool plain;      /* the "plain" template: stop when the model starts the next turn */
     cJSON *messages; /* the conversation */
 } chat_state;
+
+static int run_chat(int argc, char **argv);
+
+static const cli_option chat_options[] = {
+    {.name = "--system",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(chat_state, system),
+     .placeholder = "TEXT",
+     .help = "the system message"},
+    {.name = "--chat-template",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(chat_state, template_name),
+     .placeholder = "T",
+     .help = "a built-in template name (chatml, llama2, llama3, mistral, phi3, gemma, zephyr, "
+             "plain) or a Jinja file",
+     .default_text = "the model's own"},
+    {.name = "--n-predict",
+     .short_name = "-n",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(chat_state, n_predict),
+     .min = 1,
+     .max = 1 << 20,
+     .placeholder = "N",
+     .help = "most tokens per reply"},
+    {.name = "--quiet",
+     .kind = CLI_FLAG,
+     .field = CLI_FIELD(chat_state, quiet),
+     .help = "no statistics after each reply"},
+    {0},
+};
+
+static const cli_section chat_sections[] = {
+    CLI_OWN_SECTION(NULL, chat_options),
+    CLI_RUN_SECTIONS(chat_state, run),
+    {0},
+};
+
+const cli_command chat_command = {
+    .name = "chat",
+    .summary = "a conversation in the terminal, with the model's chat template",
+    .usage = "nucleus chat -m MODEL [--system TEXT] [--chat-template NAME|FILE] [options]",
+    .sections = chat_sections,
+    .epilog = "commands in the conversation: /reset  /system TEXT  /save FILE  /load FILE  /help  "
+              "/exit\n",
+    .run = run_chat,
+};
 
 static bool write_reply(void *user, int32_t index, const char *text, size_t len) {
     (void)user, (void)index;
@@ -215,37 +252,11 @@ static char *read_line(const chat_state *c) {
     return l;
 }
 
-static int parse(chat_state *c, int argc, char **argv) {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int r = cli_run_opt(&c->run, argc, argv, &i);
-        if (r < 0) return 2;
-        if (r > 0) continue;
-        bool v = i + 1 < argc;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("%s%s", chat_help, cli_run_opts_help);
-            return -1;
-        } else if (!strcmp(a, "--system") && v) {
-            c->system = argv[++i];
-        } else if (!strcmp(a, "--chat-template") && v) {
-            c->template_name = argv[++i];
-        } else if ((!strcmp(a, "-n") || !strcmp(a, "--n-predict")) && v) {
-            if (!cli_parse_int(a, argv[++i], 1, 1 << 20, &c->n_predict)) return 2;
-        } else if (!strcmp(a, "--quiet")) {
-            c->quiet = true;
-        } else {
-            cli_error("unknown or incomplete option '%s' (see nucleus chat --help)", a);
-            return 2;
-        }
-    }
-    return 0;
-}
-
-int cmd_chat(int argc, char **argv) {
+static int run_chat(int argc, char **argv) {
     chat_state c = {.n_predict = 256, .tty = isatty(0) && isatty(1)};
     cli_run_opts_init(&c.run);
-    int rc = parse(&c, argc, argv);
-    if (rc) return rc < 0 ? 0 : rc;
+    int rc;
+    if (!cli_parse(&chat_command, argc, argv, &c, &rc)) return rc;
     if ((rc = cli_open(&c.run, &c.model, &c.ctx))) return rc;
     if ((rc = load_template(&c)) == 0) {
         struct sigaction sa = {.sa_handler = on_sigint};

@@ -16,20 +16,6 @@
 #include "cli_json.h"
 #include "cli_options.h"
 
-static const char compare_help[] =
-    "usage: nucleus compare (-m MODEL -p PROMPT | --zipf N [--zipf-s S]) [options]\n\n"
-    "Draws tokens from one next-token distribution with each decoding strategy and\n"
-    "tabulates: kept (tokens the strategy can draw), unique (distinct tokens drawn),\n"
-    "H(q) (entropy of the strategy's exact distribution q), H(draws) (entropy of the\n"
-    "drawn frequencies), top (whether and how often the most likely token was drawn),\n"
-    "KL(q||p) (exact divergence of q from the original p) and KL(draws||p). Bits.\n"
-    "The last row, 'chain', is the sampler the sampling flags describe.\n\n"
-    "  -p, --prompt TEXT  use the model's next-token distribution after this prompt\n"
-    "      --zipf N       use a Zipf distribution over N tokens, p(i) ~ 1/(i+1)^S\n"
-    "      --zipf-s S     the Zipf exponent (default 1)\n"
-    "      --samples N    draws per strategy (default 10000)\n"
-    "      --json         one JSON object instead of the table\n";
-
 /* One row of the table: the filtering stages it uses (the rest stay off). */
 typedef struct strategy {
     const char *name;
@@ -59,6 +45,64 @@ typedef struct compare_opts {
     bool json;
 } compare_opts;
 
+static int run_compare(int argc, char **argv);
+
+static const cli_option compare_options[] = {
+    {.name = "--prompt",
+     .short_name = "-p",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(compare_opts, prompt),
+     .placeholder = "TEXT",
+     .help = "use the model's next-token distribution after this prompt"},
+    {.name = "--zipf",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(compare_opts, zipf_n),
+     .min = 2,
+     .max = 1L << 24,
+     .placeholder = "N",
+     .help = "use a Zipf distribution over N tokens, p(i) ~ 1/(i+1)^S",
+     .no_default = true},
+    {.name = "--zipf-s",
+     .kind = CLI_FLOAT,
+     .field = CLI_FIELD(compare_opts, zipf_s),
+     .fmin = 0,
+     .fmax = 10,
+     .placeholder = "S",
+     .help = "the Zipf exponent"},
+    {.name = "--samples",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(compare_opts, samples),
+     .min = 1,
+     .max = 100000000,
+     .placeholder = "N",
+     .help = "draws per strategy"},
+    {.name = "--json",
+     .kind = CLI_FLAG,
+     .field = CLI_FIELD(compare_opts, json),
+     .help = "one JSON object instead of the table"},
+    {0},
+};
+
+static const cli_section compare_sections[] = {
+    CLI_OWN_SECTION(NULL, compare_options),
+    CLI_RUN_SECTIONS(compare_opts, run),
+    {0},
+};
+
+const cli_command compare_command = {
+    .name = "compare",
+    .summary = "decoding strategies side by side on one next-token distribution",
+    .usage = "nucleus compare (-m MODEL -p PROMPT | --zipf N [--zipf-s S]) [options]",
+    .about = "Draws tokens from one next-token distribution with each decoding strategy and\n"
+             "tabulates: kept (tokens the strategy can draw), unique (distinct tokens drawn),\n"
+             "H(q) (entropy of the strategy's exact distribution q), H(draws) (entropy of the\n"
+             "drawn frequencies), top (whether and how often the most likely token was drawn),\n"
+             "KL(q||p) (exact divergence of q from the original p) and KL(draws||p). Bits.\n"
+             "The last row, 'chain', is the sampler the sampling options describe.\n",
+    .sections = compare_sections,
+    .run = run_compare,
+};
+
 /* The distribution compared on: logits and their softmax p. */
 typedef struct distribution {
     int32_t n;
@@ -77,38 +121,16 @@ typedef struct outcome {
     double h_exact, h_draws, kl_exact, kl_draws, top_frac;
 } outcome;
 
-/* Returns 0 to go on, or the exit code (after printing help or an error). */
-static int parse(compare_opts *o, int argc, char **argv) {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int r = cli_run_opt(&o->run, argc, argv, &i);
-        if (r < 0) return 2;
-        if (r > 0) continue;
-        bool v = i + 1 < argc;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("%s%s", compare_help, cli_run_opts_help);
-            return -1;
-        } else if ((!strcmp(a, "-p") || !strcmp(a, "--prompt")) && v) {
-            o->prompt = argv[++i];
-        } else if (!strcmp(a, "--zipf") && v) {
-            if (!cli_parse_int(a, argv[++i], 2, 1L << 24, &o->zipf_n)) return 2;
-        } else if (!strcmp(a, "--zipf-s") && v) {
-            if (!cli_parse_float(a, argv[++i], 0, 10, &o->zipf_s)) return 2;
-        } else if (!strcmp(a, "--samples") && v) {
-            if (!cli_parse_int(a, argv[++i], 1, 100000000, &o->samples)) return 2;
-        } else if (!strcmp(a, "--json")) {
-            o->json = true;
-        } else {
-            cli_error("unknown or incomplete option '%s' (see nucleus compare --help)", a);
-            return 2;
-        }
-    }
+/* Reads the options; false when the command ends (*rc: help or an error). */
+static bool parse(compare_opts *o, int argc, char **argv, int *rc) {
+    if (!cli_parse(&compare_command, argc, argv, o, rc)) return false;
     bool from_model = o->run.model || o->prompt;
     if (o->zipf_n ? from_model : !(o->run.model && o->prompt)) {
         cli_error("give either -m MODEL -p PROMPT or --zipf N");
-        return 2;
+        *rc = CLI_EXIT_USAGE;
+        return false;
     }
-    return 0;
+    return true;
 }
 
 /* p = softmax(logits), its argmax and its entropy in bits. */
@@ -411,11 +433,11 @@ static int compare(const compare_opts *o, const distribution *d) {
     return 0;
 }
 
-int cmd_compare(int argc, char **argv) {
+static int run_compare(int argc, char **argv) {
     compare_opts o = {.samples = 10000, .zipf_s = 1.0};
     cli_run_opts_init(&o.run);
-    int rc = parse(&o, argc, argv);
-    if (rc) return rc < 0 ? 0 : rc;
+    int rc;
+    if (!parse(&o, argc, argv, &rc)) return rc;
     if (o.run.sampling.watermark.key || o.run.watermark_tuned) {
         /* compare draws single tokens with no context, which the green list needs */
         cli_error("compare does not take --watermark: the green list depends on the previous "

@@ -9,37 +9,6 @@
 #include "cli_json.h"
 #include "cli_options.h"
 
-static const char generate_help[] =
-    "usage: nucleus generate -m MODEL (-p PROMPT | -f FILE) [options]\n\n"
-    "  -p, --prompt TEXT    the prompt\n"
-    "  -f, --file FILE      read the prompt from a file\n"
-    "      --prompts FILE   a batch: one prompt per line, generated together (at most 64)\n"
-    "  -n, --n-predict N    most tokens to generate; -1 runs to EOS or the context end (default "
-    "128)\n"
-    "      --echo           print the prompt before the continuation\n"
-    "      --stop TEXT      stop before TEXT (repeatable; matched across tokens)\n"
-    "      --stop-token ID  stop at this token id (repeatable)\n"
-    "      --include-stop   keep the matched stop text in the output\n"
-    "      --samples N      draw N samples of the prompt, sharing its cache (default 1)\n"
-    "      --best-of N      draw N samples and print the one with the highest total log-prob\n"
-    "      --self-consistency N  draw N samples and print the majority answer\n"
-    "      --answer-regex RE     what an answer is (POSIX ERE; default: the last number)\n"
-    "      --beam W         beam search with W beams (deterministic)\n"
-    "      --beam-return N  hypotheses to print (default 1)\n"
-    "      --length-penalty A    beam score = log-prob / length^A (default 1)\n"
-    "      --early-stopping stop beam search once W hypotheses are finished\n"
-    "      --logprobs N     record each token's log-prob and N alternatives (0..20)\n"
-    "      --logprobs-after-chain  log-probs of the distribution the sampler chain leaves\n"
-    "      --json-output    print the result(s) as JSON lines instead of text\n"
-    "      --draft MODEL    speculative decoding with this draft model (same vocabulary)\n"
-    "      --lookup         speculative decoding with prompt lookup (no draft model)\n"
-    "      --draft-max K    most tokens proposed per pass (default 8)\n"
-    "      --draft-min K    fewest tokens proposed per pass (default 1)\n"
-    "      --draft-fixed    keep the draft length at --draft-max (no adaptation)\n"
-    "      --special        special-token text in the prompt (e.g. <s>) becomes its token\n"
-    "      --no-bos         do not add the BOS token the model asks for\n"
-    "      --no-summary     no summary on stderr\n";
-
 #define MAX_STOP 16
 
 typedef struct generate_opts {
@@ -51,9 +20,203 @@ typedef struct generate_opts {
     nu_beam_params beam;
     nu_speculative_params spec;
     const char *draft_model;
-    long best_of, consistency;
+    bool best_of, consistency; /* --best-of / --self-consistency given */
     bool summary, json, use_beam;
 } generate_opts;
+
+static int run_generate(int argc, char **argv);
+
+static const cli_option prompt_options[] = {
+    {.name = "--prompt",
+     .short_name = "-p",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(generate_opts, prompt),
+     .placeholder = "TEXT",
+     .help = "the prompt"},
+    {.name = "--file",
+     .short_name = "-f",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(generate_opts, prompt_file),
+     .placeholder = "FILE",
+     .help = "read the prompt from a file"},
+    {.name = "--prompts",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(generate_opts, prompts_file),
+     .placeholder = "FILE",
+     .help = "a batch: one prompt per line, generated together (at most 64)"},
+    {.name = "--special",
+     .kind = CLI_FLAG,
+     .field = CLI_FIELD(generate_opts, gen.parse_special),
+     .help = "special-token text in the prompt (e.g. <s>) becomes its token"},
+    {.name = "--no-bos",
+     .kind = CLI_UNSET,
+     .field = CLI_FIELD(generate_opts, gen.add_bos),
+     .help = "do not add the BOS token the model asks for"},
+    {0},
+};
+
+static const cli_option output_options[] = {
+    {.name = "--n-predict",
+     .short_name = "-n",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(generate_opts, gen.n_predict),
+     .min = -1,
+     .max = 1 << 30,
+     .placeholder = "N",
+     .help = "most tokens to generate; -1 runs to EOS or the context end"},
+    {.name = "--echo",
+     .kind = CLI_FLAG,
+     .field = CLI_FIELD(generate_opts, gen.echo),
+     .help = "print the prompt before the continuation"},
+    {.name = "--stop",
+     .kind = CLI_STRING,
+     CLI_LIST(generate_opts, stop, gen.n_stop),
+     .placeholder = "TEXT",
+     .help = "stop before TEXT (matched across tokens)"},
+    {.name = "--stop-token",
+     .kind = CLI_INT,
+     CLI_LIST(generate_opts, stop_tokens, gen.n_stop_tokens),
+     .min = 0,
+     .max = 1 << 30,
+     .placeholder = "ID",
+     .help = "stop at this token id"},
+    {.name = "--include-stop",
+     .kind = CLI_FLAG,
+     .field = CLI_FIELD(generate_opts, gen.include_stop),
+     .help = "keep the matched stop text in the output"},
+    {.name = "--logprobs",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(generate_opts, gen.logprobs),
+     .min = 0,
+     .max = NU_MAX_TOP_LOGPROBS,
+     .placeholder = "N",
+     .help = "record each token's log-prob and N alternatives",
+     .default_text = "none"},
+    {.name = "--logprobs-after-chain",
+     .kind = CLI_FLAG,
+     .field = CLI_FIELD(generate_opts, gen.logprobs_after_chain),
+     .help = "log-probs of the distribution the sampler chain leaves"},
+    {.name = "--json-output",
+     .kind = CLI_FLAG,
+     .field = CLI_FIELD(generate_opts, json),
+     .help = "print the result(s) as JSON lines instead of text"},
+    {.name = "--no-summary",
+     .kind = CLI_UNSET,
+     .field = CLI_FIELD(generate_opts, summary),
+     .help = "no summary on stderr"},
+    {0},
+};
+
+static const cli_option samples_options[] = {
+    {.name = "--samples",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(generate_opts, gen.n),
+     .min = 1,
+     .max = 64,
+     .placeholder = "N",
+     .help = "draw N samples of the prompt, sharing its cache"},
+    {.name = "--best-of",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(generate_opts, gen.n),
+     .min = 1,
+     .max = 64,
+     .given = CLI_FIELD(generate_opts, best_of),
+     .placeholder = "N",
+     .help = "draw N samples and print the one with the highest total log-prob",
+     .no_default = true},
+    {.name = "--self-consistency",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(generate_opts, gen.n),
+     .min = 1,
+     .max = 64,
+     .given = CLI_FIELD(generate_opts, consistency),
+     .placeholder = "N",
+     .help = "draw N samples and print the majority answer",
+     .no_default = true},
+    {.name = "--answer-regex",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(generate_opts, answer_regex),
+     .placeholder = "RE",
+     .help = "what an answer is (POSIX ERE)",
+     .default_text = "the last number"},
+    {.name = "--beam",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(generate_opts, beam.width),
+     .min = 1,
+     .max = 32,
+     .given = CLI_FIELD(generate_opts, use_beam),
+     .placeholder = "W",
+     .help = "beam search with W beams (deterministic)",
+     .no_default = true},
+    {.name = "--beam-return",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(generate_opts, beam.n_return),
+     .min = 1,
+     .max = 32,
+     .placeholder = "N",
+     .help = "hypotheses to print"},
+    {.name = "--length-penalty",
+     .kind = CLI_FLOAT,
+     .field = CLI_FIELD(generate_opts, beam.length_penalty),
+     .fmin = -10,
+     .fmax = 10,
+     .placeholder = "A",
+     .help = "beam score = log-prob / length^A"},
+    {.name = "--early-stopping",
+     .kind = CLI_FLAG,
+     .field = CLI_FIELD(generate_opts, beam.early_stopping),
+     .help = "stop beam search once W hypotheses are finished"},
+    {0},
+};
+
+static const cli_option speculative_options[] = {
+    {.name = "--draft",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(generate_opts, draft_model),
+     .placeholder = "MODEL",
+     .help = "speculative decoding with this draft model (same vocabulary)"},
+    {.name = "--lookup",
+     .kind = CLI_FLAG,
+     .field = CLI_FIELD(generate_opts, spec.lookup),
+     .help = "speculative decoding with prompt lookup (no draft model)"},
+    {.name = "--draft-max",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(generate_opts, spec.draft_max),
+     .min = 1,
+     .max = 64,
+     .placeholder = "K",
+     .help = "most tokens proposed per pass"},
+    {.name = "--draft-min",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(generate_opts, spec.draft_min),
+     .min = 1,
+     .max = 64,
+     .placeholder = "K",
+     .help = "fewest tokens proposed per pass"},
+    {.name = "--draft-fixed",
+     .kind = CLI_UNSET,
+     .field = CLI_FIELD(generate_opts, spec.adaptive),
+     .help = "keep the draft length at --draft-max (no adaptation)"},
+    {0},
+};
+
+static const cli_section generate_sections[] = {
+    CLI_OWN_SECTION(NULL, prompt_options),
+    CLI_OWN_SECTION("output", output_options),
+    CLI_OWN_SECTION("several samples, best-of, self-consistency, beam search", samples_options),
+    CLI_OWN_SECTION("speculative decoding", speculative_options),
+    CLI_RUN_SECTIONS(generate_opts, run),
+    CLI_GRAMMAR_SECTION(generate_opts, run),
+    {0},
+};
+
+const cli_command generate_command = {
+    .name = "generate",
+    .summary = "continue a prompt, streaming the text",
+    .usage = "nucleus generate -m MODEL (-p PROMPT | -f FILE | --prompts FILE) [options]",
+    .sections = generate_sections,
+    .run = run_generate,
+};
 
 static bool write_text(void *user, int32_t index, const char *text, size_t len) {
     (void)user, (void)index;
@@ -62,117 +225,17 @@ static bool write_text(void *user, int32_t index, const char *text, size_t len) 
     return true;
 }
 
-/* Options with a count; returns 1 when argv[*i] was one, -1 on error. */
-static int parse_counts(generate_opts *o, int argc, char **argv, int *i) {
-    const char *a = argv[*i];
-    long v;
-    if (*i + 1 >= argc) return 0;
-    if (!strcmp(a, "--samples") || !strcmp(a, "--best-of") || !strcmp(a, "--self-consistency")) {
-        if (!cli_parse_int(a, argv[++*i], 1, 64, &v)) return -1;
-        o->gen.n = (int32_t)v;
-        if (!strcmp(a, "--best-of")) o->best_of = v;
-        if (!strcmp(a, "--self-consistency")) o->consistency = v;
-    } else if (!strcmp(a, "--beam")) {
-        if (!cli_parse_int(a, argv[++*i], 1, 32, &v)) return -1;
-        o->beam.width = (int32_t)v;
-        o->use_beam = true;
-    } else if (!strcmp(a, "--beam-return")) {
-        if (!cli_parse_int(a, argv[++*i], 1, 32, &v)) return -1;
-        o->beam.n_return = (int32_t)v;
-    } else if (!strcmp(a, "--length-penalty")) {
-        double x;
-        if (!cli_parse_float(a, argv[++*i], -10, 10, &x)) return -1;
-        o->beam.length_penalty = (float)x;
-    } else if (!strcmp(a, "--draft-max") || !strcmp(a, "--draft-min")) {
-        if (!cli_parse_int(a, argv[++*i], 1, 64, &v)) return -1;
-        if (!strcmp(a, "--draft-max"))
-            o->spec.draft_max = (int32_t)v;
-        else
-            o->spec.draft_min = (int32_t)v;
-    } else if (!strcmp(a, "--logprobs")) {
-        if (!cli_parse_int(a, argv[++*i], 0, NU_MAX_TOP_LOGPROBS, &v)) return -1;
-        o->gen.logprobs = (int32_t)v;
-    } else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
-        if (!cli_parse_int(a, argv[++*i], -1, 1L << 30, &v)) return -1;
-        o->gen.n_predict = (int32_t)v;
-    } else if (!strcmp(a, "--stop-token")) {
-        if (o->gen.n_stop_tokens == MAX_STOP) {
-            cli_error("at most %d stop tokens", MAX_STOP);
-            return -1;
-        }
-        if (!cli_parse_int(a, argv[++*i], 0, 1L << 30, &v)) return -1;
-        o->stop_tokens[o->gen.n_stop_tokens++] = (int32_t)v;
-    } else {
-        return 0;
-    }
-    return 1;
-}
-
-static int parse_flag(generate_opts *o, const char *a) {
-    if (!strcmp(a, "--echo"))
-        o->gen.echo = true;
-    else if (!strcmp(a, "--include-stop"))
-        o->gen.include_stop = true;
-    else if (!strcmp(a, "--early-stopping"))
-        o->beam.early_stopping = true;
-    else if (!strcmp(a, "--logprobs-after-chain"))
-        o->gen.logprobs_after_chain = true;
-    else if (!strcmp(a, "--json-output"))
-        o->json = true;
-    else if (!strcmp(a, "--lookup"))
-        o->spec.lookup = true;
-    else if (!strcmp(a, "--draft-fixed"))
-        o->spec.adaptive = false;
-    else if (!strcmp(a, "--special"))
-        o->gen.parse_special = o->beam.parse_special = true;
-    else if (!strcmp(a, "--no-bos"))
-        o->gen.add_bos = o->beam.add_bos = false;
-    else if (!strcmp(a, "--no-summary"))
-        o->summary = false;
-    else
-        return 0;
-    return 1;
-}
-
-/* Returns 0 to go on, or the exit code (after printing help or an error). */
-static int parse(generate_opts *o, int argc, char **argv) {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int r = cli_run_opt(&o->run, argc, argv, &i);
-        if (r == 0) r = cli_grammar_opt(&o->run, argc, argv, &i);
-        if (r == 0) r = parse_counts(o, argc, argv, &i);
-        if (r < 0) return 2;
-        if (r > 0 || parse_flag(o, a)) continue;
-        bool v = i + 1 < argc;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("%s%s%s", generate_help, cli_run_opts_help, cli_grammar_help);
-            return -1;
-        } else if ((!strcmp(a, "-p") || !strcmp(a, "--prompt")) && v) {
-            o->prompt = argv[++i];
-        } else if ((!strcmp(a, "-f") || !strcmp(a, "--file")) && v) {
-            o->prompt_file = argv[++i];
-        } else if (!strcmp(a, "--prompts") && v) {
-            o->prompts_file = argv[++i];
-        } else if (!strcmp(a, "--draft") && v) {
-            o->draft_model = argv[++i];
-        } else if (!strcmp(a, "--answer-regex") && v) {
-            o->answer_regex = argv[++i];
-        } else if (!strcmp(a, "--stop") && v) {
-            if (o->gen.n_stop == MAX_STOP) {
-                cli_error("at most %d stop strings", MAX_STOP);
-                return 2;
-            }
-            o->stop[o->gen.n_stop++] = argv[++i];
-        } else {
-            cli_error("unknown or incomplete option '%s' (see nucleus generate --help)", a);
-            return 2;
-        }
-    }
+/* Reads the options; false when the command ends (*rc: help or an error). */
+static bool parse(generate_opts *o, int argc, char **argv, int *rc) {
+    if (!cli_parse(&generate_command, argc, argv, o, rc)) return false;
     if (!!o->prompt + !!o->prompt_file + !!o->prompts_file != 1) {
         cli_error("give the prompt with exactly one of -p TEXT, -f FILE or --prompts FILE");
-        return 2;
+        *rc = CLI_EXIT_USAGE;
+        return false;
     }
-    return 0;
+    o->beam.parse_special = o->gen.parse_special;
+    o->beam.add_bos = o->gen.add_bos;
+    return true;
 }
 
 static void print_summary(const nu_generate_result *r) {
@@ -338,14 +401,14 @@ static int run(generate_opts *o, nu_context *ctx, const char *prompt) {
     return rc;
 }
 
-int cmd_generate(int argc, char **argv) {
+static int run_generate(int argc, char **argv) {
     generate_opts o = {.gen = nu_generate_default_params(),
                        .beam = nu_beam_default_params(),
                        .spec = nu_speculative_default_params(),
                        .summary = true};
     cli_run_opts_init(&o.run);
-    int rc = parse(&o, argc, argv);
-    if (rc) return rc < 0 ? 0 : rc;
+    int rc;
+    if (!parse(&o, argc, argv, &rc)) return rc;
     if (o.use_beam && o.run.sampling.watermark.key) {
         /* beam search ranks continuations by the model's own log-probs and
          * draws nothing: there is no sampling step for the watermark */

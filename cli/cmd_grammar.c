@@ -7,71 +7,102 @@
 
 #include "cli.h"
 
-static const char grammar_help[] =
-    "usage: nucleus grammar SOURCE [--check TEXT | --check-file FILE] [--print]\n\n"
-    "SOURCE is one of:\n"
-    "      --gbnf FILE          a GBNF grammar ('-': standard input)\n"
-    "      --json-schema FILE   a JSON Schema\n"
-    "      --json               any JSON object\n"
-    "      --regex RE           a regular expression (matching the whole text)\n"
-    "      --choice A,B,C       one of these strings (\\, for a comma, \\\\ for a backslash)\n\n"
-    "  --root NAME          start rule of a GBNF grammar (default root)\n"
-    "  --ws N               JSON: allow up to N blanks where JSON allows whitespace\n"
-    "  --check TEXT         say whether TEXT matches (exit 0 when it does, 1 if not)\n"
-    "  --check-file FILE    the same for the contents of FILE\n"
-    "  --print              print the grammar even when checking\n\n"
-    "Without --check the grammar is compiled and its GBNF printed.\n";
-
 typedef struct grammar_opts {
     const char *gbnf_file, *schema_file, *regex, *choices, *root, *check, *check_file;
     bool json, print;
     long ws;
 } grammar_opts;
 
-/* Options with a value; 1 when consumed, 0 when a is not one of them. */
-static int parse_valued(grammar_opts *o, const char *a, const char *v) {
-    const char **slot = !strcmp(a, "--gbnf")          ? &o->gbnf_file
-                        : !strcmp(a, "--json-schema") ? &o->schema_file
-                        : !strcmp(a, "--regex")       ? &o->regex
-                        : !strcmp(a, "--choice")      ? &o->choices
-                        : !strcmp(a, "--root")        ? &o->root
-                        : !strcmp(a, "--check")       ? &o->check
-                        : !strcmp(a, "--check-file")  ? &o->check_file
-                                                      : NULL;
-    if (!slot) return 0;
-    *slot = v;
-    return 1;
-}
+static int run_grammar(int argc, char **argv);
 
-static int parse(grammar_opts *o, int argc, char **argv) {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(grammar_help, stdout);
-            return -1;
-        } else if (!strcmp(a, "--json")) {
-            o->json = true;
-        } else if (!strcmp(a, "--print")) {
-            o->print = true;
-        } else if (!strcmp(a, "--ws") && v) {
-            if (!cli_parse_int("--ws", argv[++i], 0, 100, &o->ws)) return 2;
-        } else if (v && parse_valued(o, a, v)) {
-            i++;
-        } else {
-            cli_error("unknown or incomplete option '%s' (see nucleus grammar --help)", a);
-            return 2;
-        }
-    }
+static const cli_option source_options[] = {
+    {.name = "--gbnf",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(grammar_opts, gbnf_file),
+     .placeholder = "FILE",
+     .help = "a GBNF grammar ('-': standard input)"},
+    {.name = "--json-schema",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(grammar_opts, schema_file),
+     .placeholder = "FILE",
+     .help = "a JSON Schema"},
+    {.name = "--json",
+     .kind = CLI_FLAG,
+     .field = CLI_FIELD(grammar_opts, json),
+     .help = "any JSON object"},
+    {.name = "--regex",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(grammar_opts, regex),
+     .placeholder = "RE",
+     .help = "a regular expression (matching the whole text)"},
+    {.name = "--choice",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(grammar_opts, choices),
+     .placeholder = "A,B,C",
+     .help = "one of these strings (\\, for a comma, \\\\ for a backslash)"},
+    {0},
+};
+
+static const cli_option grammar_options[] = {
+    {.name = "--root",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(grammar_opts, root),
+     .placeholder = "NAME",
+     .help = "start rule of a GBNF grammar",
+     .default_text = "root"},
+    {.name = "--ws",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(grammar_opts, ws),
+     .min = 0,
+     .max = 100,
+     .placeholder = "N",
+     .help = "JSON: allow up to N blanks where JSON allows whitespace"},
+    {.name = "--check",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(grammar_opts, check),
+     .placeholder = "TEXT",
+     .help = "say whether TEXT matches (exit 0 when it does, 1 if not)"},
+    {.name = "--check-file",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(grammar_opts, check_file),
+     .placeholder = "FILE",
+     .help = "the same for the contents of FILE"},
+    {.name = "--print",
+     .kind = CLI_FLAG,
+     .field = CLI_FIELD(grammar_opts, print),
+     .help = "print the grammar even when checking"},
+    {0},
+};
+
+static const cli_section grammar_sections[] = {
+    CLI_OWN_SECTION("SOURCE, one of", source_options),
+    CLI_OWN_SECTION(NULL, grammar_options),
+    {0},
+};
+
+const cli_command grammar_command = {
+    .name = "grammar",
+    .summary = "show the GBNF of a JSON Schema, regex or choices; check a text",
+    .usage = "nucleus grammar SOURCE [--check TEXT | --check-file FILE] [--print]",
+    .sections = grammar_sections,
+    .epilog = "Without --check the grammar is compiled and its GBNF printed.\n",
+    .run = run_grammar,
+};
+
+/* Reads the options; false when the command ends (*rc: help or an error). */
+static bool parse(grammar_opts *o, int argc, char **argv, int *rc) {
+    if (!cli_parse(&grammar_command, argc, argv, o, rc)) return false;
+    *rc = CLI_EXIT_USAGE;
     int sources = !!o->gbnf_file + !!o->schema_file + !!o->regex + !!o->choices + o->json;
     if (sources != 1) {
         cli_error("give exactly one of --gbnf, --json-schema, --json, --regex, --choice");
-        return 2;
+        return false;
     }
     if (o->check && o->check_file) {
         cli_error("give at most one of --check and --check-file");
-        return 2;
+        return false;
     }
-    return 0;
+    return true;
 }
 
 /* Splits "A,B,C" at unescaped commas (\, is a comma, \\ a backslash) into
@@ -156,10 +187,10 @@ static int check_text(const nu_grammar *g, const char *text, size_t len) {
     return rc;
 }
 
-int cmd_grammar(int argc, char **argv) {
+static int run_grammar(int argc, char **argv) {
     grammar_opts o = {.ws = 0};
-    int rc = parse(&o, argc, argv);
-    if (rc) return rc < 0 ? 0 : rc;
+    int rc;
+    if (!parse(&o, argc, argv, &rc)) return rc;
     bool from_file;
     char *gbnf = source_gbnf(&o, &from_file);
     if (!gbnf) return 1;

@@ -5,16 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
-
-static const char info_help[] =
-    "usage: nucleus info -m MODEL [options]\n\n"
-    "  -m, --model REF     model file (or hf:ORG/REPO/FILE.gguf)\n"
-    "  -c, --ctx N         context length for the memory estimate (default: the model's)\n"
-    "  -b, --batch N       batch size for the memory estimate (default 512)\n"
-    "      --parallel N    sequences sharing the cache (default 1)\n"
-    "      --kv-type T     f16 (default) or f32\n"
-    "      --items N       array items shown per metadata value (default 8)\n"
-    "      --no-tensors    leave out the tensor table\n";
+#include "cli_options.h"
 
 typedef struct info_opts {
     const char *model;
@@ -23,43 +14,71 @@ typedef struct info_opts {
     bool tensors;
 } info_opts;
 
-static int parse(info_opts *o, int argc, char **argv) {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool v = i + 1 < argc;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(info_help, stdout);
-            return -1;
-        } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && v) {
-            o->model = argv[++i];
-        } else if ((!strcmp(a, "-c") || !strcmp(a, "--ctx")) && v) {
-            if (!cli_parse_int(a, argv[++i], 1, 1 << 24, &o->n_ctx)) return 2;
-        } else if ((!strcmp(a, "-b") || !strcmp(a, "--batch")) && v) {
-            if (!cli_parse_int(a, argv[++i], 1, 1 << 16, &o->n_batch)) return 2;
-        } else if (!strcmp(a, "--parallel") && v) {
-            if (!cli_parse_int(a, argv[++i], 1, 64, &o->n_seq)) return 2;
-        } else if (!strcmp(a, "--items") && v) {
-            if (!cli_parse_int(a, argv[++i], 0, 1 << 20, &o->items)) return 2;
-        } else if (!strcmp(a, "--kv-type") && v) {
-            const char *t = argv[++i];
-            if (strcmp(t, "f32") && strcmp(t, "f16")) {
-                cli_error("--kv-type must be f32 or f16, not '%s'", t);
-                return 2;
-            }
-            o->kv = strcmp(t, "f16") ? NU_KV_F32 : NU_KV_F16;
-        } else if (!strcmp(a, "--no-tensors")) {
-            o->tensors = false;
-        } else {
-            cli_error("unknown or incomplete option '%s' (see nucleus info --help)", a);
-            return 2;
-        }
-    }
-    if (!o->model) {
-        cli_error("no model given (-m FILE)");
-        return 2;
-    }
-    return 0;
-}
+static int run_info(int argc, char **argv);
+
+static const cli_option info_options[] = {
+    {.name = "--model",
+     .short_name = "-m",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(info_opts, model),
+     .placeholder = "REF",
+     .help = "model file (or hf:ORG/REPO/FILE.gguf)"},
+    {.name = "--ctx",
+     .short_name = "-c",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(info_opts, n_ctx),
+     .min = 1,
+     .max = 1 << 24,
+     .placeholder = "N",
+     .help = "context length for the memory estimate",
+     .default_text = "the model's"},
+    {.name = "--batch",
+     .short_name = "-b",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(info_opts, n_batch),
+     .min = 1,
+     .max = 1 << 16,
+     .placeholder = "N",
+     .help = "batch size for the memory estimate"},
+    {.name = "--parallel",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(info_opts, n_seq),
+     .min = 1,
+     .max = 64,
+     .placeholder = "N",
+     .help = "sequences sharing the cache"},
+    {.name = "--kv-type",
+     .kind = CLI_ENUM,
+     .field = CLI_FIELD(info_opts, kv),
+     .choices = cli_kv_types,
+     .placeholder = "T",
+     .help = "KV cache type: f16 or f32"},
+    {.name = "--items",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(info_opts, items),
+     .min = 0,
+     .max = 1 << 20,
+     .placeholder = "N",
+     .help = "array items shown per metadata value"},
+    {.name = "--no-tensors",
+     .kind = CLI_UNSET,
+     .field = CLI_FIELD(info_opts, tensors),
+     .help = "leave out the tensor table"},
+    {0},
+};
+
+static const cli_section info_sections[] = {
+    CLI_OWN_SECTION(NULL, info_options),
+    {0},
+};
+
+const cli_command info_command = {
+    .name = "info",
+    .summary = "metadata, tensors, parameters and memory needs of a model",
+    .usage = "nucleus info -m MODEL [options]",
+    .sections = info_sections,
+    .run = run_info,
+};
 
 static void print_size(const char *label, uint64_t bytes) {
     printf("  %-10s %12.2f MiB\n", label, (double)bytes / (1024.0 * 1024.0));
@@ -120,10 +139,14 @@ static void print_memory(const char *path, const info_opts *o, uint64_t n_params
     nu_model_free(full);
 }
 
-int cmd_info(int argc, char **argv) {
+static int run_info(int argc, char **argv) {
     info_opts o = {.n_batch = 512, .n_seq = 1, .items = 8, .kv = NU_KV_F16, .tensors = true};
-    int rc = parse(&o, argc, argv);
-    if (rc) return rc < 0 ? 0 : rc;
+    int rc;
+    if (!cli_parse(&info_command, argc, argv, &o, &rc)) return rc;
+    if (!o.model) {
+        cli_error("no model given (-m FILE)");
+        return CLI_EXIT_USAGE;
+    }
     nu_model *m = cli_load_model(o.model, NU_LOAD_METADATA_ONLY);
     if (!m) return 1;
     printf("model: %s\narchitecture: %s\nname: %s\n", o.model, nu_model_arch(m), nu_model_name(m));

@@ -11,14 +11,6 @@
 #include "cli_json.h"
 #include "cli_options.h"
 
-static const char inspect_help[] =
-    "usage: nucleus inspect -m MODEL -p PROMPT [options] [sampling flags]\n\n"
-    "  -p, --prompt TEXT  the prompt\n"
-    "  -n, --steps N      tokens to generate and explain (default 8)\n"
-    "      --top N        candidates shown per stage (default 5)\n"
-    "      --nucleus P    report how many tokens the top-p nucleus of P holds (default: --top-p)\n"
-    "      --json         one JSON object per step\n";
-
 #define MAX_SHOWN 50
 #define MAX_STAGE_ROWS 24
 
@@ -180,36 +172,68 @@ typedef struct inspect_opts {
     bool json;
 } inspect_opts;
 
-static int parse(inspect_opts *o, int argc, char **argv) {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int r = cli_run_opt(&o->run, argc, argv, &i);
-        if (r < 0) return 2;
-        if (r > 0) continue;
-        bool v = i + 1 < argc;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("%s%s", inspect_help, cli_run_opts_help);
-            return -1;
-        } else if ((!strcmp(a, "-p") || !strcmp(a, "--prompt")) && v) {
-            o->prompt = argv[++i];
-        } else if ((!strcmp(a, "-n") || !strcmp(a, "--steps")) && v) {
-            if (!cli_parse_int(a, argv[++i], 1, 4096, &o->steps)) return 2;
-        } else if (!strcmp(a, "--top") && v) {
-            if (!cli_parse_int(a, argv[++i], 1, MAX_SHOWN, &o->top)) return 2;
-        } else if (!strcmp(a, "--nucleus") && v) {
-            if (!cli_parse_float(a, argv[++i], 0, 1, &o->nucleus)) return 2;
-        } else if (!strcmp(a, "--json")) {
-            o->json = true;
-        } else {
-            cli_error("unknown or incomplete option '%s' (see nucleus inspect --help)", a);
-            return 2;
-        }
-    }
+static int run_inspect(int argc, char **argv);
+
+static const cli_option inspect_options[] = {
+    {.name = "--prompt",
+     .short_name = "-p",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(inspect_opts, prompt),
+     .placeholder = "TEXT",
+     .help = "the prompt"},
+    {.name = "--steps",
+     .short_name = "-n",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(inspect_opts, steps),
+     .min = 1,
+     .max = 4096,
+     .placeholder = "N",
+     .help = "tokens to generate and explain"},
+    {.name = "--top",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(inspect_opts, top),
+     .min = 1,
+     .max = MAX_SHOWN,
+     .placeholder = "N",
+     .help = "candidates shown per stage"},
+    {.name = "--nucleus",
+     .kind = CLI_FLOAT,
+     .field = CLI_FIELD(inspect_opts, nucleus),
+     .fmin = 0,
+     .fmax = 1,
+     .placeholder = "P",
+     .help = "report how many tokens the top-p nucleus of P holds",
+     .default_text = "the --top-p value"},
+    {.name = "--json",
+     .kind = CLI_FLAG,
+     .field = CLI_FIELD(inspect_opts, json),
+     .help = "one JSON object per step"},
+    {0},
+};
+
+static const cli_section inspect_sections[] = {
+    CLI_OWN_SECTION(NULL, inspect_options),
+    CLI_RUN_SECTIONS(inspect_opts, run),
+    {0},
+};
+
+const cli_command inspect_command = {
+    .name = "inspect",
+    .summary = "what each sampling stage does to the next-token distributions",
+    .usage = "nucleus inspect -m MODEL -p PROMPT [options]",
+    .sections = inspect_sections,
+    .run = run_inspect,
+};
+
+/* Reads the options; false when the command ends (*rc: help or an error). */
+static bool parse(inspect_opts *o, int argc, char **argv, int *rc) {
+    if (!cli_parse(&inspect_command, argc, argv, o, rc)) return false;
     if (!o->prompt) {
         cli_error("no prompt given (-p TEXT)");
-        return 2;
+        *rc = CLI_EXIT_USAGE;
+        return false;
     }
-    return 0;
+    return true;
 }
 
 /* Reads the prompt; the logits of its last token are at entry *last. */
@@ -246,11 +270,11 @@ static int read_prompt(nu_context *ctx, nu_sampler *sampler, const char *prompt,
     return st ? 1 : 0;
 }
 
-int cmd_inspect(int argc, char **argv) {
+static int run_inspect(int argc, char **argv) {
     inspect_opts o = {.steps = 8, .top = 5, .nucleus = -1};
     cli_run_opts_init(&o.run);
-    int rc = parse(&o, argc, argv);
-    if (rc) return rc < 0 ? 0 : rc;
+    int rc;
+    if (!parse(&o, argc, argv, &rc)) return rc;
     if (o.nucleus < 0) o.nucleus = o.run.sampling.top_p;
     o.run.ctx.n_batch = 512;
     nu_model *m;

@@ -7,15 +7,6 @@
 #include "cli.h"
 #include "cli_options.h"
 
-static const char perplexity_help[] =
-    "usage: nucleus perplexity -m MODEL -f FILE [--window N] [--score-from N] [--json]\n\n"
-    "  -f, --file FILE     the text (read whole; BOS added if the model asks for one)\n"
-    "      --window N      tokens per window, each read from scratch (default: the context)\n"
-    "      --score-from N  first scored position of a window (default: half the window, so\n"
-    "                      every scored token sees at least that much context)\n"
-    "      --json          one JSON object with the result on stdout\n"
-    "perplexity = e^(mean of -ln p(token | the window's earlier tokens)) over the scored tokens\n";
-
 typedef struct perplexity_opts {
     cli_run_opts run;
     const char *file;
@@ -23,35 +14,53 @@ typedef struct perplexity_opts {
     bool json;
 } perplexity_opts;
 
-static int parse(perplexity_opts *o, int argc, char **argv) {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int r = cli_run_opt(&o->run, argc, argv, &i);
-        if (r < 0) return 2;
-        if (r > 0) continue;
-        bool v = i + 1 < argc;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("%s%s", perplexity_help, cli_run_opts_help);
-            return -1;
-        } else if ((!strcmp(a, "-f") || !strcmp(a, "--file")) && v) {
-            o->file = argv[++i];
-        } else if (!strcmp(a, "--window") && v) {
-            if (!cli_parse_int(a, argv[++i], 2, 1 << 20, &o->window)) return 2;
-        } else if (!strcmp(a, "--score-from") && v) {
-            if (!cli_parse_int(a, argv[++i], 1, 1 << 20, &o->score_from)) return 2;
-        } else if (!strcmp(a, "--json")) {
-            o->json = true;
-        } else {
-            cli_error("unknown or incomplete option '%s' (see nucleus perplexity --help)", a);
-            return 2;
-        }
-    }
-    if (!o->file) {
-        cli_error("no text given (-f FILE)");
-        return 2;
-    }
-    return 0;
-}
+static int run_perplexity(int argc, char **argv);
+
+static const cli_option perplexity_options[] = {
+    {.name = "--file",
+     .short_name = "-f",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(perplexity_opts, file),
+     .placeholder = "FILE",
+     .help = "the text (read whole; BOS added if the model asks for one)"},
+    {.name = "--window",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(perplexity_opts, window),
+     .min = 2,
+     .max = 1 << 20,
+     .placeholder = "N",
+     .help = "tokens per window, each read from scratch",
+     .default_text = "the context"},
+    {.name = "--score-from",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(perplexity_opts, score_from),
+     .min = 1,
+     .max = 1 << 20,
+     .placeholder = "N",
+     .help = "first scored position of a window",
+     .default_text = "half the window, so every scored token sees at least that much context"},
+    {.name = "--json",
+     .kind = CLI_FLAG,
+     .field = CLI_FIELD(perplexity_opts, json),
+     .help = "one JSON object with the result on stdout"},
+    {0},
+};
+
+static const cli_section perplexity_sections[] = {
+    CLI_OWN_SECTION(NULL, perplexity_options),
+    CLI_RUN_SECTIONS(perplexity_opts, run),
+    {0},
+};
+
+const cli_command perplexity_command = {
+    .name = "perplexity",
+    .summary = "how well a model predicts a text (perplexity over windows)",
+    .usage = "nucleus perplexity -m MODEL -f FILE [--window N] [--score-from N] [--json]",
+    .about = "perplexity = e^(mean of -ln p(token | the window's earlier tokens)) over the "
+             "scored tokens\n",
+    .sections = perplexity_sections,
+    .run = run_perplexity,
+};
 
 static bool show_window(int32_t window, const nu_perplexity_result *r, void *user) {
     (void)user;
@@ -59,11 +68,15 @@ static bool show_window(int32_t window, const nu_perplexity_result *r, void *use
     return true;
 }
 
-int cmd_perplexity(int argc, char **argv) {
+static int run_perplexity(int argc, char **argv) {
     perplexity_opts o = {0};
     cli_run_opts_init(&o.run);
-    int rc = parse(&o, argc, argv);
-    if (rc) return rc < 0 ? 0 : rc;
+    int rc;
+    if (!cli_parse(&perplexity_command, argc, argv, &o, &rc)) return rc;
+    if (!o.file) {
+        cli_error("no text given (-f FILE)");
+        return CLI_EXIT_USAGE;
+    }
     if (o.window && (o.run.ctx.n_ctx == 0 || o.run.ctx.n_ctx < o.window))
         o.run.ctx.n_ctx = (int32_t)o.window;
     size_t len = 0;

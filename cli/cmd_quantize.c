@@ -6,35 +6,48 @@
 
 #include "cli.h"
 
-static const char quantize_help[] =
-    "usage: nucleus quantize IN.gguf OUT.gguf TYPE\n\n"
-    "Weight matrices are converted; norms and biases stay f32.\n\n"
-    "TYPE, one type for every matrix:\n"
-    "  f32, f16, bf16, q8_0, q5_1, q5_0, q4_1, q4_0   (4/5-bit: output.weight q8_0)\n"
-    "  q6_k, q5_k, q4_k, q3_k                          (output.weight q6_k)\n"
-    "TYPE, llama.cpp's K-quant mixes (same tensor types and general.file_type):\n"
-    "  q5_k_m, q5_k_s, q4_k_m, q4_k_s, q3_k_l, q3_k_m, q3_k_s, q2_k\n"
-    "  e.g. q4_k_m: q4_k, with attn_v and ffn_down q6_k in about half the layers\n"
-    "  and output.weight q6_k. (llama.cpp's \"Q4_K\" means q4_k_m; here q4_k is\n"
-    "  q4_k throughout.)\n"
-    "Matrices whose rows are not a multiple of 256 fall back to q4_0 (for q2_k,\n"
-    "q3_k), q5_0 (q4_k), q5_1 (q5_k) or q8_0 (q6_k).\n";
+typedef struct quantize_opts {
+    const char *in, *out, *type;
+} quantize_opts;
 
-int cmd_quantize(int argc, char **argv) {
-    if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        fputs(quantize_help, stdout);
-        return 0;
-    }
-    if (argc != 4) {
-        cli_error("quantize takes IN OUT TYPE (see nucleus quantize --help)");
-        return 2;
-    }
+static int run_quantize(int argc, char **argv);
+
+static const cli_positional quantize_arguments[] = {
+    {"IN", CLI_FIELD(quantize_opts, in), "the model to convert (a GGUF file)"},
+    {"OUT", CLI_FIELD(quantize_opts, out), "the file to write"},
+    {"TYPE", CLI_FIELD(quantize_opts, type), "the weight type or mix (below)"},
+    {0},
+};
+
+const cli_command quantize_command = {
+    .name = "quantize",
+    .summary = "write a copy of a model with its weights in another type",
+    .usage = "nucleus quantize IN.gguf OUT.gguf TYPE",
+    .about = "Weight matrices are converted; norms and biases stay f32.\n",
+    .positionals = quantize_arguments,
+    .epilog = "TYPE, one type for every matrix:\n"
+              "  f32, f16, bf16, q8_0, q5_1, q5_0, q4_1, q4_0   (4/5-bit: output.weight q8_0)\n"
+              "  q6_k, q5_k, q4_k, q3_k                          (output.weight q6_k)\n"
+              "TYPE, llama.cpp's K-quant mixes (same tensor types and general.file_type):\n"
+              "  q5_k_m, q5_k_s, q4_k_m, q4_k_s, q3_k_l, q3_k_m, q3_k_s, q2_k\n"
+              "  e.g. q4_k_m: q4_k, with attn_v and ffn_down q6_k in about half the layers\n"
+              "  and output.weight q6_k. (llama.cpp's \"Q4_K\" means q4_k_m; here q4_k is\n"
+              "  q4_k throughout.)\n"
+              "Matrices whose rows are not a multiple of 256 fall back to q4_0 (for q2_k,\n"
+              "q3_k), q5_0 (q4_k), q5_1 (q5_k) or q8_0 (q6_k).\n",
+    .run = run_quantize,
+};
+
+static int run_quantize(int argc, char **argv) {
+    quantize_opts o = {0};
+    int rc;
+    if (!cli_parse(&quantize_command, argc, argv, &o, &rc)) return rc;
     nu_error err;
     double t0 = nu_time_ms();
-    if (nu_quantize_file(argv[1], argv[2], argv[3], &err) != NU_OK) {
+    if (nu_quantize_file(o.in, o.out, o.type, &err) != NU_OK) {
         cli_error("%s", err.message);
         return 1;
     }
-    fprintf(stderr, "wrote %s (%s) in %.1f s\n", argv[2], argv[3], (nu_time_ms() - t0) / 1e3);
+    fprintf(stderr, "wrote %s (%s) in %.1f s\n", o.out, o.type, (nu_time_ms() - t0) / 1e3);
     return 0;
 }

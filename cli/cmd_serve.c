@@ -5,138 +5,222 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_options.h"
 #include "server.h"
-
-static const char serve_help[] =
-    "usage: nucleus serve -m MODEL [options]\n\n"
-    "An OpenAI-compatible HTTP server: POST /v1/chat/completions, /v1/completions, /tokenize,\n"
-    "/detokenize; GET /v1/models, /health, /metrics. Requests run together (continuous "
-    "batching).\n\n"
-    "  -m, --model REF          model file, or hf:ORG/REPO/FILE.gguf\n"
-    "      --alias NAME         the model id clients use (default: the file name)\n"
-    "      --host ADDR          address to listen on (default 127.0.0.1)\n"
-    "      --port N             port (default 8080; 0 picks a free one, printed at start)\n"
-    "  -np, --parallel N        samples generating at once (default 4)\n"
-    "  -c, --ctx N              context of each slot in tokens; the cache holds N x parallel\n"
-    "                           (default: the model's, at most 4096)\n"
-    "  -t, --threads N          forward-pass threads (default: all cores)\n"
-    "  -b, --batch N            most tokens per forward pass (default 512)\n"
-    "      --kv-type T          KV cache type: f16 (default) or f32\n"
-    "      --chat-template T    a built-in template name (chatml, llama2, llama3, mistral, phi3,\n"
-    "                           gemma, zephyr, plain) or a Jinja file (default: the model's)\n"
-    "      --api-key KEY        require Authorization: Bearer KEY\n"
-    "      --api-key-file F     the same, with the key on the first line of F\n"
-    "      --max-body BYTES     largest request body (default 1048576)\n"
-    "      --max-prompt-tokens N  longest prompt (default: the slot's context - 1)\n"
-    "      --max-tokens-limit N largest max_tokens a request may ask for (default: the slot's "
-    "context)\n"
-    "      --max-queue N        requests waiting for a slot before 503 (default 64)\n"
-    "      --max-connections N  open connections (default 256)\n"
-    "      --timeout S          idle connection timeout in seconds (default 60)\n"
-    "      --shutdown-grace S   on SIGINT/SIGTERM, time in-flight requests get to finish (default "
-    "10)\n"
-    "      --draft MODEL        speculative decoding with this draft model (same vocabulary):\n"
-    "                           every slot drafts with it, the model verifies all drafts in\n"
-    "                           its one batch per step (a request may send \"speculative\":\n"
-    "                           false, or \"draft_max\": K)\n"
-    "      --lookup             speculative decoding with prompt lookup (no draft model)\n"
-    "      --draft-max K        most tokens drafted per step (default 8; 1..64)\n"
-    "      --draft-min K        fewest (default 1)\n"
-    "      --quiet              no log line per request\n"
-    "      --test-step-delay-ms N  sleep N ms after each engine step (tests: a slow model)\n";
 
 typedef struct serve_opts {
     srv_config cfg;
-    const char *key_file, *draft, *kv_type;
+    const char *key_file, *draft;
     bool draft_len_given; /* --draft-max or --draft-min */
 } serve_opts;
 
-/* Options with an integer value; 1 when argv[*i] was one, -1 on error, 0 if not one. */
-static int int_option(serve_opts *o, int argc, char **argv, int *i) {
-    static const struct {
-        const char *name, *alt;
-        long lo, hi;
-    } opts[] = {{"--port", NULL, 0, 65535},
-                {"--parallel", "-np", 1, 64},
-                {"--ctx", "-c", 8, 1 << 22},
-                {"--threads", "-t", 1, 256},
-                {"--batch", "-b", 1, 1 << 16},
-                {"--max-body", NULL, 64, 1L << 30},
-                {"--max-prompt-tokens", NULL, 1, 1 << 24},
-                {"--max-tokens-limit", NULL, 1, 1 << 24},
-                {"--max-queue", NULL, 0, 1 << 20},
-                {"--max-connections", NULL, 1, 1 << 16},
-                {"--timeout", NULL, 1, 86400},
-                {"--shutdown-grace", NULL, 0, 86400},
-                {"--test-step-delay-ms", NULL, 0, 10000},
-                {"--draft-max", NULL, 1, 64},
-                {"--draft-min", NULL, 1, 64}};
-    const char *a = argv[*i];
-    for (size_t k = 0; k < sizeof opts / sizeof *opts; k++) {
-        if (strcmp(a, opts[k].name) && (!opts[k].alt || strcmp(a, opts[k].alt))) continue;
-        long v;
-        if (*i + 1 >= argc) return cli_error("option %s needs a value", a), -1;
-        if (!cli_parse_int(a, argv[++*i], opts[k].lo, opts[k].hi, &v)) return -1;
-        srv_config *c = &o->cfg;
-        int32_t *ints[] = {NULL,
-                           &c->parallel,
-                           &c->ctx_per_slot,
-                           &c->n_threads,
-                           &c->n_batch,
-                           NULL,
-                           &c->max_prompt_tokens,
-                           &c->max_tokens_limit,
-                           &c->max_queue,
-                           &c->max_connections,
-                           NULL,
-                           NULL,
-                           NULL,
-                           &c->spec.draft_max,
-                           &c->spec.draft_min};
-        o->draft_len_given |= k >= 13;
-        if (ints[k])
-            *ints[k] = (int32_t)v;
-        else if (k == 0)
-            c->port = (int)v;
-        else if (k == 5)
-            c->max_body = (size_t)v;
-        else if (k == 10)
-            c->timeout_s = (int)v;
-        else if (k == 11)
-            c->shutdown_grace_s = (double)v;
-        else
-            c->step_delay_ms = (int)v;
-        return 1;
-    }
-    return 0;
-}
+static int run_serve(int argc, char **argv);
 
-/* Options with a text value or none. */
-static int text_option(serve_opts *o, int argc, char **argv, int *i) {
-    const char *a = argv[*i];
-    const char **slot = !strcmp(a, "-m") || !strcmp(a, "--model") ? &o->cfg.model_path
-                        : !strcmp(a, "--alias")                   ? &o->cfg.alias
-                        : !strcmp(a, "--host")                    ? &o->cfg.host
-                        : !strcmp(a, "--chat-template")           ? &o->cfg.chat_template
-                        : !strcmp(a, "--api-key")                 ? &o->cfg.api_key
-                        : !strcmp(a, "--api-key-file")            ? &o->key_file
-                        : !strcmp(a, "--draft")                   ? &o->draft
-                        : !strcmp(a, "--kv-type")                 ? &o->kv_type
-                                                                  : NULL;
-    if (!strcmp(a, "--quiet")) return o->cfg.quiet = true, 1;
-    if (!strcmp(a, "--lookup")) return o->cfg.spec.lookup = true, 1;
-    if (!slot) return 0;
-    if (*i + 1 >= argc) return cli_error("option %s needs a value", a), -1;
-    *slot = argv[++*i];
-    if (slot != &o->kv_type) return 1;
-    if (!strcmp(o->kv_type, "f16"))
-        o->cfg.kv_type = NU_KV_F16;
-    else if (!strcmp(o->kv_type, "f32"))
-        o->cfg.kv_type = NU_KV_F32;
-    else
-        return cli_error("--kv-type must be f16 or f32, not '%s'", o->kv_type), -1;
-    return 1;
-}
+static const cli_option model_options[] = {
+    {.name = "--model",
+     .short_name = "-m",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(serve_opts, cfg.model_path),
+     .placeholder = "REF",
+     .help = "model file, or hf:ORG/REPO/FILE.gguf"},
+    {.name = "--alias",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(serve_opts, cfg.alias),
+     .placeholder = "NAME",
+     .help = "the model id clients use",
+     .default_text = "the file name"},
+    {.name = "--ctx",
+     .short_name = "-c",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(serve_opts, cfg.ctx_per_slot),
+     .min = 8,
+     .max = 1 << 22,
+     .placeholder = "N",
+     .help = "context of each slot in tokens; the cache holds N x parallel",
+     .default_text = "the model's, at most 4096"},
+    {.name = "--threads",
+     .short_name = "-t",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(serve_opts, cfg.n_threads),
+     .min = 1,
+     .max = 256,
+     .placeholder = "N",
+     .help = "forward-pass threads",
+     .default_text = "all cores"},
+    {.name = "--batch",
+     .short_name = "-b",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(serve_opts, cfg.n_batch),
+     .min = 1,
+     .max = 1 << 16,
+     .placeholder = "N",
+     .help = "most tokens per forward pass"},
+    {.name = "--kv-type",
+     .kind = CLI_ENUM,
+     .field = CLI_FIELD(serve_opts, cfg.kv_type),
+     .choices = cli_kv_types,
+     .placeholder = "T",
+     .help = "KV cache type: f16 or f32"},
+    {.name = "--chat-template",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(serve_opts, cfg.chat_template),
+     .placeholder = "T",
+     .help = "a built-in template name (chatml, llama2, llama3, mistral, phi3, gemma, zephyr, "
+             "plain) or a Jinja file",
+     .default_text = "the model's"},
+    {0},
+};
+
+static const cli_option server_options[] = {
+    {.name = "--host",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(serve_opts, cfg.host),
+     .placeholder = "ADDR",
+     .help = "address to listen on"},
+    {.name = "--port",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(serve_opts, cfg.port),
+     .min = 0,
+     .max = 65535,
+     .placeholder = "N",
+     .help = "port; 0 picks a free one, printed at start"},
+    {.name = "--parallel",
+     .short_name = "-np",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(serve_opts, cfg.parallel),
+     .min = 1,
+     .max = 64,
+     .placeholder = "N",
+     .help = "samples generating at once"},
+    {.name = "--api-key",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(serve_opts, cfg.api_key),
+     .nonempty = true,
+     .placeholder = "KEY",
+     .help = "require Authorization: Bearer KEY"},
+    {.name = "--api-key-file",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(serve_opts, key_file),
+     .placeholder = "F",
+     .help = "the same, with the key on the first line of F"},
+    {.name = "--max-body",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(serve_opts, cfg.max_body),
+     .min = 64,
+     .max = 1 << 30,
+     .placeholder = "BYTES",
+     .help = "largest request body"},
+    {.name = "--max-prompt-tokens",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(serve_opts, cfg.max_prompt_tokens),
+     .min = 1,
+     .max = 1 << 24,
+     .placeholder = "N",
+     .help = "longest prompt",
+     .default_text = "the slot's context - 1"},
+    {.name = "--max-tokens-limit",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(serve_opts, cfg.max_tokens_limit),
+     .min = 1,
+     .max = 1 << 24,
+     .placeholder = "N",
+     .help = "largest max_tokens a request may ask for",
+     .default_text = "the slot's context"},
+    {.name = "--max-queue",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(serve_opts, cfg.max_queue),
+     .min = 0,
+     .max = 1 << 20,
+     .placeholder = "N",
+     .help = "requests waiting for a slot before 503"},
+    {.name = "--max-connections",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(serve_opts, cfg.max_connections),
+     .min = 1,
+     .max = 1 << 16,
+     .placeholder = "N",
+     .help = "open connections"},
+    {.name = "--timeout",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(serve_opts, cfg.timeout_s),
+     .min = 1,
+     .max = 86400,
+     .placeholder = "S",
+     .help = "idle connection timeout in seconds"},
+    {.name = "--shutdown-grace",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(serve_opts, cfg.shutdown_grace_s),
+     .min = 0,
+     .max = 86400,
+     .placeholder = "S",
+     .help = "on SIGINT/SIGTERM, seconds in-flight requests get to finish"},
+    {.name = "--quiet",
+     .kind = CLI_FLAG,
+     .field = CLI_FIELD(serve_opts, cfg.quiet),
+     .help = "no log line per request"},
+    {0},
+};
+
+static const cli_option speculative_options[] = {
+    {.name = "--draft",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(serve_opts, draft),
+     .placeholder = "MODEL",
+     .help = "speculative decoding with this draft model (same vocabulary): every slot drafts "
+             "with it, the model verifies all drafts in its one batch per step (a request may "
+             "send \"speculative\": false, or \"draft_max\": K)"},
+    {.name = "--lookup",
+     .kind = CLI_FLAG,
+     .field = CLI_FIELD(serve_opts, cfg.spec.lookup),
+     .help = "speculative decoding with prompt lookup (no draft model)"},
+    {.name = "--draft-max",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(serve_opts, cfg.spec.draft_max),
+     .min = 1,
+     .max = 64,
+     .given = CLI_FIELD(serve_opts, draft_len_given),
+     .placeholder = "K",
+     .help = "most tokens drafted per step"},
+    {.name = "--draft-min",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(serve_opts, cfg.spec.draft_min),
+     .min = 1,
+     .max = 64,
+     .given = CLI_FIELD(serve_opts, draft_len_given),
+     .placeholder = "K",
+     .help = "fewest tokens drafted per step"},
+    {0},
+};
+
+static const cli_option testing_options[] = {
+    {.name = "--test-step-delay-ms",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(serve_opts, cfg.step_delay_ms),
+     .min = 0,
+     .max = 10000,
+     .placeholder = "N",
+     .help = "sleep N ms after each engine step (a slow model)"},
+    {0},
+};
+
+static const cli_section serve_sections[] = {
+    CLI_OWN_SECTION("model", model_options),
+    CLI_OWN_SECTION("server", server_options),
+    CLI_OWN_SECTION("speculative decoding", speculative_options),
+    CLI_OWN_SECTION("testing", testing_options),
+    {0},
+};
+
+const cli_command serve_command = {
+    .name = "serve",
+    .summary = "an OpenAI-compatible HTTP server with continuous batching",
+    .usage = "nucleus serve -m MODEL [options]",
+    .about = "An OpenAI-compatible HTTP server: POST /v1/chat/completions, /v1/completions, "
+             "/tokenize,\n/detokenize; GET /v1/models, /health, /metrics. Requests run together "
+             "(continuous batching).\n",
+    .sections = serve_sections,
+    .run = run_serve,
+};
 
 /* Reads the API key from the first line of a file. */
 static char *read_key(const char *path) {
@@ -156,32 +240,30 @@ static char *read_key(const char *path) {
     return text;
 }
 
-/* Returns 0 to go on, -1 after --help, or an exit code. */
-static int parse(serve_opts *o, int argc, char **argv) {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(serve_help, stdout);
-            return -1;
-        }
-        int r = int_option(o, argc, argv, &i);
-        if (r == 0) r = text_option(o, argc, argv, &i);
-        if (r < 0) return 2;
-        if (r == 0) return cli_error("unknown option '%s' (see nucleus serve --help)", a), 2;
-    }
+/* Checks how the options combine; false after printing what is wrong. */
+static bool options_agree(const serve_opts *o) {
+    const nu_speculative_params *spec = &o->cfg.spec;
     if (!o->cfg.model_path)
-        return cli_error("no model given (-m FILE or -m hf:ORG/REPO/FILE.gguf)"), 2;
-    if (o->draft && o->cfg.spec.lookup) return cli_error("give --draft or --lookup, not both"), 2;
-    if (o->draft_len_given && !o->draft && !o->cfg.spec.lookup)
-        return cli_error("--draft-max and --draft-min need --draft MODEL or --lookup"), 2;
-    if (o->cfg.spec.draft_min > o->cfg.spec.draft_max)
-        return cli_error("--draft-min %d is above --draft-max %d", o->cfg.spec.draft_min,
-                         o->cfg.spec.draft_max),
-               2;
-    if (o->cfg.api_key && o->key_file)
-        return cli_error("give --api-key or --api-key-file, not both"), 2;
-    if (o->cfg.api_key && !o->cfg.api_key[0]) return cli_error("--api-key is empty"), 2;
-    return 0;
+        cli_error("no model given (-m FILE or -m hf:ORG/REPO/FILE.gguf)");
+    else if (o->draft && spec->lookup)
+        cli_error("give --draft or --lookup, not both");
+    else if (o->draft_len_given && !o->draft && !spec->lookup)
+        cli_error("--draft-max and --draft-min need --draft MODEL or --lookup");
+    else if (spec->draft_min > spec->draft_max)
+        cli_error("--draft-min %d is above --draft-max %d", spec->draft_min, spec->draft_max);
+    else if (o->cfg.api_key && o->key_file)
+        cli_error("give --api-key or --api-key-file, not both");
+    else
+        return true;
+    return false;
+}
+
+/* Reads the options; false when the command ends (*rc: help or an error). */
+static bool parse(serve_opts *o, int argc, char **argv, int *rc) {
+    if (!cli_parse(&serve_command, argc, argv, o, rc)) return false;
+    if (options_agree(o)) return true;
+    *rc = CLI_EXIT_USAGE;
+    return false;
 }
 
 /* Loads the draft model and checks that it shares the model's vocabulary. */
@@ -197,11 +279,11 @@ static nu_model *load_draft(const char *ref, const nu_model *model) {
     return draft;
 }
 
-int cmd_serve(int argc, char **argv) {
+static int run_serve(int argc, char **argv) {
     serve_opts o = {.cfg = srv_default_config()};
     o.cfg.spec = nu_speculative_default_params();
-    int rc = parse(&o, argc, argv);
-    if (rc) return rc < 0 ? 0 : rc;
+    int rc;
+    if (!parse(&o, argc, argv, &rc)) return rc;
     char *key = NULL;
     if (o.key_file && !(key = read_key(o.key_file))) return 2;
     if (key) o.cfg.api_key = key;

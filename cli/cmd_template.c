@@ -9,70 +9,93 @@
 
 #include "cli.h"
 
-static const char template_help[] =
-    "usage: nucleus template (-m MODEL | --template FILE | --chat-template NAME)\n"
-    "                        --messages FILE [--add-generation-prompt]\n"
-    "                        [--bos-token S] [--eos-token S]\n\n"
-    "  -m, --model REF          use the model's tokenizer.chat_template, and its BOS / EOS\n"
-    "                           token texts unless given (with --template or --chat-template:\n"
-    "                           only the token texts)\n"
-    "      --template FILE      a Jinja chat template file\n"
-    "      --chat-template NAME a built-in template: chatml, llama2, llama3, mistral, phi3,\n"
-    "                           gemma, zephyr, plain\n"
-    "      --messages FILE      JSON: a list of messages, or an object with \"messages\", an\n"
-    "                           optional \"tools\" list and any other template variables\n"
-    "      --add-generation-prompt  end with the start of the assistant's turn\n"
-    "      --bos-token S        the bos_token variable (default: undefined, or the model's)\n"
-    "      --eos-token S        the eos_token variable (default: undefined, or the model's)\n"
-    "      --list               list the built-in templates\n";
-
 typedef struct template_opts {
     const char *model, *file, *builtin, *messages, *bos, *eos;
     bool generation_prompt, list;
 } template_opts;
 
-static int parse(template_opts *o, int argc, char **argv) {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool has_value = i + 1 < argc;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(template_help, stdout);
-            return -1;
-        } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && has_value) {
-            o->model = argv[++i];
-        } else if (!strcmp(a, "--template") && has_value) {
-            o->file = argv[++i];
-        } else if (!strcmp(a, "--chat-template") && has_value) {
-            o->builtin = argv[++i];
-        } else if (!strcmp(a, "--messages") && has_value) {
-            o->messages = argv[++i];
-        } else if (!strcmp(a, "--bos-token") && has_value) {
-            o->bos = argv[++i];
-        } else if (!strcmp(a, "--eos-token") && has_value) {
-            o->eos = argv[++i];
-        } else if (!strcmp(a, "--add-generation-prompt")) {
-            o->generation_prompt = true;
-        } else if (!strcmp(a, "--list")) {
-            o->list = true;
-        } else {
-            cli_error("unknown or incomplete option '%s' (see nucleus template --help)", a);
-            return 2;
-        }
-    }
-    if (o->list) return 0;
+static int run_template(int argc, char **argv);
+
+static const cli_option template_options[] = {
+    {.name = "--model",
+     .short_name = "-m",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(template_opts, model),
+     .placeholder = "REF",
+     .help = "use the model's tokenizer.chat_template, and its BOS / EOS token texts unless given "
+             "(with --template or --chat-template: only the token texts)"},
+    {.name = "--template",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(template_opts, file),
+     .placeholder = "FILE",
+     .help = "a Jinja chat template file"},
+    {.name = "--chat-template",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(template_opts, builtin),
+     .placeholder = "NAME",
+     .help = "a built-in template: chatml, llama2, llama3, mistral, phi3, gemma, zephyr, plain"},
+    {.name = "--messages",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(template_opts, messages),
+     .placeholder = "FILE",
+     .help = "JSON: a list of messages, or an object with \"messages\", an optional \"tools\" "
+             "list and any other template variables"},
+    {.name = "--add-generation-prompt",
+     .kind = CLI_FLAG,
+     .field = CLI_FIELD(template_opts, generation_prompt),
+     .help = "end with the start of the assistant's turn"},
+    {.name = "--bos-token",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(template_opts, bos),
+     .placeholder = "S",
+     .help = "the bos_token variable",
+     .default_text = "undefined, or the model's"},
+    {.name = "--eos-token",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(template_opts, eos),
+     .placeholder = "S",
+     .help = "the eos_token variable",
+     .default_text = "undefined, or the model's"},
+    {.name = "--list",
+     .kind = CLI_FLAG,
+     .field = CLI_FIELD(template_opts, list),
+     .help = "list the built-in templates"},
+    {0},
+};
+
+static const cli_section template_sections[] = {
+    CLI_OWN_SECTION(NULL, template_options),
+    {0},
+};
+
+const cli_command template_command = {
+    .name = "template",
+    .summary = "render a conversation with a chat template",
+    .usage = "nucleus template (-m MODEL | --template FILE | --chat-template NAME)\n"
+             "                        --messages FILE [--add-generation-prompt]\n"
+             "                        [--bos-token S] [--eos-token S]",
+    .sections = template_sections,
+    .run = run_template,
+};
+
+/* Reads the options; false when the command ends (*rc: help or an error). */
+static bool parse(template_opts *o, int argc, char **argv, int *rc) {
+    if (!cli_parse(&template_command, argc, argv, o, rc)) return false;
+    *rc = CLI_EXIT_USAGE;
+    if (o->list) return true;
     if (!o->model && !o->file && !o->builtin) {
         cli_error("give a template with -m MODEL, --template FILE or --chat-template NAME");
-        return 2;
+        return false;
     }
     if (o->file && o->builtin) {
         cli_error("--template and --chat-template cannot be used together");
-        return 2;
+        return false;
     }
     if (!o->messages) {
         cli_error("no conversation given (--messages FILE)");
-        return 2;
+        return false;
     }
-    return 0;
+    return true;
 }
 
 /* The conversation file's parts as JSON texts: messages, tools (NULL when
@@ -156,10 +179,10 @@ static void list_builtins(void) {
     for (const char *const *n = nu_chat_template_builtin_names(); *n; n++) printf("%s\n", *n);
 }
 
-int cmd_template(int argc, char **argv) {
+static int run_template(int argc, char **argv) {
     template_opts o = {0};
-    int rc = parse(&o, argc, argv);
-    if (rc) return rc < 0 ? 0 : rc;
+    int rc;
+    if (!parse(&o, argc, argv, &rc)) return rc;
     if (o.list) {
         list_builtins();
         return 0;

@@ -5,53 +5,73 @@
 
 #include "cli.h"
 
-static const char tokenize_help[] =
-    "usage: nucleus tokenize -m MODEL (-p TEXT | -f FILE) [--ids] [--no-bos] [--special]\n\n"
-    "  -m, --model REF   model or vocabulary file (or hf:ORG/REPO/FILE.gguf)\n"
-    "  -p, --prompt TEXT the text\n"
-    "  -f, --file FILE   read the text from a file\n"
-    "      --ids         print only the ids, space-separated on one line\n"
-    "      --no-bos      do not add the BOS token the model asks for\n"
-    "      --special     special-token text (e.g. <s>) becomes its token\n";
-
 typedef struct tokenize_opts {
     const char *model, *text, *file;
     bool ids_only, bos, special;
 } tokenize_opts;
 
-static int parse(tokenize_opts *o, int argc, char **argv) {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool has_value = i + 1 < argc;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(tokenize_help, stdout);
-            return -1;
-        } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && has_value) {
-            o->model = argv[++i];
-        } else if ((!strcmp(a, "-p") || !strcmp(a, "--prompt")) && has_value) {
-            o->text = argv[++i];
-        } else if ((!strcmp(a, "-f") || !strcmp(a, "--file")) && has_value) {
-            o->file = argv[++i];
-        } else if (!strcmp(a, "--ids")) {
-            o->ids_only = true;
-        } else if (!strcmp(a, "--no-bos")) {
-            o->bos = false;
-        } else if (!strcmp(a, "--special")) {
-            o->special = true;
-        } else {
-            cli_error("unknown or incomplete option '%s' (see nucleus tokenize --help)", a);
-            return 2;
-        }
-    }
+static int run_tokenize(int argc, char **argv);
+
+static const cli_option tokenize_options[] = {
+    {.name = "--model",
+     .short_name = "-m",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(tokenize_opts, model),
+     .placeholder = "REF",
+     .help = "model or vocabulary file (or hf:ORG/REPO/FILE.gguf)"},
+    {.name = "--prompt",
+     .short_name = "-p",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(tokenize_opts, text),
+     .placeholder = "TEXT",
+     .help = "the text"},
+    {.name = "--file",
+     .short_name = "-f",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(tokenize_opts, file),
+     .placeholder = "FILE",
+     .help = "read the text from a file"},
+    {.name = "--ids",
+     .kind = CLI_FLAG,
+     .field = CLI_FIELD(tokenize_opts, ids_only),
+     .help = "print only the ids, space-separated on one line"},
+    {.name = "--no-bos",
+     .kind = CLI_UNSET,
+     .field = CLI_FIELD(tokenize_opts, bos),
+     .help = "do not add the BOS token the model asks for"},
+    {.name = "--special",
+     .kind = CLI_FLAG,
+     .field = CLI_FIELD(tokenize_opts, special),
+     .help = "special-token text (e.g. <s>) becomes its token"},
+    {0},
+};
+
+static const cli_section tokenize_sections[] = {
+    CLI_OWN_SECTION(NULL, tokenize_options),
+    {0},
+};
+
+const cli_command tokenize_command = {
+    .name = "tokenize",
+    .summary = "show the tokens of a text",
+    .usage = "nucleus tokenize -m MODEL (-p TEXT | -f FILE) [--ids] [--no-bos] [--special]",
+    .sections = tokenize_sections,
+    .run = run_tokenize,
+};
+
+/* Reads the options; false when the command ends (*rc: help or an error). */
+static bool parse(tokenize_opts *o, int argc, char **argv, int *rc) {
+    if (!cli_parse(&tokenize_command, argc, argv, o, rc)) return false;
+    *rc = CLI_EXIT_USAGE;
     if (!o->model) {
         cli_error("no model given (-m FILE)");
-        return 2;
+        return false;
     }
     if (!o->text == !o->file) {
         cli_error("give the text with exactly one of -p TEXT or -f FILE");
-        return 2;
+        return false;
     }
-    return 0;
+    return true;
 }
 
 /* Prints a piece quoted, with control bytes escaped so each token is one line. */
@@ -86,10 +106,10 @@ static void print_tokens(const nu_model *m, const int32_t *toks, size_t n, bool 
     if (ids_only) putchar('\n');
 }
 
-int cmd_tokenize(int argc, char **argv) {
+static int run_tokenize(int argc, char **argv) {
     tokenize_opts o = {.bos = true};
-    int rc = parse(&o, argc, argv);
-    if (rc) return rc < 0 ? 0 : rc;
+    int rc;
+    if (!parse(&o, argc, argv, &rc)) return rc;
     size_t len = 0;
     char *file_text = NULL;
     if (o.file && !(file_text = cli_read_file(o.file, &len))) return 1;

@@ -9,30 +9,6 @@
 #include "cli.h"
 #include "cli_json.h"
 
-static const char watermark_help[] =
-    "usage: nucleus watermark detect -m MODEL --watermark KEY (-p TEXT | -f FILE | --tokens IDS)\n"
-    "                                [options]\n"
-    "       nucleus watermark cost -m MODEL [--steps N] [--watermark-gamma X]\n\n"
-    "detect: whether a text carries the watermark of KEY. The text is tokenized with the\n"
-    "model's tokenizer (a vocab-only GGUF file is enough; no BOS); every token after the\n"
-    "first h is scored against the green list of its h predecessors, each distinct\n"
-    "(context, token) n-gram once (repeats are ignored), and the green count T gives\n"
-    "z = (green - gamma T) / sqrt(T gamma (1 - gamma)) with its one-sided p-value.\n"
-    "  -m, --model REF        model or vocabulary file (or hf:ORG/REPO/FILE.gguf)\n"
-    "      --watermark KEY    the key the text was generated with (also --key)\n"
-    "      --watermark-gamma X    green share the text was generated with (default 0.25)\n"
-    "      --watermark-context N  previous tokens that chose the lists (default 1)\n"
-    "      --watermark-delta X    accepted so that generate's flags can be reused; unused\n"
-    "  -p, --prompt TEXT      the text (also --text)\n"
-    "  -f, --file FILE        read the text from a file\n"
-    "      --tokens IDS       comma-separated token ids instead of text\n"
-    "      --z-threshold Z    report the watermark as detected above this z (default 4)\n"
-    "      --show             every token with its mark: + green, - red, . not scored\n"
-    "      --json             the result as one JSON object\n"
-    "cost: the sampler chain's time per step with and without the watermark, on random\n"
-    "logits over the model's vocabulary (greedy, and the default chain).\n"
-    "      --steps N          steps timed per configuration (default 2000)\n";
-
 typedef struct watermark_opts {
     const char *model, *text, *file, *tokens;
     nu_watermark_params wm;
@@ -41,85 +17,142 @@ typedef struct watermark_opts {
     bool show, json;
 } watermark_opts;
 
-/* The options with a number; 1 when argv[*i] was one, -1 on error, 0 if not. */
-static int number_opt(watermark_opts *o, int argc, char **argv, int *i) {
-    const char *a = argv[*i];
-    double x;
-    long v;
-    if (*i + 1 >= argc) return 0;
-    if (!strcmp(a, "--watermark-gamma")) {
-        if (!cli_parse_float(a, argv[++*i], 0, 1, &x)) return -1;
-        if (x <= 0 || x >= 1) {
-            cli_error("--watermark-gamma must be between 0 and 1, both excluded");
-            return -1;
-        }
-        o->wm.gamma = (float)x;
-    } else if (!strcmp(a, "--watermark-delta")) {
-        if (!cli_parse_float(a, argv[++*i], 0, 100, &x)) return -1;
-        o->wm.delta = (float)x;
-    } else if (!strcmp(a, "--watermark-context")) {
-        if (!cli_parse_int(a, argv[++*i], 1, NU_WATERMARK_MAX_CONTEXT, &v)) return -1;
-        o->wm.context = (int32_t)v;
-    } else if (!strcmp(a, "--z-threshold")) {
-        if (!cli_parse_float(a, argv[++*i], -1e6, 1e6, &o->z_threshold)) return -1;
-    } else if (!strcmp(a, "--steps")) {
-        if (!cli_parse_int(a, argv[++*i], 1, 1000000, &o->steps)) return -1;
-    } else {
-        return 0;
-    }
-    return 1;
-}
+static int run_watermark(int argc, char **argv);
+static int run_detect_command(int argc, char **argv);
+static int run_cost_command(int argc, char **argv);
 
-/* The options with a text value; 1 when argv[*i] was one, 0 if not. */
-static int text_opt(watermark_opts *o, int argc, char **argv, int *i) {
-    const char *a = argv[*i];
-    const char **slot = !strcmp(a, "-m") || !strcmp(a, "--model")          ? &o->model
-                        : !strcmp(a, "--watermark") || !strcmp(a, "--key") ? &o->wm.key
-                        : !strcmp(a, "-p") || !strcmp(a, "--prompt") || !strcmp(a, "--text")
-                            ? &o->text
-                        : !strcmp(a, "-f") || !strcmp(a, "--file") ? &o->file
-                        : !strcmp(a, "--tokens")                   ? &o->tokens
-                                                                   : NULL;
-    if (!slot || *i + 1 >= argc) return 0;
-    *slot = argv[++*i];
-    return 1;
-}
+/* -m and the green share: what both subcommands take. */
+static const cli_option common_options[] = {
+    {.name = "--model",
+     .short_name = "-m",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(watermark_opts, model),
+     .placeholder = "REF",
+     .help = "model or vocabulary file (or hf:ORG/REPO/FILE.gguf)"},
+    {.name = "--watermark-gamma",
+     .kind = CLI_FLOAT,
+     .field = CLI_FIELD(watermark_opts, wm.gamma),
+     .fmin = 0,
+     .fmax = 1,
+     .open_min = true,
+     .open_max = true,
+     .placeholder = "X",
+     .help = "green share of the vocabulary (detect: the one the text was generated with)"},
+    {0},
+};
 
-/* Returns 0 to go on, or the exit code (-1: help printed). */
-static int parse(watermark_opts *o, int argc, char **argv, bool detect) {
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        int r = number_opt(o, argc, argv, &i);
-        if (r == 0) r = text_opt(o, argc, argv, &i);
-        if (r < 0) return 2;
-        if (r > 0) continue;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(watermark_help, stdout);
-            return -1;
-        } else if (!strcmp(a, "--show")) {
-            o->show = true;
-        } else if (!strcmp(a, "--json")) {
-            o->json = true;
-        } else {
-            cli_error("unknown or incomplete option '%s' (see nucleus watermark --help)", a);
-            return 2;
-        }
-    }
-    if (!o->model) {
-        cli_error("no model given (-m FILE)");
-        return 2;
-    }
-    if (!detect) return 0;
-    if (!o->wm.key || !o->wm.key[0]) {
-        cli_error("detection needs the key: --watermark KEY (non-empty)");
-        return 2;
-    }
-    if (!!o->text + !!o->file + !!o->tokens != 1) {
-        cli_error("give the text with exactly one of -p TEXT, -f FILE or --tokens IDS");
-        return 2;
-    }
-    return 0;
-}
+static const cli_option detect_options[] = {
+    {.name = "--watermark",
+     .alias = "--key",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(watermark_opts, wm.key),
+     .placeholder = "KEY",
+     .help = "the key the text was generated with"},
+    {.name = "--watermark-context",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(watermark_opts, wm.context),
+     .min = 1,
+     .max = NU_WATERMARK_MAX_CONTEXT,
+     .placeholder = "N",
+     .help = "previous tokens that chose the lists"},
+    {.name = "--watermark-delta",
+     .kind = CLI_FLOAT,
+     .field = CLI_FIELD(watermark_opts, wm.delta),
+     .fmin = 0,
+     .fmax = 100,
+     .placeholder = "X",
+     .help = "accepted so that generate's options can be reused; unused"},
+    {.name = "--prompt",
+     .short_name = "-p",
+     .alias = "--text",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(watermark_opts, text),
+     .placeholder = "TEXT",
+     .help = "the text"},
+    {.name = "--file",
+     .short_name = "-f",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(watermark_opts, file),
+     .placeholder = "FILE",
+     .help = "read the text from a file"},
+    {.name = "--tokens",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(watermark_opts, tokens),
+     .placeholder = "IDS",
+     .help = "comma-separated token ids instead of text"},
+    {.name = "--z-threshold",
+     .kind = CLI_FLOAT,
+     .field = CLI_FIELD(watermark_opts, z_threshold),
+     .fmin = -1e6,
+     .fmax = 1e6,
+     .placeholder = "Z",
+     .help = "report the watermark as detected above this z"},
+    {.name = "--show",
+     .kind = CLI_FLAG,
+     .field = CLI_FIELD(watermark_opts, show),
+     .help = "every token with its mark: + green, - red, . not scored"},
+    {.name = "--json",
+     .kind = CLI_FLAG,
+     .field = CLI_FIELD(watermark_opts, json),
+     .help = "the result as one JSON object"},
+    {0},
+};
+
+static const cli_option cost_options[] = {
+    {.name = "--steps",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(watermark_opts, steps),
+     .min = 1,
+     .max = 1000000,
+     .placeholder = "N",
+     .help = "steps timed per configuration"},
+    {0},
+};
+
+static const cli_section detect_sections[] = {
+    CLI_OWN_SECTION(NULL, common_options),
+    CLI_OWN_SECTION(NULL, detect_options),
+    {0},
+};
+static const cli_section cost_sections[] = {
+    CLI_OWN_SECTION(NULL, common_options),
+    CLI_OWN_SECTION(NULL, cost_options),
+    {0},
+};
+
+static const cli_command detect_command = {
+    .name = "watermark detect",
+    .summary = "whether a text carries the watermark of a key (z-score, p-value)",
+    .usage = "nucleus watermark detect -m MODEL --watermark KEY (-p TEXT | -f FILE | --tokens "
+             "IDS) [options]",
+    .about = "Whether a text carries the watermark of KEY. The text is tokenized with the\n"
+             "model's tokenizer (a vocab-only GGUF file is enough; no BOS); every token after the\n"
+             "first h is scored against the green list of its h predecessors, each distinct\n"
+             "(context, token) n-gram once (repeats are ignored), and the green count T gives\n"
+             "z = (green - gamma T) / sqrt(T gamma (1 - gamma)) with its one-sided p-value.\n",
+    .sections = detect_sections,
+    .run = run_detect_command,
+};
+
+static const cli_command cost_command = {
+    .name = "watermark cost",
+    .summary = "the sampler chain's time per step with and without the watermark",
+    .usage = "nucleus watermark cost -m MODEL [--steps N] [--watermark-gamma X]",
+    .about = "The sampler chain's time per step with and without the watermark, on random\n"
+             "logits over the model's vocabulary (greedy, and the default chain).\n",
+    .sections = cost_sections,
+    .run = run_cost_command,
+};
+
+static const cli_command *const watermark_subcommands[] = {&detect_command, &cost_command, NULL};
+
+const cli_command watermark_command = {
+    .name = "watermark",
+    .summary = "detect the watermark of generate --watermark KEY in a text",
+    .usage = "nucleus watermark (detect | cost) [options]   (nucleus watermark detect --help ...)",
+    .subcommands = watermark_subcommands,
+    .run = run_watermark,
+};
 
 /* ---- detect --------------------------------------------------------------- */
 
@@ -293,23 +326,52 @@ static int run_cost(watermark_opts *o, const nu_model *m) {
     return ok ? 0 : 1;
 }
 
-int cmd_watermark(int argc, char **argv) {
-    watermark_opts o = {.wm = nu_watermark_default_params(), .z_threshold = 4, .steps = 2000};
-    const char *sub = argc > 1 ? argv[1] : "";
-    if (!strcmp(sub, "-h") || !strcmp(sub, "--help")) {
-        fputs(watermark_help, stdout);
-        return 0;
+/* The options of a subcommand with their defaults; false when the command
+ * ends (*rc: help or an error). */
+static bool parse(const cli_command *cmd, watermark_opts *o, int argc, char **argv, int *rc) {
+    *o = (watermark_opts){.wm = nu_watermark_default_params(), .z_threshold = 4, .steps = 2000};
+    if (!cli_parse(cmd, argc, argv, o, rc)) return false;
+    *rc = CLI_EXIT_USAGE;
+    if (!o->model) {
+        cli_error("no model given (-m FILE)");
+        return false;
     }
-    bool detect = !strcmp(sub, "detect");
-    if (!detect && strcmp(sub, "cost")) {
-        cli_error("watermark needs a subcommand: detect or cost (see nucleus watermark --help)");
-        return 2;
+    if (cmd != &detect_command) return true;
+    if (!o->wm.key || !o->wm.key[0]) {
+        cli_error("detection needs the key: --watermark KEY (non-empty)");
+        return false;
     }
-    int rc = parse(&o, argc, argv, detect);
-    if (rc) return rc < 0 ? 0 : rc;
+    if (!!o->text + !!o->file + !!o->tokens != 1) {
+        cli_error("give the text with exactly one of -p TEXT, -f FILE or --tokens IDS");
+        return false;
+    }
+    return true;
+}
+
+/* `watermark detect` and `watermark cost`: the same options struct, each its
+ * own table; the model only needs its vocabulary. */
+static int run_subcommand(const cli_command *cmd, int argc, char **argv) {
+    watermark_opts o;
+    int rc;
+    if (!parse(cmd, &o, argc, argv, &rc)) return rc;
     nu_model *m = cli_load_model(o.model, NU_LOAD_VOCAB_ONLY);
     if (!m) return 1;
-    rc = detect ? run_detect(&o, m) : run_cost(&o, m);
+    rc = cmd == &detect_command ? run_detect(&o, m) : run_cost(&o, m);
     nu_model_free(m);
     return rc;
+}
+
+static int run_detect_command(int argc, char **argv) {
+    return run_subcommand(&detect_command, argc, argv);
+}
+
+static int run_cost_command(int argc, char **argv) {
+    return run_subcommand(&cost_command, argc, argv);
+}
+
+static int run_watermark(int argc, char **argv) {
+    int rc = cli_dispatch(&watermark_command, argc, argv, NULL);
+    if (rc != CLI_NO_SUBCOMMAND) return rc;
+    cli_error("watermark needs a subcommand: detect or cost (see nucleus watermark --help)");
+    return CLI_EXIT_USAGE;
 }

@@ -45,7 +45,7 @@ expect "temp" "$nucleus" generate -m "$model" -p hi --temp -1
 expect "top-p" "$nucleus" generate -m "$model" -p hi --top-p 1.5
 expect "threads|-t " "$nucleus" generate -m "$model" -p hi -t 0
 expect "unknown command" "$nucleus" frobnicate
-expect "unknown or incomplete option" "$nucleus" generate -m "$model" -p hi --bogus
+expect "unknown option" "$nucleus" generate -m "$model" -p hi --bogus
 expect "exactly one of" "$nucleus" generate -m "$model"
 expect "prompt has|context" "$nucleus" generate -m "$model" -c 4 -p "Once upon a time there was"
 echo "$((n - fail)) passed, $fail failed"
