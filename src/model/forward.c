@@ -309,8 +309,8 @@ static void route(nu_context *c, int32_t n) {
     nu_scratch *s = &c->s;
     const int32_t ne = hp->n_expert, k = hp->n_expert_used;
     for (int32_t b = 0; b < n; b++)
-        nu_route(c->model->arch->router, hp->expert_weights_norm, s->router + (size_t)b * ne, ne,
-                 k, s->sel + (size_t)b * k, s->sel_w + (size_t)b * k);
+        nu_route(c->model->arch->router, hp->expert_weights_norm, s->router + (size_t)b * ne, ne, k,
+                 s->sel + (size_t)b * k, s->sel_w + (size_t)b * k);
 }
 
 /* Groups the (entry, choice) pairs by expert: by_expert holds, for expert
