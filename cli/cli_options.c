@@ -21,7 +21,8 @@ const char cli_grammar_help[] =
     "      --json-whitespace N  at most N whitespace characters between JSON tokens (default 0)\n";
 
 const char cli_run_opts_help[] =
-    "  -m, --model REF      model file, or hf:ORG/REPO/FILE.gguf (downloaded once)\n"
+    "  -m, --model REF      model file, or hf:ORG/REPO/FILE.gguf (downloaded once);\n"
+    "                       default: the demo model models/stories260K.gguf\n"
     "  -t, --threads N      worker threads (default: all cores)\n"
     "  -c, --ctx N          context length in tokens (default: the model's, at most 4096)\n"
     "  -b, --batch N        most tokens per forward pass (default 512)\n"
@@ -327,15 +328,13 @@ int cli_run_opt(cli_run_opts *o, int argc, char **argv, int *i) {
 }
 
 int cli_open(const cli_run_opts *o, nu_model **model, nu_context **ctx) {
-    if (!o->model) {
-        cli_error("no model given (-m FILE or -m hf:ORG/REPO/FILE.gguf)");
-        return 2;
-    }
+    const char *ref = cli_model_or_demo(o->model);
+    if (!ref) return 2;
     if (o->watermark_tuned && !o->sampling.watermark.key) {
         cli_error("--watermark-gamma, -delta and -context need --watermark KEY");
         return 2;
     }
-    *model = cli_load_model(o->model, NU_LOAD_FULL);
+    *model = cli_load_model(ref, NU_LOAD_FULL);
     if (!*model) return 1;
     nu_error err;
     if (nu_context_new(*model, &o->ctx, ctx, &err) != NU_OK) {

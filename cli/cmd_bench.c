@@ -11,7 +11,7 @@
 #include "cli_options.h"
 
 static const char bench_help[] =
-    "usage: nucleus bench -m MODEL [-p N] [-n N] [-r N] [-t N] [--json]\n\n"
+    "usage: nucleus bench [-m MODEL] [-p N] [-n N] [-r N] [-t N] [--json]\n\n"
     "  -p, --n-prompt N   prompt tokens per prompt test (default 512; 0 skips)\n"
     "  -n, --n-gen N      generated tokens per generation test (default 128; 0 skips)\n"
     "  -r, --reps N       repetitions (default 5, after one warm-up)\n"

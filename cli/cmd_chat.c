@@ -18,7 +18,7 @@
 #include "cli_options.h"
 
 static const char chat_help[] =
-    "usage: nucleus chat -m MODEL [--system TEXT] [--chat-template NAME|FILE] [options]\n\n"
+    "usage: nucleus chat [-m MODEL] [--system TEXT] [--chat-template NAME|FILE] [options]\n\n"
     "  --system TEXT          the system message\n"
     "  --chat-template T      a built-in template name (chatml, llama2, llama3, mistral, phi3,\n"
     "                         gemma, zephyr, plain) or a Jinja file; default: the model's own\n"

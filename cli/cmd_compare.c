@@ -17,7 +17,7 @@
 #include "cli_options.h"
 
 static const char compare_help[] =
-    "usage: nucleus compare (-m MODEL -p PROMPT | --zipf N [--zipf-s S]) [options]\n\n"
+    "usage: nucleus compare ([-m MODEL] -p PROMPT | --zipf N [--zipf-s S]) [options]\n\n"
     "Draws tokens from one next-token distribution with each decoding strategy and\n"
     "tabulates: kept (tokens the strategy can draw), unique (distinct tokens drawn),\n"
     "H(q) (entropy of the strategy's exact distribution q), H(draws) (entropy of the\n"
@@ -104,10 +104,11 @@ static int parse(compare_opts *o, int argc, char **argv) {
         }
     }
     bool from_model = o->run.model || o->prompt;
-    if (o->zipf_n ? from_model : !(o->run.model && o->prompt)) {
-        cli_error("give either -m MODEL -p PROMPT or --zipf N");
+    if (o->zipf_n ? from_model : !o->prompt) {
+        cli_error("give either [-m MODEL] -p PROMPT or --zipf N");
         return 2;
     }
+    if (!o->zipf_n && !(o->run.model = cli_model_or_demo(o->run.model))) return 2;
     return 0;
 }
 

@@ -10,7 +10,7 @@
 #include "cli_options.h"
 
 static const char generate_help[] =
-    "usage: nucleus generate -m MODEL (-p PROMPT | -f FILE) [options]\n\n"
+    "usage: nucleus generate [-m MODEL] (-p PROMPT | -f FILE) [options]\n\n"
     "  -p, --prompt TEXT    the prompt\n"
     "  -f, --file FILE      read the prompt from a file\n"
     "      --prompts FILE   a batch: one prompt per line, generated together (at most 64)\n"

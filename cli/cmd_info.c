@@ -7,7 +7,7 @@
 #include "cli.h"
 
 static const char info_help[] =
-    "usage: nucleus info -m MODEL [options]\n\n"
+    "usage: nucleus info [-m MODEL] [options]\n\n"
     "  -m, --model REF     model file (or hf:ORG/REPO/FILE.gguf)\n"
     "  -c, --ctx N         context length for the memory estimate (default: the model's)\n"
     "  -b, --batch N       batch size for the memory estimate (default 512)\n"
@@ -54,10 +54,7 @@ static int parse(info_opts *o, int argc, char **argv) {
             return 2;
         }
     }
-    if (!o->model) {
-        cli_error("no model given (-m FILE)");
-        return 2;
-    }
+    if (!o->model && !(o->model = cli_model_or_demo(NULL))) return 2;
     return 0;
 }
 

@@ -12,7 +12,7 @@
 #include "cli_options.h"
 
 static const char inspect_help[] =
-    "usage: nucleus inspect -m MODEL -p PROMPT [options] [sampling flags]\n\n"
+    "usage: nucleus inspect [-m MODEL] -p PROMPT [options] [sampling flags]\n\n"
     "  -p, --prompt TEXT  the prompt\n"
     "  -n, --steps N      tokens to generate and explain (default 8)\n"
     "      --top N        candidates shown per stage (default 5)\n"

@@ -8,7 +8,7 @@
 #include "cli_options.h"
 
 static const char perplexity_help[] =
-    "usage: nucleus perplexity -m MODEL -f FILE [--window N] [--score-from N] [--json]\n\n"
+    "usage: nucleus perplexity [-m MODEL] -f FILE [--window N] [--score-from N] [--json]\n\n"
     "  -f, --file FILE     the text (read whole; BOS added if the model asks for one)\n"
     "      --window N      tokens per window, each read from scratch (default: the context)\n"
     "      --score-from N  first scored position of a window (default: half the window, so\n"

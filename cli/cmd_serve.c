@@ -8,11 +8,12 @@
 #include "server.h"
 
 static const char serve_help[] =
-    "usage: nucleus serve -m MODEL [options]\n\n"
+    "usage: nucleus serve [-m MODEL] [options]\n\n"
     "An OpenAI-compatible HTTP server: POST /v1/chat/completions, /v1/completions, /tokenize,\n"
     "/detokenize; GET /v1/models, /health, /metrics. Requests run together (continuous "
     "batching).\n\n"
-    "  -m, --model REF          model file, or hf:ORG/REPO/FILE.gguf\n"
+    "  -m, --model REF          model file, or hf:ORG/REPO/FILE.gguf (default: the demo model\n"
+    "                           models/stories260K.gguf)\n"
     "      --alias NAME         the model id clients use (default: the file name)\n"
     "      --host ADDR          address to listen on (default 127.0.0.1)\n"
     "      --port N             port (default 8080; 0 picks a free one, printed at start)\n"
@@ -169,8 +170,7 @@ static int parse(serve_opts *o, int argc, char **argv) {
         if (r < 0) return 2;
         if (r == 0) return cli_error("unknown option '%s' (see nucleus serve --help)", a), 2;
     }
-    if (!o->cfg.model_path)
-        return cli_error("no model given (-m FILE or -m hf:ORG/REPO/FILE.gguf)"), 2;
+    if (!o->cfg.model_path && !(o->cfg.model_path = cli_model_or_demo(NULL))) return 2;
     if (o->draft && o->cfg.spec.lookup) return cli_error("give --draft or --lookup, not both"), 2;
     if (o->draft_len_given && !o->draft && !o->cfg.spec.lookup)
         return cli_error("--draft-max and --draft-min need --draft MODEL or --lookup"), 2;

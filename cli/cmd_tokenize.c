@@ -6,7 +6,7 @@
 #include "cli.h"
 
 static const char tokenize_help[] =
-    "usage: nucleus tokenize -m MODEL (-p TEXT | -f FILE) [--ids] [--no-bos] [--special]\n\n"
+    "usage: nucleus tokenize [-m MODEL] (-p TEXT | -f FILE) [--ids] [--no-bos] [--special]\n\n"
     "  -m, --model REF   model or vocabulary file (or hf:ORG/REPO/FILE.gguf)\n"
     "  -p, --prompt TEXT the text\n"
     "  -f, --file FILE   read the text from a file\n"
@@ -43,10 +43,7 @@ static int parse(tokenize_opts *o, int argc, char **argv) {
             return 2;
         }
     }
-    if (!o->model) {
-        cli_error("no model given (-m FILE)");
-        return 2;
-    }
+    if (!o->model && !(o->model = cli_model_or_demo(NULL))) return 2;
     if (!o->text == !o->file) {
         cli_error("give the text with exactly one of -p TEXT or -f FILE");
         return 2;

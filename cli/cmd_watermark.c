@@ -10,7 +10,7 @@
 #include "cli_json.h"
 
 static const char watermark_help[] =
-    "usage: nucleus watermark detect -m MODEL --watermark KEY (-p TEXT | -f FILE | --tokens IDS)\n"
+    "usage: nucleus watermark detect [-m MODEL] --watermark KEY (-p TEXT | -f FILE | --tokens IDS)\n"
     "                                [options]\n"
     "       nucleus watermark cost -m MODEL [--steps N] [--watermark-gamma X]\n\n"
     "detect: whether a text carries the watermark of KEY. The text is tokenized with the\n"
@@ -105,10 +105,7 @@ static int parse(watermark_opts *o, int argc, char **argv, bool detect) {
             return 2;
         }
     }
-    if (!o->model) {
-        cli_error("no model given (-m FILE)");
-        return 2;
-    }
+    if (!o->model && !(o->model = cli_model_or_demo(NULL))) return 2;
     if (!detect) return 0;
     if (!o->wm.key || !o->wm.key[0]) {
         cli_error("detection needs the key: --watermark KEY (non-empty)");

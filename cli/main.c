@@ -33,6 +33,7 @@ static void usage(FILE *out) {
                  "commands:\n", NU_VERSION_STRING);
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "\nWithout -m, commands use the demo model models/stories260K.gguf.\n");
 }
 
 int main(int argc, char **argv) {
