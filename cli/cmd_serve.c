@@ -10,8 +10,8 @@
 static const char serve_help[] =
     "usage: nucleus serve [-m MODEL] [options]\n\n"
     "An OpenAI-compatible HTTP server: POST /v1/chat/completions, /v1/completions, /tokenize,\n"
-    "/detokenize; GET /v1/models, /health, /metrics. Requests run together (continuous "
-    "batching).\n\n"
+    "/detokenize; GET /v1/models, /health (alive), /health/ready (503 when shutting down or the\n"
+    "queue is full), /metrics. Requests run together (continuous batching).\n\n"
     "  -m, --model REF          model file, or hf:ORG/REPO/FILE.gguf (default: the demo model\n"
     "                           models/stories260K.gguf)\n"
     "      --alias NAME         the model id clients use (default: the file name)\n"
@@ -36,6 +36,9 @@ static const char serve_help[] =
     "      --timeout S          idle connection timeout in seconds (default 60)\n"
     "      --shutdown-grace S   on SIGINT/SIGTERM, time in-flight requests get to finish (default "
     "10)\n"
+    "      --drain-delay S      on SIGINT/SIGTERM, first answer GET /health/ready with 503 and\n"
+    "                           go on serving for S seconds, so that a load balancer stops\n"
+    "                           sending requests before the port closes (default 0)\n"
     "      --draft MODEL        speculative decoding with this draft model (same vocabulary):\n"
     "                           every slot drafts with it, the model verifies all drafts in\n"
     "                           its one batch per step (a request may send \"speculative\":\n"
@@ -112,6 +115,13 @@ static int int_option(serve_opts *o, int argc, char **argv, int *i) {
     return 0;
 }
 
+/* --drain-delay S (seconds, fractions allowed). */
+static int drain_option(serve_opts *o, int argc, char **argv, int *i) {
+    if (strcmp(argv[*i], "--drain-delay")) return 0;
+    if (*i + 1 >= argc) return cli_error("option %s needs a value", argv[*i]), -1;
+    return cli_parse_float("--drain-delay", argv[++*i], 0, 3600, &o->cfg.drain_delay_s) ? 1 : -1;
+}
+
 /* Options with a text value or none. */
 static int text_option(serve_opts *o, int argc, char **argv, int *i) {
     const char *a = argv[*i];
@@ -167,6 +177,7 @@ static int parse(serve_opts *o, int argc, char **argv) {
         }
         int r = int_option(o, argc, argv, &i);
         if (r == 0) r = text_option(o, argc, argv, &i);
+        if (r == 0) r = drain_option(o, argc, argv, &i);
         if (r < 0) return 2;
         if (r == 0) return cli_error("unknown option '%s' (see nucleus serve --help)", a), 2;
     }
