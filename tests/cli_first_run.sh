@@ -55,11 +55,15 @@ check "info without -m" bash -c '"$0" info --no-tensors 2>/dev/null | grep -q "a
 printf 'Once upon a time, there was a little girl named Lily. She loved to play outside.\n' >"$tmp/text.txt"
 check "perplexity without -m" bash -c '"$0" perplexity -f "$1" --json 2>/dev/null | grep -q "\"perplexity\""' "$bin" "$tmp/text.txt"
 
-# An installed layout, moved anywhere: bin/nucleus and share/nucleus/models.
-mkdir -p "$tmp/prefix/bin" "$tmp/prefix/share/nucleus/models"
-cp "$nucleus" "$tmp/prefix/bin/" && cp "$src/models/stories260K.gguf" "$tmp/prefix/share/nucleus/models/"
+# Installed (cmake --install of this build into another prefix): the
+# executable finds bin/../share/nucleus/models, with its licence beside it.
+cmake --install "$(dirname "$nucleus")" --prefix "$tmp/prefix" >"$tmp/install.log" 2>&1; rc=$?
+check "cmake --install (rc=$rc, $(tail -c 300 "$tmp/install.log"))" test "$rc" -eq 0
+check "the model's licence and provenance are installed" \
+  test -f "$tmp/prefix/share/nucleus/models/LICENSE" -a -f "$tmp/prefix/share/nucleus/models/PROVENANCE.md"
 text=$("$tmp/prefix/bin/nucleus" generate -p "Once upon a time" -n 64 --temp 0 2>"$tmp/err2"); rc=$?
-check "installed layout finds share/nucleus/models (rc=$rc, $(head -c 300 "$tmp/err2"))" test "$text" = "$greedy"
+check "installed nucleus finds share/nucleus/models (rc=$rc, $(head -c 300 "$tmp/err2"))" test "$text" = "$greedy"
+check "... and says which" grep -q "demo model $tmp/prefix/share/nucleus/models/stories260K.gguf" "$tmp/err2"
 
 # No demo model anywhere: a clear error naming the places looked in (unless
 # one is installed in the configured prefix on this machine).
