@@ -23,6 +23,6 @@ unset NUCLEUS_CACHE NUCLEUS_HF_ENDPOINT
 # the interpreter's own allocations are not ours to check for leaks.
 if [ "${NU_SANITIZE:-}" = 1 ]; then
   asan=$(${CC:-cc} -print-file-name=libasan.so) ubsan=$(${CC:-cc} -print-file-name=libubsan.so)
-  export LD_PRELOAD="$asan $ubsan" ASAN_OPTIONS=detect_leaks=0:${ASAN_OPTIONS:-}
+  export LD_PRELOAD="$asan $ubsan" ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
 fi
 cd "$here/.." && exec "$python" -m pytest -q -p no:cacheprovider --basetemp "$tmp" tests
