@@ -10,9 +10,10 @@
 #include "cli_json.h"
 
 static const char watermark_help[] =
-    "usage: nucleus watermark detect [-m MODEL] --watermark KEY (-p TEXT | -f FILE | --tokens IDS)\n"
+    "usage: nucleus watermark detect [-m MODEL] --watermark KEY\n"
+    "                                (-p TEXT | -f FILE | --tokens IDS)\n"
     "                                [options]\n"
-    "       nucleus watermark cost -m MODEL [--steps N] [--watermark-gamma X]\n\n"
+    "       nucleus watermark cost [-m MODEL] [--steps N] [--watermark-gamma X]\n\n"
     "detect: whether a text carries the watermark of KEY. The text is tokenized with the\n"
     "model's tokenizer (a vocab-only GGUF file is enough; no BOS); every token after the\n"
     "first h is scored against the green list of its h predecessors, each distinct\n"
