@@ -23,6 +23,7 @@ from typing import (
     Iterable,
     Iterator,
     List,
+    Literal,
     Mapping,
     Optional,
     Sequence,
@@ -712,10 +713,18 @@ class Model:
     # -- generation ---------------------------------------------------------
 
     @overload
-    def generate(self, prompt: str, **options: Any) -> Completion: ...
+    def generate(self, prompt: str, *, n: Literal[1] = ..., **options: Any) -> Completion: ...
 
     @overload
-    def generate(self, prompt: Sequence[str], **options: Any) -> List[Completion]: ...
+    def generate(self, prompt: str, *, n: int, **options: Any) -> List[Completion]: ...
+
+    @overload
+    def generate(self, prompt: Sequence[str], *, n: Literal[1] = ...,
+                 **options: Any) -> List[Completion]: ...
+
+    @overload
+    def generate(self, prompt: Sequence[str], *, n: int,
+                 **options: Any) -> List[List[Completion]]: ...
 
     def generate(self, prompt: Union[str, Sequence[str]], *, max_tokens: Optional[int] = None,
                  n: int = 1, temperature: Optional[float] = None, top_k: Optional[int] = None,
