@@ -101,10 +101,10 @@ http {
     include $conf;
 }
 EOF
-  nginx -t -p "$tmp/nginx" -c "$tmp/nginx/nginx.conf" >"$tmp/nginx/test.log" 2>&1
+  nginx -t -p "$tmp/nginx" -e "$tmp/nginx/error.log" -c "$tmp/nginx/nginx.conf" >"$tmp/nginx/test.log" 2>&1
   check "nginx -t accepts the configuration ($(tr '\n' ' ' <"$tmp/nginx/test.log"))" \
     grep -q "syntax is ok" "$tmp/nginx/test.log"
-  nginx -p "$tmp/nginx" -c "$tmp/nginx/nginx.conf" 2>>"$tmp/nginx/error.log" &
+  nginx -p "$tmp/nginx" -e "$tmp/nginx/error.log" -c "$tmp/nginx/nginx.conf" 2>>"$tmp/nginx/error.log" &
   nginx_pid=$!
   pids+=("$nginx_pid")
   for _ in $(seq 100); do
