@@ -17,6 +17,11 @@ extern const cli_command generate_command, chat_command, compare_command, inspec
 /* Reads a whole file into a NUL-terminated buffer (caller frees); NULL and a
  * message on stderr on failure. */
 char *cli_read_file(const char *path, size_t *len);
+/* The model to use: ref itself, or when ref is NULL (no -m) the demo model
+ * models/stories260K.gguf found next to the executable (build tree or
+ * installed share/nucleus/models), with a note on stderr; NULL after printing
+ * an error naming the places looked in (cli_demo_model.c). */
+const char *cli_model_or_demo(const char *ref);
 /* Resolves -m (a path or hf: reference, downloading with a progress bar) and
  * loads the model; prints the error and returns NULL on failure. */
 nu_model *cli_load_model(const char *ref, nu_load_mode mode);

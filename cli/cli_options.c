@@ -345,15 +345,13 @@ int cli_make_grammar(const cli_run_opts *o, const nu_model *m, nu_grammar **out)
 }
 
 int cli_open(const cli_run_opts *o, nu_model **model, nu_context **ctx) {
-    if (!o->model) {
-        cli_error("no model given (-m FILE or -m hf:ORG/REPO/FILE.gguf)");
-        return 2;
-    }
+    const char *ref = cli_model_or_demo(o->model);
+    if (!ref) return 2;
     if (o->watermark_tuned && !o->sampling.watermark.key) {
         cli_error("--watermark-gamma, -delta and -context need --watermark KEY");
         return 2;
     }
-    *model = cli_load_model(o->model, NU_LOAD_FULL);
+    *model = cli_load_model(ref, NU_LOAD_FULL);
     if (!*model) return 1;
     nu_error err;
     if (nu_context_new(*model, &o->ctx, ctx, &err) != NU_OK) {

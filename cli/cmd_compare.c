@@ -125,8 +125,12 @@ typedef struct outcome {
 static bool parse(compare_opts *o, int argc, char **argv, int *rc) {
     if (!cli_parse(&compare_command, argc, argv, o, rc)) return false;
     bool from_model = o->run.model || o->prompt;
-    if (o->zipf_n ? from_model : !(o->run.model && o->prompt)) {
-        cli_error("give either -m MODEL -p PROMPT or --zipf N");
+    if (o->zipf_n ? from_model : !o->prompt) {
+        cli_error("give either [-m MODEL] -p PROMPT or --zipf N");
+        *rc = CLI_EXIT_USAGE;
+        return false;
+    }
+    if (!o->zipf_n && !(o->run.model = cli_model_or_demo(o->run.model))) {
         *rc = CLI_EXIT_USAGE;
         return false;
     }

@@ -143,10 +143,7 @@ static int run_info(int argc, char **argv) {
     info_opts o = {.n_batch = 512, .n_seq = 1, .items = 8, .kv = NU_KV_F16, .tensors = true};
     int rc;
     if (!cli_parse(&info_command, argc, argv, &o, &rc)) return rc;
-    if (!o.model) {
-        cli_error("no model given (-m FILE)");
-        return CLI_EXIT_USAGE;
-    }
+    if (!(o.model = cli_model_or_demo(o.model))) return CLI_EXIT_USAGE;
     nu_model *m = cli_load_model(o.model, NU_LOAD_METADATA_ONLY);
     if (!m) return 1;
     printf("model: %s\narchitecture: %s\nname: %s\n", o.model, nu_model_arch(m), nu_model_name(m));

@@ -154,6 +154,14 @@ static const cli_option server_options[] = {
      .max = 86400,
      .placeholder = "S",
      .help = "on SIGINT/SIGTERM, seconds in-flight requests get to finish"},
+    {.name = "--drain-delay",
+     .kind = CLI_FLOAT,
+     .field = CLI_FIELD(serve_opts, cfg.drain_delay_s),
+     .fmin = 0,
+     .fmax = 3600,
+     .placeholder = "S",
+     .help = "on SIGINT/SIGTERM, first answer GET /health/ready with 503 and serve on for S "
+             "seconds, so a load balancer stops sending requests before the port closes"},
     {.name = "--quiet",
      .kind = CLI_FLAG,
      .field = CLI_FIELD(serve_opts, cfg.quiet),
@@ -241,11 +249,10 @@ static char *read_key(const char *path) {
 }
 
 /* Checks how the options combine; false after printing what is wrong. */
-static bool options_agree(const serve_opts *o) {
+static bool options_agree(serve_opts *o) {
     const nu_speculative_params *spec = &o->cfg.spec;
-    if (!o->cfg.model_path)
-        cli_error("no model given (-m FILE or -m hf:ORG/REPO/FILE.gguf)");
-    else if (o->draft && spec->lookup)
+    if (!(o->cfg.model_path = cli_model_or_demo(o->cfg.model_path))) return false;
+    if (o->draft && spec->lookup)
         cli_error("give --draft or --lookup, not both");
     else if (o->draft_len_given && !o->draft && !spec->lookup)
         cli_error("--draft-max and --draft-min need --draft MODEL or --lookup");

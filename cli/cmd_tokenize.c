@@ -63,10 +63,7 @@ const cli_command tokenize_command = {
 static bool parse(tokenize_opts *o, int argc, char **argv, int *rc) {
     if (!cli_parse(&tokenize_command, argc, argv, o, rc)) return false;
     *rc = CLI_EXIT_USAGE;
-    if (!o->model) {
-        cli_error("no model given (-m FILE)");
-        return false;
-    }
+    if (!(o->model = cli_model_or_demo(o->model))) return false;
     if (!o->text == !o->file) {
         cli_error("give the text with exactly one of -p TEXT or -f FILE");
         return false;

@@ -332,10 +332,7 @@ static bool parse(const cli_command *cmd, watermark_opts *o, int argc, char **ar
     *o = (watermark_opts){.wm = nu_watermark_default_params(), .z_threshold = 4, .steps = 2000};
     if (!cli_parse(cmd, argc, argv, o, rc)) return false;
     *rc = CLI_EXIT_USAGE;
-    if (!o->model) {
-        cli_error("no model given (-m FILE)");
-        return false;
-    }
+    if (!(o->model = cli_model_or_demo(o->model))) return false;
     if (cmd != &detect_command) return true;
     if (!o->wm.key || !o->wm.key[0]) {
         cli_error("detection needs the key: --watermark KEY (non-empty)");

@@ -235,10 +235,19 @@ static void admit(srv_engine *e) {
     }
 }
 
+/* The queue is full when work is running or waiting and max_queue jobs
+ * already wait (an idle engine takes a job even with max_queue 0). */
+static bool queue_full(int32_t slots_busy, int32_t queued, int32_t max_queue) {
+    return (slots_busy > 0 || queued > 0) && queued >= max_queue;
+}
+
+bool srv_engine_stats_accepting(const srv_engine_stats *st) {
+    return !queue_full(st->slots_busy, st->queued, st->max_queue);
+}
+
 bool srv_engine_submit(srv_engine *e, srv_job *job, srv_error *err) {
     pthread_mutex_lock(&e->mu);
-    bool busy = e->slots_busy > 0 || e->queue_head;
-    if (e->draining || (busy && e->n_queued >= e->max_queue)) {
+    if (e->draining || queue_full(e->slots_busy, e->n_queued, e->max_queue)) {
         bool draining = e->draining;
         pthread_mutex_unlock(&e->mu);
         srv_metrics_rejected(e->metrics);
@@ -585,6 +594,8 @@ void srv_engine_get_stats(srv_engine *e, srv_engine_stats *out) {
     out->queued = e->n_queued;
     out->running_jobs = e->n_running_jobs;
     out->slots_busy = e->slots_busy;
+    out->slots = e->parallel;
+    out->max_queue = e->max_queue;
     out->kv_used = e->kv_used;
     out->kv_cells = nu_context_n_ctx(e->ctx);
     pthread_mutex_unlock(&e->mu);

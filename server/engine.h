@@ -71,6 +71,8 @@ typedef struct srv_engine_stats {
     int32_t queued; /* jobs waiting for a slot */
     int32_t running_jobs;
     int32_t slots_busy; /* samples running */
+    int32_t slots;      /* samples that may run at once (--parallel) */
+    int32_t max_queue;  /* jobs that may wait before new ones are refused */
     int32_t kv_used;    /* KV cache cells in use */
     int32_t kv_cells;
 } srv_engine_stats;
@@ -104,6 +106,10 @@ void srv_engine_cancel(srv_engine *e, srv_job *job);
 void srv_engine_drain(srv_engine *e, double grace_ms);
 
 void srv_engine_get_stats(srv_engine *e, srv_engine_stats *out);
+
+/* Whether a job submitted now would be queued rather than refused as
+ * "queue full" (the rule srv_engine_submit applies). */
+bool srv_engine_stats_accepting(const srv_engine_stats *st);
 
 /* Waits until the job has news (the eventfd) or the client socket closes;
  * false when the client is gone. client_fd < 0: do not watch a socket. */

@@ -8,6 +8,7 @@
  * or stuck client only ever holds its own thread, until the idle timeout. */
 #include <errno.h>
 #include <libgen.h>
+#include <math.h>
 #include <netdb.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -28,6 +29,7 @@ static const srv_route routes[] = {
     {"GET", "/v1/models", false, ROUTE_MODELS, "models", true},
     {"GET", "/v1/models/", true, ROUTE_MODEL, "models", true},
     {"GET", "/health", false, ROUTE_HEALTH, "health", false},
+    {"GET", "/health/ready", false, ROUTE_READY, "ready", false},
     {"GET", "/metrics", false, ROUTE_METRICS, "metrics", true},
     {"POST", "/tokenize", false, ROUTE_TOKENIZE, "tokenize", true},
     {"POST", "/detokenize", false, ROUTE_DETOKENIZE, "detokenize", true},
@@ -411,6 +413,19 @@ void srv_block_signals(void) {
     signal(SIGPIPE, SIG_IGN);
 }
 
+/* Waits for one of sigs for at most seconds (a second signal cuts the
+ * drain delay short). */
+static void wait_signal(const sigset_t *sigs, double seconds) {
+    double deadline = nu_time_ms() + seconds * 1e3;
+    for (;;) {
+        double left_ms = deadline - nu_time_ms();
+        if (left_ms <= 0) return;
+        struct timespec ts = {.tv_sec = (time_t)(left_ms / 1e3),
+                              .tv_nsec = (long)(fmod(left_ms, 1e3) * 1e6)};
+        if (sigtimedwait(sigs, NULL, &ts) >= 0 || errno != EINTR) return;
+    }
+}
+
 int srv_run(nu_model *model, const srv_config *cfg) {
     srv_block_signals(); /* taken by sigwait below; threads started from here inherit the mask */
     sigset_t sigs = stop_signals();
@@ -436,6 +451,13 @@ int srv_run(nu_model *model, const srv_config *cfg) {
     fflush(stderr);
     int sig = 0;
     while (sigwait(&sigs, &sig) != 0) {
+    }
+    atomic_store(&s.draining, true);
+    if (cfg->drain_delay_s > 0) {
+        if (!cfg->quiet)
+            fprintf(stderr, "nucleus: %s: not ready; serving for %g s more before shutting down\n",
+                    strsignal(sig), cfg->drain_delay_s);
+        wait_signal(&sigs, cfg->drain_delay_s);
     }
     if (!cfg->quiet) fprintf(stderr, "nucleus: %s: shutting down\n", strsignal(sig));
     stop_all(&s, d);

@@ -5,6 +5,7 @@
 
 #include <microhttpd.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -35,6 +36,8 @@ typedef struct srv_state {
     pthread_mutex_t answers_mu;
     pthread_cond_t answers_done;
     int32_t answers_in_flight;
+    /* Set on SIGTERM / SIGINT: /health/ready answers 503 from then on. */
+    atomic_bool draining;
 } srv_state;
 
 /* One HTTP request while it is being received and answered. */
@@ -57,6 +60,7 @@ typedef enum srv_route_id {
     ROUTE_MODELS,
     ROUTE_MODEL,
     ROUTE_HEALTH,
+    ROUTE_READY,
     ROUTE_METRICS,
     ROUTE_TOKENIZE,
     ROUTE_DETOKENIZE,

@@ -159,7 +159,7 @@ static void put_gauge(text_buf *b, const char *name, const char *help, int64_t v
     put(b, "# HELP %s %s\n# TYPE %s gauge\n%s %lld\n", name, help, name, name, (long long)v);
 }
 
-char *srv_metrics_render(srv_metrics *m, const srv_engine_stats *st) {
+char *srv_metrics_render(srv_metrics *m, const srv_engine_stats *st, bool ready) {
     text_buf b = {.cap = 4096};
     if (!(b.s = malloc(b.cap))) return NULL;
     b.s[0] = 0;
@@ -200,6 +200,8 @@ char *srv_metrics_render(srv_metrics *m, const srv_engine_stats *st) {
     put_gauge(&b, "nucleus_queue_depth", "Requests waiting for a slot.", st->queued);
     put_gauge(&b, "nucleus_running_requests", "Requests generating.", st->running_jobs);
     put_gauge(&b, "nucleus_slots_busy", "Samples generating (slots in use).", st->slots_busy);
+    put_gauge(&b, "nucleus_slots", "Samples that may generate at once (--parallel).", st->slots);
+    put_gauge(&b, "nucleus_ready", "1 when GET /health/ready answers 200, else 0.", ready);
     put_gauge(&b, "nucleus_kv_cells_used", "KV cache cells in use.", st->kv_used);
     put_gauge(&b, "nucleus_kv_cells", "KV cache cells in all.", st->kv_cells);
     if (b.failed) {

@@ -26,7 +26,9 @@ void srv_metrics_speculation(srv_metrics *m, const nu_speculative_stats *totals)
 void srv_metrics_rejected(srv_metrics *m);
 void srv_metrics_cancelled(srv_metrics *m);
 
-/* The whole exposition text (malloc'd), with the engine's gauges. */
-char *srv_metrics_render(srv_metrics *m, const srv_engine_stats *st);
+/* The whole exposition text (malloc'd), with the engine's gauges and
+ * whether the server is ready (GET /health/ready). Every counter and gauge
+ * is this replica's own, so a fleet's figures are sums over replicas. */
+char *srv_metrics_render(srv_metrics *m, const srv_engine_stats *st, bool ready);
 
 #endif

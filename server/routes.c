@@ -555,10 +555,34 @@ static enum MHD_Result handle_models(srv_state *s, struct MHD_Connection *c, srv
     return srv_answer(c, cs, 200, body, NULL);
 }
 
+/* Ready: not shutting down, and a request sent now would be taken (queued
+ * if need be) rather than refused with 503 for a full queue. Liveness is
+ * GET /health, which answers 200 as long as the server answers at all. */
+static const char *unready_reason(srv_state *s, const srv_engine_stats *st) {
+    if (atomic_load(&s->draining)) return "draining";
+    if (!srv_engine_stats_accepting(st)) return "queue_full";
+    return NULL;
+}
+
+static enum MHD_Result handle_ready(srv_state *s, struct MHD_Connection *c, srv_conn *cs) {
+    srv_engine_stats st;
+    srv_engine_get_stats(s->engine, &st);
+    const char *why = unready_reason(s, &st);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "status", why ? why : "ready");
+    cJSON_AddNumberToObject(o, "queued", st.queued);
+    cJSON_AddNumberToObject(o, "max_queue", st.max_queue);
+    cJSON_AddNumberToObject(o, "slots_busy", st.slots_busy);
+    cJSON_AddNumberToObject(o, "slots", st.slots);
+    char *body = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return srv_answer(c, cs, why ? 503 : 200, body, NULL);
+}
+
 static enum MHD_Result handle_metrics(srv_state *s, struct MHD_Connection *c, srv_conn *cs) {
     srv_engine_stats st;
     srv_engine_get_stats(s->engine, &st);
-    return srv_answer(c, cs, 200, srv_metrics_render(s->metrics, &st),
+    return srv_answer(c, cs, 200, srv_metrics_render(s->metrics, &st, !unready_reason(s, &st)),
                       "text/plain; version=0.0.4; charset=utf-8");
 }
 
@@ -569,6 +593,7 @@ enum MHD_Result srv_handle(srv_state *s, struct MHD_Connection *c, srv_conn *cs,
     case ROUTE_MODELS:
     case ROUTE_MODEL: return handle_models(s, c, cs, url);
     case ROUTE_HEALTH: return srv_answer(c, cs, 200, strdup("{\"status\":\"ok\"}"), NULL);
+    case ROUTE_READY: return handle_ready(s, c, cs);
     case ROUTE_METRICS: return handle_metrics(s, c, cs);
     case ROUTE_TOKENIZE: return handle_tokenize(s, c, cs);
     case ROUTE_DETOKENIZE: return handle_detokenize(s, c, cs);

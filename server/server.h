@@ -33,6 +33,7 @@ typedef struct srv_config {
     int32_t max_connections;
     int timeout_s;              /* idle connection timeout */
     double shutdown_grace_s;    /* how long in-flight work may finish on shutdown */
+    double drain_delay_s;       /* on SIGTERM, how long to report not ready and serve on first */
     const char *chat_template;  /* NAME or FILE, or NULL for the model's */
     int step_delay_ms;          /* testing: sleep between steps (simulates a slow model) */
     const nu_model *draft;      /* speculative decoding with this draft model, or NULL */

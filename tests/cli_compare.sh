@@ -98,7 +98,7 @@ PY'
 # ---- errors --------------------------------------------------------------
 "$nucleus" compare --samples 10 >/dev/null 2>"$tmp/err1"
 rc=$?
-check "no distribution: usage error" '[ $rc -eq 2 ] && grep -q "either -m MODEL -p PROMPT or --zipf N" "$tmp/err1"'
+check "no distribution: usage error" '[ $rc -eq 2 ] && grep -qF "either [-m MODEL] -p PROMPT or --zipf N" "$tmp/err1"'
 "$nucleus" compare --zipf 10 -m "$model" -p hi >/dev/null 2>"$tmp/err2"
 rc=$?
 check "both sources: usage error" '[ $rc -eq 2 ]'

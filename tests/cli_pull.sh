@@ -130,6 +130,9 @@ check "cached pull says so" grep -q "already in the cache" "$tmp/err2"
 out=$(NUCLEUS_CACHE=$tmp/empty timeout 60 "$nucleus" pull "$ref" 2>&1); rc=$?
 check "offline pull of an uncached model fails" test "$rc" -ne 0 -a "$rc" -lt 128
 check "offline message" grep -q "^nucleus: cannot download" <<<"$out"
+check "offline message says what to do" grep -q "local .gguf file.*NUCLEUS_HF_ENDPOINT.*$tmp/empty" <<<"$out"
+check "offline pull leaves nothing in the cache ($(find "$tmp/empty" -mindepth 1 2>/dev/null | head -3))" \
+  test -z "$(find "$tmp/empty" -mindepth 1 2>/dev/null)"
 
 # Any command's -m takes the reference (served from the cache).
 text=$(timeout 120 "$nucleus" generate -m "$ref" -p "Once upon a time" -n 8 --temp 0 2>"$tmp/err3"); rc=$?

@@ -321,6 +321,32 @@ static void assert_file_contains(const char *path, const char *needle) {
     free(text);
 }
 
+static int g_entries; /* counted by count_entry */
+
+static int count_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    if (ftw->level > 0) g_entries++;
+    return 0;
+}
+
+/* Files and directories below dir (dir itself not counted). */
+static int entries_below(const char *dir) {
+    g_entries = 0;
+    assert_int_equal(nftw(dir, count_entry, 16, FTW_PHYS), 0);
+    return g_entries;
+}
+
+/* A loopback port nothing listens on: bound, then released. */
+static int closed_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
 static nu_status resolve(char *path, size_t cap, progress_log *log, nu_error *err) {
     return nu_resolve_model(REF, true, log ? record_progress : NULL, log, path, cap, err);
 }
@@ -484,6 +510,7 @@ static void test_download_then_cache(void **state) {
     assert_file_contains(cache_file(cache, ".meta"), "sha256 " MODEL_SHA256);
     assert_file_contains(cache_file(cache, ".meta"), "size 1185376");
     assert_false(nu_test_exists(cache_file(cache, ".part")));
+    assert_false(nu_test_exists(cache_file(cache, ".lock")));
     assert_true(log.calls > 1);
     assert_int_equal(log.done, MODEL_SIZE);
     assert_int_equal(log.total, MODEL_SIZE);
@@ -628,9 +655,27 @@ static void test_not_found(void **state) {
     nu_error err;
     assert_int_equal(resolve(path, sizeof path, NULL, &err), NU_ERR_NETWORK);
     assert_non_null(strstr(err.message, "404"));
-    assert_false(nu_test_exists(cache_file(cache, "")));
-    assert_false(nu_test_exists(cache_file(cache, ".part")));
+    assert_int_equal(entries_below(cache), 0); /* no file, .part, .lock or directory */
     server_stop(s);
+}
+
+/* A server that cannot be reached (no network): NU_ERR_NETWORK saying what
+ * to do instead, and an empty cache (no .lock, .part or directories). */
+static void test_unreachable_leaves_nothing(void **state) {
+    const char *cache = fresh_cache("download_unreachable");
+    char endpoint[64], path[4096];
+    snprintf(endpoint, sizeof endpoint, "http://127.0.0.1:%d", closed_port());
+    setenv("NUCLEUS_HF_ENDPOINT", endpoint, 1);
+    nu_error err;
+    nu_status st = resolve(path, sizeof path, NULL, &err);
+    unsetenv("NUCLEUS_HF_ENDPOINT");
+    assert_int_equal(st, NU_ERR_NETWORK);
+    assert_non_null(strstr(err.message, endpoint));
+    assert_non_null(strstr(err.message, "no HTTP response"));
+    assert_non_null(strstr(err.message, "local .gguf file"));
+    assert_non_null(strstr(err.message, "NUCLEUS_HF_ENDPOINT"));
+    assert_non_null(strstr(err.message, cache));
+    assert_int_equal(entries_below(cache), 0);
 }
 
 /* A body longer than the announced size is stopped early: NU_ERR_CHECKSUM,
@@ -674,7 +719,25 @@ static void test_concurrent_resolves(void **state) {
         assert_string_equal(jobs[i].path, cache_file(cache, ""));
     }
     assert_is_model(cache_file(cache, ""));
+    assert_false(nu_test_exists(cache_file(cache, ".lock")));
     assert_int_equal(server_seen(s).n_head, 1);
+    server_stop(s);
+}
+
+/* Threads failing on the same reference at once (each waits for the lock,
+ * then fails in turn) leave nothing behind either, and none trips over the
+ * lock file or the directories another one removed. */
+static void test_concurrent_failures(void **state) {
+    const char *cache = fresh_cache("download_concurrent_fail");
+    test_server *s = server_start(SRV_NOT_FOUND);
+    resolve_job jobs[4];
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(pthread_create(&jobs[i].thread, NULL, resolve_thread, &jobs[i]), 0);
+    for (int i = 0; i < 4; i++) {
+        pthread_join(jobs[i].thread, NULL);
+        assert_int_equal(jobs[i].status, NU_ERR_NETWORK);
+    }
+    assert_int_equal(entries_below(cache), 0);
     server_stop(s);
 }
 
@@ -760,8 +823,10 @@ int main(void) {
         cmocka_unit_test(test_complete_part),
         cmocka_unit_test(test_wrong_sha),
         cmocka_unit_test(test_not_found),
+        cmocka_unit_test(test_unreachable_leaves_nothing),
         cmocka_unit_test(test_body_longer_than_announced),
         cmocka_unit_test(test_concurrent_resolves),
+        cmocka_unit_test(test_concurrent_failures),
         cmocka_unit_test(test_fallback_headers),
         cmocka_unit_test(test_cut_without_sha_restarts),
         cmocka_unit_test(test_inconsistent_cache),

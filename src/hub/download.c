@@ -8,7 +8,8 @@
  *     <cache>/hf/ORG/REPO/REVISION/PATH         the verified file
  *     <cache>/hf/ORG/REPO/REVISION/PATH.meta    sidecar: size, SHA-256, URL
  *     <cache>/hf/ORG/REPO/REVISION/PATH.part    a download in progress
- *     <cache>/hf/ORG/REPO/REVISION/PATH.lock    serialises downloads of it
+ *     <cache>/hf/ORG/REPO/REVISION/PATH.lock    serialises downloads of it (only
+ *                                               while one runs)
  *
  * A file whose sidecar exists and agrees with the file's size is used as is,
  * without any network access (a revision such as "main" is therefore not
@@ -27,6 +28,10 @@
  *   3. Size and SHA-256 are compared with what the server announced; a
  *      mismatch deletes the .part. The sidecar is written and the .part
  *      renamed into place, atomically.
+ *
+ * A download that fails leaves no lock file and no empty directories: only a
+ * .part worth resuming stays. A server that cannot be reached at all gets a
+ * message saying what to do without network.
  *
  * When the server announces no SHA-256 (files outside Git LFS, other hosts),
  * the file is downloaded anyway, checked by its size when that is known, and
@@ -61,6 +66,7 @@ enum {
     CONNECT_SECONDS = 30,
     MAX_REDIRECTS = 10,
     HASH_CHUNK = 1 << 20, /* bytes read at a time when hashing a .part */
+    LOCK_ATTEMPTS = 100,  /* lock files replaced under us before lock_entry gives up */
 };
 
 #define SHA256_HEX_LEN 64
@@ -368,19 +374,58 @@ static bool cache_hit(const cache_entry *e) {
 }
 
 /* Takes an exclusive lock on PATH.lock so that two processes (or threads)
- * fetching the same file never write the same .part; closing the returned
- * descriptor releases it. */
+ * fetching the same file never write the same .part. The lock file exists
+ * only while someone holds it: unlock_entry deletes it before letting go, so
+ * a waiter that wakes up holding a deleted file opens the path again (and
+ * recreates the directories if a failed download pruned them meanwhile). */
 static nu_status lock_entry(const cache_entry *e, int *fd_out, nu_error *err) {
-    int fd = open(e->lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return nu_fail(err, NU_ERR_IO, "cannot open %s: %s", e->lock, strerror(errno));
-    while (flock(fd, LOCK_EX) != 0) {
-        if (errno == EINTR) continue;
-        int e2 = errno;
-        close(fd);
-        return nu_fail(err, NU_ERR_IO, "cannot lock %s: %s", e->lock, strerror(e2));
+    for (int attempt = 0; attempt < LOCK_ATTEMPTS; attempt++) {
+        int fd = open(e->lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0 && errno == ENOENT) {
+            nu_status st = make_parent_dirs(e->file, err);
+            if (st) return st;
+            continue;
+        }
+        if (fd < 0) return nu_fail(err, NU_ERR_IO, "cannot open %s: %s", e->lock, strerror(errno));
+        int rc;
+        while ((rc = flock(fd, LOCK_EX)) != 0 && errno == EINTR) {
+        }
+        if (rc != 0) {
+            int e2 = errno;
+            close(fd);
+            return nu_fail(err, NU_ERR_IO, "cannot lock %s: %s", e->lock, strerror(e2));
+        }
+        struct stat held, named;
+        if (fstat(fd, &held) == 0 && stat(e->lock, &named) == 0 && held.st_dev == named.st_dev &&
+            held.st_ino == named.st_ino) {
+            *fd_out = fd;
+            return NU_OK;
+        }
+        close(fd); /* the previous holder deleted it: lock the file now at the path */
     }
-    *fd_out = fd;
-    return NU_OK;
+    return nu_fail(err, NU_ERR_IO, "cannot lock %s: it keeps being replaced", e->lock);
+}
+
+/* Deletes the lock file, then releases the lock (see lock_entry). */
+static void unlock_entry(const cache_entry *e, int fd) {
+    unlink(e->lock);
+    close(fd);
+}
+
+/* Removes the entry's directories that a failed download left empty, from
+ * the deepest up to <cache>/hf; rmdir refuses non-empty ones, so a kept
+ * .part, another file or another process's entry stops it. */
+static void prune_empty_dirs(const cache_entry *e) {
+    char cache[DL_PATH_MAX], dir[DL_PATH_MAX];
+    if (nu_cache_dir(cache, sizeof cache, NULL) != NU_OK) return;
+    size_t root = strlen(cache);
+    snprintf(dir, sizeof dir, "%s", e->file);
+    for (;;) {
+        char *slash = strrchr(dir, '/');
+        if (!slash || (size_t)(slash - dir) <= root) return; /* never the cache itself */
+        *slash = 0;
+        if (rmdir(dir) != 0) return;
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -532,7 +577,13 @@ static nu_status network_error(CURL *c, CURLcode rc, const char *errbuf, const c
     if (status > 0)
         return nu_fail(err, NU_ERR_NETWORK, "cannot download %s: HTTP %ld (%s)%s", url, status, why,
                        hint);
-    return nu_fail(err, NU_ERR_NETWORK, "cannot download %s: %s (no HTTP response)", url, why);
+    char cache[DL_PATH_MAX];
+    if (nu_cache_dir(cache, sizeof cache, NULL) != NU_OK) snprintf(cache, sizeof cache, "(none)");
+    return nu_fail(err, NU_ERR_NETWORK,
+                   "cannot download %s: %s (no HTTP response). Without network, give a local "
+                   ".gguf file instead of the hf: reference, or set NUCLEUS_HF_ENDPOINT to a "
+                   "server you can reach; downloads are kept in %s",
+                   url, why, cache);
 }
 
 /* One HEAD request; the headers of the last response land in h. */
@@ -795,7 +846,9 @@ static nu_status download_with_probe(const cache_entry *e, nu_progress_callback 
 }
 
 /* Fetches an entry that is not in the cache, holding its lock; another
- * process may have finished it while we waited. */
+ * process may have finished it while we waited. A failure leaves nothing
+ * behind but a .part that a later run can resume: no lock file, no empty
+ * directories. */
 static nu_status fill_cache(const cache_entry *e, nu_progress_callback progress, void *user,
                             nu_error *err) {
     int lock_fd = -1;
@@ -803,7 +856,8 @@ static nu_status fill_cache(const cache_entry *e, nu_progress_callback progress,
     if (!st) st = make_parent_dirs(e->file, err);
     if (!st) st = lock_entry(e, &lock_fd, err);
     if (!st && !cache_hit(e)) st = download_with_probe(e, progress, user, err);
-    if (lock_fd >= 0) close(lock_fd);
+    if (lock_fd >= 0) unlock_entry(e, lock_fd);
+    if (st) prune_empty_dirs(e);
     return st;
 }
 
