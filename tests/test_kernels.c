@@ -961,6 +961,57 @@ static void test_matmul_panels(void **state) {
 /* nu_matmul_multi gives each matrix exactly what nu_matmul gives it: with a
  * shared input conversion (same type family), with mixed families (Q8_0 +
  * F16 + Q4_K: converted separately), packed or not, and with threads. */
+/* Products with their own inputs and batch sizes in one pass (the experts'
+ * products): each bit-identical to nu_matmul alone, whatever the threads;
+ * tasks sharing an input share its conversion. */
+static void test_matmul_tasks(void **state) {
+    (void)state;
+    rng r = {91};
+    const int64_t n_in = 512;
+    const uint32_t types[] = {NU_TYPE_Q4_0, NU_TYPE_Q8_0, NU_TYPE_Q4_K, NU_TYPE_F16, NU_TYPE_Q6_K};
+    enum { N = 9 };
+    test_matrix t[N];
+    void *packed[N] = {0};
+    nu_matmul_task task[N];
+    float *want[N], *xs[3];
+    const int32_t rows[3] = {1, 5, 13};
+    for (int i = 0; i < 3; i++) xs[i] = make_activations(n_in, rows[i], &r);
+    for (int i = 0; i < N; i++) {
+        t[i] = make_matrix(types[i % 5], n_in, 16 * (1 + i % 3), &r);
+        size_t pb = nu_matrix_pack_bytes(&t[i].m);
+        if (pb && i % 2) {
+            packed[i] = aligned_alloc(64, (pb + 63) / 64 * 64);
+            nu_matrix_pack(&t[i].m, packed[i], 0, t[i].m.n_out / 16);
+            t[i].m.packed = packed[i];
+        }
+        int xi = i % 3; /* tasks 0, 3, 6 share an input, and so on */
+        task[i] = (nu_matmul_task){&t[i].m, xs[xi], rows[xi], NULL};
+        task[i].y = malloc(sizeof(float) * (size_t)(t[i].m.n_out * rows[xi]));
+        want[i] = malloc(sizeof(float) * (size_t)(t[i].m.n_out * rows[xi]));
+        run_matmul(&t[i].m, xs[xi], rows[xi], want[i], 0);
+    }
+    size_t bytes = nu_matmul_tasks_scratch_bytes(task, N);
+    void *scratch = malloc(bytes);
+    for (int threads = 0; threads <= 2; threads++) {
+        nu_threadpool *pool = threads ? nu_threadpool_new(threads) : NULL;
+        for (int i = 0; i < N; i++)
+            memset(task[i].y, 0xff, sizeof(float) * (size_t)(t[i].m.n_out * task[i].n_batch));
+        nu_matmul_tasks(pool, task, N, scratch);
+        nu_threadpool_free(pool);
+        for (int i = 0; i < N; i++)
+            assert_memory_equal(task[i].y, want[i],
+                                sizeof(float) * (size_t)(t[i].m.n_out * task[i].n_batch));
+    }
+    free(scratch);
+    for (int i = 0; i < N; i++) {
+        free(task[i].y);
+        free(want[i]);
+        free(packed[i]);
+        free_matrix(&t[i]);
+    }
+    for (int i = 0; i < 3; i++) free(xs[i]);
+}
+
 static void test_matmul_multi(void **state) {
     (void)state;
     rng r = {77};
@@ -1184,6 +1235,7 @@ int main(void) {
         cmocka_unit_test(test_grouped_vector_helpers),
         cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_matmul_multi),
+        cmocka_unit_test(test_matmul_tasks),
         cmocka_unit_test(test_amx_status),
         cmocka_unit_test(test_vector_helpers),
         cmocka_unit_test(test_threadpool),

@@ -91,10 +91,30 @@ void nu_matmul(nu_threadpool *pool, const nu_matrix *W, const float *x, int32_t 
 
 /* y[i] = W[i] * x for i < n: products that share their input (a layer's Q,
  * K and V; gate and up) converted once and run in one pass of the pool.
- * Each result is bit-identical to nu_matmul's. The scratch must be large
- * enough for any of the matrices. */
+ * Each result is bit-identical to nu_matmul's. The scratch must hold the
+ * conversion of x for the largest of the matrices' layouts (every layout
+ * when they differ). */
 void nu_matmul_multi(nu_threadpool *pool, const nu_matrix *const *W, float *const *y, int n,
                      const float *x, int32_t n_batch, void *scratch);
+
+/* One product of a batch of products: y = W x for n_batch rows of x. */
+typedef struct nu_matmul_task {
+    const nu_matrix *W;
+    const float *x;
+    int32_t n_batch;
+    float *y;
+} nu_matmul_task;
+
+/* Most products one nu_matmul_tasks call runs. */
+#define NU_MATMUL_MAX_TASKS 256
+
+/* Runs n products (n <= NU_MATMUL_MAX_TASKS) in one pass of the pool: the
+ * inputs are converted first (products with the same x, n_batch, n_in and
+ * activation layout share one conversion), then every product's units are
+ * claimed by the threads as for one product. Each result is bit-identical
+ * to nu_matmul's. scratch must hold nu_matmul_tasks_scratch_bytes(t, n). */
+void nu_matmul_tasks(nu_threadpool *pool, const nu_matmul_task *t, int n, void *scratch);
+size_t nu_matmul_tasks_scratch_bytes(const nu_matmul_task *t, int n);
 
 /* The same product computed with the plain C reference, single-threaded:
  * each row is dequantised with nu_dequantize_row and multiplied with the

@@ -25,18 +25,6 @@ size_t nu_matmul_scratch_bytes(uint32_t type, int64_t n_in, int32_t n_batch) {
     return (size_t)n_batch * nu_act_row_bytes(n_in) + 64;
 }
 
-/* Quantises this thread's share of the activation rows. */
-static void quantize_task(void *arg, int ith, int nth) {
-    const nu_matmul_job *job = arg;
-    const nu_kernel_set *ks = nu_kernels_current();
-    int64_t b0, b1;
-    nu_act_quant_fn quantize =
-        nu_type_is_kquant(job->W->type) ? ks->quantize_act_k : ks->quantize_act;
-    nu_split_range(job->n_batch, ith, nth, &b0, &b1);
-    for (int64_t b = b0; b < b1; b++)
-        quantize(job->x + b * job->W->n_in, job->W->n_in, job->act + (size_t)b * job->act_stride);
-}
-
 /* Rows per cache chunk: enough that CHUNK_BYTES of weights are reused by all
  * activation groups before moving on (1 row when there is one group). */
 static int64_t rows_per_chunk(const nu_matmul_job *job) {
@@ -89,11 +77,12 @@ static void job_unit(const nu_matmul_job *job, int64_t u, int nth) {
     matmul_rows(job, nu_kernels_current()->tile[job->W->type], r0, r1);
 }
 
-/* Products that share their input, run as one set of units (one wake-up of
- * the pool for all of them). */
+/* Products run as one set of units (one wake-up of the pool for all of
+ * them). */
 #define CLAIM_THREADS 64 /* pools up to this size claim per thread (below) */
 typedef struct multi_job {
     nu_matmul_job *jobs;
+    int64_t *first; /* [n] index of each job's first unit */
     int n;
     _Atomic int64_t next; /* larger pools: the next unclaimed unit */
     struct {
@@ -101,10 +90,16 @@ typedef struct multi_job {
     } claim[CLAIM_THREADS];
 } multi_job;
 
-static void run_unit(const multi_job *m, const int64_t *first, int64_t u, int nth) {
-    int i = m->n - 1;
-    while (first[i] > u) i--;
-    job_unit(&m->jobs[i], u - first[i], nth);
+static void run_unit(const multi_job *m, int64_t u, int nth) {
+    int lo = 0, hi = m->n - 1; /* the last job whose first unit is <= u */
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (m->first[mid] <= u)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    job_unit(&m->jobs[lo], u - m->first[lo], nth);
 }
 
 /* The units are split into one contiguous part per thread, and each thread
@@ -116,15 +111,11 @@ static void run_unit(const multi_job *m, const int64_t *first, int64_t u, int nt
  * taken over. Which thread computes a unit never changes its values. */
 static void multi_task(void *arg, int ith, int nth) {
     multi_job *m = arg;
-    int64_t first[4], total = 0;
-    for (int i = 0; i < m->n; i++) {
-        first[i] = total;
-        total += job_units(&m->jobs[i], nth);
-    }
+    const int64_t total = m->first[m->n];
     if (nth > CLAIM_THREADS) {
         for (int64_t u = atomic_fetch_add(&m->next, 1); u < total;
              u = atomic_fetch_add(&m->next, 1))
-            run_unit(m, first, u, nth);
+            run_unit(m, u, nth);
         return;
     }
     for (int d = 0; d < nth; d++) {
@@ -133,7 +124,7 @@ static void multi_task(void *arg, int ith, int nth) {
         nu_split_range(total, t, nth, &b, &e);
         for (int64_t u = b + atomic_fetch_add(&m->claim[t].v, 1); u < e;
              u = b + atomic_fetch_add(&m->claim[t].v, 1))
-            run_unit(m, first, u, nth);
+            run_unit(m, u, nth);
     }
 }
 
@@ -143,58 +134,135 @@ static int act_format(uint32_t type) {
     return nu_type_is_kquant(type) ? 2 : nu_type_is_quantized(type) ? 1 : 0;
 }
 
-/* Sets up job for W and, for quantised types, fills the activations into
- * scratch unless `act` already holds them (from a product sharing x). */
-static void prepare_job(nu_threadpool *pool, nu_matmul_job *job, const nu_matrix *W, const float *x,
-                        int32_t n_batch, float *y, void *scratch, const nu_matmul_job *act) {
+/* Bytes of one job's converted activations (0 for float weights). */
+static size_t act_bytes(const nu_matrix *W, int32_t n_batch) {
+    const int format = act_format(W->type);
+    if (format == 0) return 0;
+    size_t row = format == 2 ? nu_actk_row_bytes(W->n_in) : nu_act_row_bytes(W->n_in);
+    return (size_t)n_batch * row;
+}
+
+/* Sets up job for W; for quantised types its activations go at *scratch
+ * (64-byte aligned; advanced past them) unless `act` already holds the same
+ * input in the same layout. */
+static void prepare_job(nu_matmul_job *job, const nu_matrix *W, const float *x, int32_t n_batch,
+                        float *y, uint8_t **scratch, const nu_matmul_job *act) {
     *job = (nu_matmul_job){.W = W, .x = x, .n_batch = n_batch, .y = y};
     atomic_init(&job->next_unit, 0);
     const int format = act_format(W->type);
     if (format == 0) return;
-    uintptr_t p = ((uintptr_t)scratch + 63) & ~(uintptr_t)63;
-    job->act = (uint8_t *)p;
     job->act_stride = format == 2 ? nu_actk_row_bytes(W->n_in) : nu_act_row_bytes(W->n_in);
     job->act_n_pad = format == 2 ? W->n_in : nu_act_n_pad(W->n_in);
-    if (act) return;
-    if (n_batch > PARALLEL_QUANT_ROWS)
-        nu_threadpool_run(pool, quantize_task, job);
-    else
-        quantize_task(job, 0, 1);
+    if (act) {
+        job->act = act->act;
+        return;
+    }
+    uintptr_t p = ((uintptr_t)*scratch + 63) & ~(uintptr_t)63;
+    job->act = (uint8_t *)p;
+    *scratch = job->act + act_bytes(W, n_batch);
+}
+
+/* Converts the activation rows of the jobs that own their conversion: one
+ * (job, row) pair after another, split among the threads. */
+typedef struct convert_task {
+    nu_matmul_job *jobs;
+    const bool *owns;
+    int n;
+    int64_t rows;
+} convert_task;
+
+static void convert_worker(void *arg, int ith, int nth) {
+    const convert_task *t = arg;
+    const nu_kernel_set *ks = nu_kernels_current();
+    int64_t r0, r1, skipped = 0;
+    nu_split_range(t->rows, ith, nth, &r0, &r1);
+    for (int i = 0; i < t->n && r0 < r1; i++) {
+        const nu_matmul_job *job = &t->jobs[i];
+        if (!t->owns[i]) continue;
+        int64_t b0 = r0 - skipped, b1 = r1 - skipped;
+        skipped += job->n_batch;
+        if (b1 <= 0) continue;
+        if (b0 < 0) b0 = 0;
+        if (b0 >= job->n_batch) continue;
+        if (b1 > job->n_batch) b1 = job->n_batch;
+        nu_act_quant_fn quantize =
+            nu_type_is_kquant(job->W->type) ? ks->quantize_act_k : ks->quantize_act;
+        for (int64_t b = b0; b < b1; b++)
+            quantize(job->x + b * job->W->n_in, job->W->n_in,
+                     job->act + (size_t)b * job->act_stride);
+    }
 }
 
 static int can_multiply(const nu_matrix *W) {
     return W->n_out > 0 && W->type < NU_TYPE_COUNT && nu_kernels_current()->tile[W->type];
 }
 
+size_t nu_matmul_tasks_scratch_bytes(const nu_matmul_task *t, int n) {
+    size_t total = 64;
+    for (int i = 0; i < n; i++) total += act_bytes(t[i].W, t[i].n_batch) + 64;
+    return total;
+}
+
+void nu_matmul_tasks(nu_threadpool *pool, const nu_matmul_task *t, int n, void *scratch) {
+    nu_matmul_job jobs[NU_MATMUL_MAX_TASKS];
+    int64_t first[NU_MATMUL_MAX_TASKS + 1];
+    bool owns[NU_MATMUL_MAX_TASKS];
+    multi_job m = {.jobs = jobs, .first = first, .n = 0};
+    uint8_t *at = scratch;
+    int64_t convert_rows = 0;
+    const int nth = nu_threadpool_size(pool);
+    for (int i = 0; i < n && m.n < NU_MATMUL_MAX_TASKS; i++) {
+        if (t[i].n_batch <= 0 || !can_multiply(t[i].W)) continue;
+        /* an input already converted for an earlier job of the same layout */
+        const nu_matmul_job *same = NULL;
+        for (int j = 0; j < m.n && !same; j++)
+            if (jobs[j].x == t[i].x && jobs[j].n_batch == t[i].n_batch &&
+                jobs[j].W->n_in == t[i].W->n_in &&
+                act_format(jobs[j].W->type) == act_format(t[i].W->type))
+                same = &jobs[j];
+        prepare_job(&jobs[m.n], t[i].W, t[i].x, t[i].n_batch, t[i].y, &at, same);
+        owns[m.n] = !same && jobs[m.n].act;
+        if (owns[m.n]) convert_rows += t[i].n_batch;
+        m.n++;
+    }
+    if (m.n == 0) return;
+    convert_task conv = {jobs, owns, m.n, convert_rows};
+    if (convert_rows > PARALLEL_QUANT_ROWS)
+        nu_threadpool_run(pool, convert_worker, &conv);
+    else if (convert_rows > 0)
+        convert_worker(&conv, 0, 1);
+    int64_t total = 0;
+    for (int i = 0; i < m.n; i++) {
+        first[i] = total;
+        total += job_units(&jobs[i], nth);
+    }
+    first[m.n] = total;
+    atomic_init(&m.next, 0);
+    for (int th = 0; th < nth && th < CLAIM_THREADS; th++) atomic_init(&m.claim[th].v, 0);
+    nu_threadpool_run(pool, multi_task, &m);
+}
+
 void nu_matmul(nu_threadpool *pool, const nu_matrix *W, const float *x, int32_t n_batch, float *y,
                void *scratch) {
-    nu_matmul_multi(pool, &W, &y, 1, x, n_batch, scratch);
+    nu_matmul_task t = {W, x, n_batch, y};
+    nu_matmul_tasks(pool, &t, 1, scratch);
 }
 
 void nu_matmul_multi(nu_threadpool *pool, const nu_matrix *const *W, float *const *y, int n,
                      const float *x, int32_t n_batch, void *scratch) {
-    if (n_batch <= 0 || n <= 0) return;
-    /* one shared input conversion needs the same length and layout */
-    int shared = n <= 4;
+    /* one shared input conversion needs the same length and layout; else
+     * one product after another, each with the whole scratch */
+    bool shared = true;
     for (int i = 1; i < n && shared; i++)
         shared = W[i]->n_in == W[0]->n_in && act_format(W[i]->type) == act_format(W[0]->type);
     if (!shared) {
-        for (int i = 0; i < n; i++) nu_matmul_multi(pool, &W[i], &y[i], 1, x, n_batch, scratch);
+        for (int i = 0; i < n; i++) nu_matmul(pool, W[i], x, n_batch, y[i], scratch);
         return;
     }
-    nu_matmul_job jobs[4];
-    multi_job m;
-    m.jobs = jobs;
-    m.n = 0;
-    atomic_init(&m.next, 0);
-    const int nth = nu_threadpool_size(pool);
-    for (int t = 0; t < nth && t < CLAIM_THREADS; t++) atomic_init(&m.claim[t].v, 0);
-    for (int i = 0; i < n; i++) {
-        if (!can_multiply(W[i])) continue;
-        prepare_job(pool, &jobs[m.n], W[i], x, n_batch, y[i], scratch, m.n ? &jobs[0] : NULL);
-        m.n++;
-    }
-    if (m.n) nu_threadpool_run(pool, multi_task, &m);
+    nu_matmul_task t[NU_MATMUL_MAX_TASKS];
+    for (int i = 0; i < n && i < NU_MATMUL_MAX_TASKS; i++)
+        t[i] = (nu_matmul_task){W[i], x, n_batch, y[i]};
+    nu_matmul_tasks(pool, t, n < NU_MATMUL_MAX_TASKS ? n : NU_MATMUL_MAX_TASKS, scratch);
 }
 
 /* Dot of one weight row with one activation row: the row is dequantised a

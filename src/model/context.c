@@ -50,20 +50,27 @@ void nu_scratch_dims_of(const nu_model *m, nu_scratch_dims *d) {
     }
 }
 
-/* The largest activation-conversion buffer any of the model's products needs. */
+/* The activation conversions one nu_matmul_tasks call of the forward pass
+ * may hold at once: a layer's products sharing an input may mix the two
+ * quantised layouts (32-element blocks, Q8_K), so twice the largest; the
+ * experts' products convert every routed row (n_batch x experts used), one
+ * conversion per expert; plus an alignment per task. */
 static size_t matmul_scratch(const nu_model *m, int32_t n_batch) {
     int32_t n = nu_model_weights(m, NULL, 0);
     nu_weight *ws = malloc(sizeof *ws * (size_t)(n > 0 ? n : 1));
     if (!ws) return SIZE_MAX;
     nu_model_weights(m, ws, n);
-    size_t best = 0;
+    size_t dense = 0, experts = 0;
     for (int32_t i = 0; i < n; i++) {
         const nu_matrix *W = ws[i].m ? ws[i].m : &ws[i].experts->m;
-        size_t b = nu_matmul_scratch_bytes(W->type, W->n_in, n_batch);
-        if (b > best) best = b;
+        int32_t rows = ws[i].m ? n_batch : n_batch * m->hp.n_expert_used;
+        size_t b = nu_matmul_scratch_bytes(W->type, W->n_in, rows);
+        size_t *slot = ws[i].experts ? &experts : &dense;
+        if (b > *slot) *slot = b;
     }
     free(ws);
-    return best + 64;
+    dense *= 2;
+    return (dense > experts ? dense : experts) + 64 * (NU_MATMUL_MAX_TASKS + 2);
 }
 
 /* Every scratch buffer with its size: one list that allocation and the
@@ -73,7 +80,7 @@ typedef struct scratch_buf {
     size_t bytes;
 } scratch_buf;
 
-enum { N_SCRATCH = 23 };
+enum { N_SCRATCH = 24 };
 
 static void scratch_plan(const nu_model *m, const nu_scratch_dims *d, nu_scratch *s,
                          int32_t **seq_tokens, int32_t n_ctx, int32_t n_batch, int32_t n_seq,
@@ -89,18 +96,21 @@ static void scratch_plan(const nu_model *m, const nu_scratch_dims *d, nu_scratch
     BUF(s->k, nb * (size_t)d->kv * f);
     BUF(s->v, nb * (size_t)d->v * f);
     BUF(s->qkv, nb * (size_t)d->qkv * f);
-    BUF(s->gate, nb * (size_t)d->ff * f);
-    BUF(s->up, nb * (size_t)d->up * f);
+    /* the FFN's hidden rows: dense, or every routed (entry, expert) pair */
+    const size_t routed = (size_t)(d->experts_used > 1 ? d->experts_used : 1);
+    BUF(s->gate, nb * routed * (size_t)d->ff * f);
+    BUF(s->up, nb * routed * (size_t)d->up * f);
     BUF(s->rope, (size_t)NU_MAX_ROPES * nb * (size_t)d->rot * f);
     BUF(s->scores, (size_t)n_threads * NU_ATTN_HEADS * (size_t)n_ctx * f);
     BUF(s->matmul, matmul_scratch(m, n_batch));
     BUF(s->router, moe * nb * (size_t)d->experts * f);
     BUF(s->sel, moe * nb * (size_t)d->experts_used * i);
     BUF(s->sel_w, moe * nb * (size_t)d->experts_used * f);
-    BUF(s->by_expert, moe * nb * (size_t)d->experts_used * 2 * i);
+    BUF(s->by_expert, moe * nb * (size_t)d->experts_used * i);
+    BUF(s->pair_row, moe * nb * (size_t)d->experts_used * i);
     BUF(s->expert_end, moe * (size_t)d->experts * i);
-    BUF(s->xg, moe * nb * (size_t)d->embd * f);
-    BUF(s->yg, moe * nb * (size_t)d->embd * f);
+    BUF(s->xg, moe * nb * routed * (size_t)d->embd * f);
+    BUF(s->yg, moe * nb * routed * (size_t)d->embd * f);
     BUF(s->cells, nb * i);
     BUF(s->out_rows, nb * i);
     BUF(s->seq_cells, (size_t)n_seq * (size_t)n_ctx * i);

@@ -38,8 +38,8 @@ typedef struct nu_scratch {
     float *q;      /* [n_batch][max(embd, q)] queries, then block outputs */
     float *k, *v;  /* [n_batch][kv], [n_batch][v] */
     float *qkv;    /* [n_batch][qkv] a fused Q/K/V product before it is split */
-    float *gate;   /* [n_batch][ff] */
-    float *up;     /* [n_batch][up] */
+    float *gate;   /* [n_batch][ff], with experts [n_batch * experts_used][ff] */
+    float *up;     /* [n_batch][up], likewise */
     float *rope;   /* [n_rope][n_batch][rot] cos, sin pairs */
     float *scores; /* [n_threads][NU_ATTN_HEADS][n_ctx] attention weights */
     void *matmul;  /* activation conversion for nu_matmul */
@@ -47,10 +47,11 @@ typedef struct nu_scratch {
     float *router;       /* [n_batch][experts] router logits */
     int32_t *sel;        /* [n_batch][experts_used] chosen experts */
     float *sel_w;        /* [n_batch][experts_used] their weights */
-    int32_t *by_expert;  /* [n_batch * experts_used] (entry, slot) pairs grouped by expert */
+    int32_t *by_expert;  /* [n_batch * experts_used] (entry, choice) pairs grouped by expert */
+    int32_t *pair_row;   /* [n_batch * experts_used] each pair's row in by_expert's order */
     int32_t *expert_end; /* [experts] end of each expert's group in by_expert */
-    float *xg;           /* [n_batch][embd] the entries an expert sees */
-    float *yg;           /* [n_batch][embd] its outputs */
+    float *xg;           /* [n_batch * experts_used][embd] the rows each expert sees */
+    float *yg;           /* [n_batch * experts_used][embd] their outputs */
     int32_t *cells;      /* [n_batch] cell of each entry */
     int32_t *seq_cells;  /* [n_seq_max][n_ctx] cells of each sequence by position */
     int32_t seq_count[NU_MAX_SEQ];

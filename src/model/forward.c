@@ -314,7 +314,8 @@ static void route(nu_context *c, int32_t n) {
 }
 
 /* Groups the (entry, choice) pairs by expert: by_expert holds, for expert
- * 0, 1, ... in turn, the pairs that chose it in entry order. */
+ * 0, 1, ... in turn, the pairs that chose it in entry order; pair_row is the
+ * inverse (where each pair's rows are). */
 static void group_by_expert(nu_context *c, int32_t n) {
     const nu_hparams *hp = &c->model->hp;
     const int32_t ne = hp->n_expert, pairs = n * hp->n_expert_used;
@@ -327,43 +328,110 @@ static void group_by_expert(nu_context *c, int32_t n) {
         end[e] = acc; /* its group's start, advanced to its end below */
         acc += count;
     }
-    for (int32_t i = 0; i < pairs; i++) s->by_expert[end[s->sel[i]]++] = i;
+    for (int32_t i = 0; i < pairs; i++) {
+        int32_t row = end[s->sel[i]]++;
+        s->by_expert[row] = i;
+        s->pair_row[i] = row;
+    }
 }
 
-/* The experts' FFNs for the batch: each expert multiplies the rows of the
- * entries that chose it (only its rows of the weights are read), and each
- * entry sums its experts' outputs in expert order, so its result does not
- * depend on the rest of the batch. */
+typedef struct moe_rows_task {
+    nu_context *ctx;
+    int32_t pairs;
+    int step; /* 0: gather the inputs, 1: the activation */
+} moe_rows_task;
+
+/* Per routed row: gathers each pair's input, or applies the activation. */
+static void moe_rows_worker(void *arg, int ith, int nth) {
+    const moe_rows_task *t = arg;
+    nu_context *c = t->ctx;
+    const nu_hparams *hp = &c->model->hp;
+    nu_scratch *s = &c->s;
+    const size_t d = (size_t)hp->n_embd, ff = (size_t)hp->n_ff_exp;
+    int64_t r0, r1;
+    nu_split_range(t->pairs, ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        if (t->step == 0) {
+            int32_t b = s->by_expert[r] / hp->n_expert_used;
+            memcpy(s->xg + r * d, s->xb + (size_t)b * d, d * sizeof(float));
+        } else {
+            nu_act_gated(c->model->arch->act, s->gate + r * ff, s->up + r * ff, (int64_t)ff);
+        }
+    }
+}
+
+static void moe_rows(nu_context *c, int32_t pairs, int step) {
+    moe_rows_task t = {c, pairs, step};
+    if (pairs >= PARALLEL_ROWS)
+        nu_threadpool_run(c->pool, moe_rows_worker, &t);
+    else
+        moe_rows_worker(&t, 0, 1);
+}
+
+/* The experts' FFNs for the batch: the (entry, expert) pairs are grouped by
+ * expert, each expert multiplies the rows of the entries that chose it
+ * (only the chosen experts' weights are read), all the experts' gate and up
+ * products run in one pass of the pool and all their down products in
+ * another; then each entry sums its experts' outputs in the order it chose
+ * them, so its result does not depend on the rest of the batch. */
 static void experts_block(nu_context *c, const nu_layer *l, int32_t n) {
     const nu_model *m = c->model;
     const nu_hparams *hp = &m->hp;
-    const int32_t k = hp->n_expert_used, d = hp->n_embd, ff = hp->n_ff_exp;
+    const int32_t k = hp->n_expert_used, d = hp->n_embd, ff = hp->n_ff_exp, pairs = n * k;
     nu_scratch *s = &c->s;
     nu_matmul(c->pool, &l->router, s->xb, n, s->router, s->matmul);
     route(c, n);
     group_by_expert(c, n);
-    memset(s->q, 0, (size_t)n * (size_t)d * sizeof(float));
-    int32_t begin = 0;
+    /* one entry: every expert reads xb itself (one shared conversion) */
+    if (n > 1) moe_rows(c, pairs, 0);
+    nu_matrix mats[3 * NU_MATMUL_MAX_TASKS / 2];
+    nu_matmul_task tasks[NU_MATMUL_MAX_TASKS];
+    int32_t n_tasks = 0, n_mats = 0, begin = 0;
+    int32_t experts[NU_MAX_EXPERTS_USED * 4], n_active = 0;
     for (int32_t e = 0; e < hp->n_expert; e++) {
         int32_t end = s->expert_end[e], rows = end - begin;
-        if (rows == 0) continue;
-        for (int32_t r = 0; r < rows; r++) {
-            int32_t b = s->by_expert[begin + r] / k;
-            memcpy(s->xg + (size_t)r * d, s->xb + (size_t)b * d, (size_t)d * sizeof(float));
+        if (rows > 0) {
+            const float *x = n > 1 ? s->xg + (size_t)begin * d : s->xb;
+            mats[n_mats] = nu_expert_matrix(&l->gate_exps, e);
+            mats[n_mats + 1] = nu_expert_matrix(&l->up_exps, e);
+            tasks[n_tasks++] =
+                (nu_matmul_task){&mats[n_mats], x, rows, s->gate + (size_t)begin * ff};
+            tasks[n_tasks++] =
+                (nu_matmul_task){&mats[n_mats + 1], x, rows, s->up + (size_t)begin * ff};
+            n_mats += 2;
+            if (n_active < (int32_t)(sizeof experts / sizeof *experts)) experts[n_active++] = e;
         }
-        nu_matrix gate = nu_expert_matrix(&l->gate_exps, e), up = nu_expert_matrix(&l->up_exps, e);
-        nu_matrix down = nu_expert_matrix(&l->down_exps, e);
-        const nu_matrix *gu[] = {&gate, &up};
-        float *gu_out[] = {s->gate, s->up};
-        nu_matmul_multi(c->pool, gu, gu_out, 2, s->xg, rows, s->matmul);
-        for (int32_t r = 0; r < rows; r++)
-            nu_act_gated(m->arch->act, s->gate + (size_t)r * ff, s->up + (size_t)r * ff, ff);
-        nu_matmul(c->pool, &down, s->gate, rows, s->yg, s->matmul);
-        for (int32_t r = 0; r < rows; r++) {
-            int32_t pair = s->by_expert[begin + r], b = pair / k;
-            nu_vec_mad_f32(s->q + (size_t)b * d, s->yg + (size_t)r * d, s->sel_w[pair], d);
+        /* a full task list runs now (many active experts in a long prompt) */
+        if (n_tasks + 2 > NU_MATMUL_MAX_TASKS || e == hp->n_expert - 1) {
+            nu_matmul_tasks(c->pool, tasks, n_tasks, s->matmul);
+            n_tasks = n_mats = 0;
         }
         begin = end;
+    }
+    moe_rows(c, pairs, 1);
+    begin = 0;
+    for (int32_t e = 0; e < hp->n_expert; e++) {
+        int32_t end = s->expert_end[e], rows = end - begin;
+        if (rows > 0) {
+            mats[n_mats] = nu_expert_matrix(&l->down_exps, e);
+            tasks[n_tasks++] = (nu_matmul_task){&mats[n_mats], s->gate + (size_t)begin * ff, rows,
+                                                s->yg + (size_t)begin * d};
+            n_mats++;
+        }
+        if (n_tasks + 1 > NU_MATMUL_MAX_TASKS || e == hp->n_expert - 1) {
+            nu_matmul_tasks(c->pool, tasks, n_tasks, s->matmul);
+            n_tasks = n_mats = 0;
+        }
+        begin = end;
+    }
+    (void)experts;
+    for (int32_t b = 0; b < n; b++) {
+        float *out = s->q + (size_t)b * d;
+        memset(out, 0, (size_t)d * sizeof(float));
+        for (int32_t j = 0; j < k; j++) {
+            int32_t pair = b * k + j;
+            nu_vec_mad_f32(out, s->yg + (size_t)s->pair_row[pair] * d, s->sel_w[pair], d);
+        }
     }
 }
 
