@@ -46,7 +46,7 @@ static const cli_option info_options[] = {
      .min = 1,
      .max = 64,
      .placeholder = "N",
-     .help = "sequences sharing the cache"},
+     .help = "sequences, each with its own context in the cache (the server's --parallel)"},
     {.name = "--kv-type",
      .kind = CLI_ENUM,
      .field = CLI_FIELD(info_opts, kv),
@@ -124,13 +124,30 @@ static void print_memory(const char *path, const info_opts *o, uint64_t n_params
         printf("memory: not available (%s)\n", err.message);
         return;
     }
+    size_t len = nu_model_describe(full, NULL, 0);
+    char *text = malloc(len + 1);
+    if (text) {
+        nu_model_describe(full, text, len + 1);
+        printf("\nhyperparameters as nucleus runs them:\n");
+        for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"))
+            printf("  %s\n", line);
+        free(text);
+    }
+    /* the server's cache holds a context per sequence (--parallel) */
     int32_t n_ctx = o->n_ctx ? (int32_t)o->n_ctx : nu_model_n_ctx_train(full);
+    int64_t cells = (int64_t)n_ctx * o->n_seq;
     nu_memory_estimate est;
-    if (nu_model_memory(full, n_ctx, (int32_t)o->n_batch, (int32_t)o->n_seq, o->kv, &est, &err)) {
+    if (cells > (1 << 24)) {
+        printf("memory: not available (%lld cells: a context of %d for %ld sequences is more "
+               "than 16777216)\n",
+               (long long)cells, n_ctx, o->n_seq);
+    } else if (nu_model_memory(full, (int32_t)cells, (int32_t)o->n_batch, (int32_t)o->n_seq, o->kv,
+                               &est, &err)) {
         printf("memory: not available (%s)\n", err.message);
     } else {
-        printf("memory at context %d, batch %ld, %ld sequence(s), %s KV cache:\n", n_ctx,
-               o->n_batch, o->n_seq, o->kv == NU_KV_F16 ? "f16" : "f32");
+        printf("\nmemory at context %d per sequence x %ld sequence(s) (%lld cells), batch %ld, "
+               "%s KV cache:\n",
+               n_ctx, o->n_seq, (long long)cells, o->n_batch, o->kv == NU_KV_F16 ? "f16" : "f32");
         print_size("weights", est.weights);
         print_size("kv cache", est.kv_cache);
         print_size("scratch", est.scratch);

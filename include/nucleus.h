@@ -128,6 +128,14 @@ typedef struct nu_tensor_info {
 NU_API int64_t nu_model_tensor_count(const nu_model *model);
 NU_API bool nu_model_tensor(const nu_model *model, int64_t i, nu_tensor_info *out);
 
+/* How nucleus runs the model, as read from the file with its family's
+ * defaults: one "name: value" line per hyperparameter (layers, heads, head
+ * size, attention form and scale, sliding windows, norms, RoPE layout and
+ * scaling, FFN form or experts, output). A model loaded without its weights
+ * gives one line saying so. Written like snprintf: at most cap bytes with
+ * the NUL; returns the full length. */
+NU_API size_t nu_model_describe(const nu_model *model, char *buf, size_t cap);
+
 /* Total parameters and bytes of tensor data. */
 NU_API uint64_t nu_model_n_params(const nu_model *model);
 NU_API uint64_t nu_model_weight_bytes(const nu_model *model);
