@@ -195,14 +195,12 @@ static void test_architectures(void **state) {
         if (!wanted(name)) goto next;
         char model_path[2048];
         snprintf(model_path, sizeof model_path, "%s/%s.gguf", nu_test_tmp("arch"), name);
-        /* families whose support is being built: their references are
-         * here, the test reports them until they run */
-        const char *arch_name = cJSON_GetStringValue(
-            cJSON_GetObjectItem(cJSON_GetObjectItem(ref, "model"), "architecture"));
-        static const char *const pending[] = {"qwen35", "qwen35moe", "gemma4", "gpt-oss"};
+        /* cases whose support is being built (prefixes of case names): their
+         * references are here, the test reports them until they run */
+        static const char *const pending[] = {"qwen35", "gemma4", "gpt-oss-mxfp4"};
         bool is_pending = false;
-        for (size_t i = 0; arch_name && i < sizeof pending / sizeof *pending; i++)
-            is_pending |= strcmp(arch_name, pending[i]) == 0;
+        for (size_t i = 0; i < sizeof pending / sizeof *pending; i++)
+            is_pending |= strncmp(name, pending[i], strlen(pending[i])) == 0;
         if (is_pending) {
             print_message("%-28s not supported yet\n", name);
             goto next;

@@ -50,6 +50,12 @@ typedef enum nu_tensor_id {
     NU_T_FFN_GATE_EXPS,
     NU_T_FFN_UP_EXPS,
     NU_T_FFN_DOWN_EXPS,
+    NU_T_ATTN_SINKS,         /* one extra score per query head in the softmax (gpt-oss) */
+    NU_T_FFN_NORM_POST_NAME, /* the FFN's input norm, named post_attention_norm (gpt-oss) */
+    NU_T_FFN_ROUTER_B,
+    NU_T_FFN_GATE_EXPS_B,
+    NU_T_FFN_UP_EXPS_B,
+    NU_T_FFN_DOWN_EXPS_B,
     NU_T_COUNT
 } nu_tensor_id;
 
@@ -78,10 +84,12 @@ typedef enum nu_rope_layout {
 } nu_rope_layout;
 
 typedef enum nu_act {
-    NU_ACT_SILU = 0,  /* g / (1 + e^-g) */
-    NU_ACT_GELU_TANH, /* 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))), at half
-                       * precision (blocks.c says why) */
-    NU_ACT_GELU_ERF,  /* 0.5 g (1 + erf(g / sqrt(2))) */
+    NU_ACT_SILU = 0,       /* g / (1 + e^-g) */
+    NU_ACT_GELU_TANH,      /* 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))), at half
+                            * precision (blocks.c says why) */
+    NU_ACT_GELU_ERF,       /* 0.5 g (1 + erf(g / sqrt(2))) */
+    NU_ACT_SWIGLU_CLAMPED, /* gated only: min(g, 7) sigmoid(1.702 min(g, 7)) (clamp(u, -7, 7) + 1)
+                            * (gpt-oss) */
 } nu_act;
 
 typedef enum nu_router_kind {
@@ -135,5 +143,6 @@ nu_status nu_arch_windows(nu_model *m, int32_t default_window, int32_t default_p
 /* The hooks the table uses (arch/ files). */
 nu_status nu_arch_gemma2_hparams(nu_model *m, nu_error *err);
 nu_status nu_arch_gemma3_hparams(nu_model *m, nu_error *err);
+nu_status nu_arch_gpt_oss_hparams(nu_model *m, nu_error *err);
 
 #endif

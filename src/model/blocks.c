@@ -163,6 +163,13 @@ void nu_act_gated(nu_act act, float *gate, const float *up, int64_t n) {
     case NU_ACT_GELU_ERF:
         for (int64_t i = 0; i < n; i++) gate[i] = gelu_erf(gate[i]) * up[i];
         break;
+    case NU_ACT_SWIGLU_CLAMPED:
+        for (int64_t i = 0; i < n; i++) {
+            float g = gate[i] < 7.0f ? gate[i] : 7.0f;
+            float u = up[i] < -7.0f ? -7.0f : up[i] > 7.0f ? 7.0f : up[i];
+            gate[i] = g / (1.0f + expf(-1.702f * g)) * (u + 1.0f);
+        }
+        break;
     }
 }
 
@@ -178,6 +185,7 @@ void nu_act_plain(nu_act act, float *x, int64_t n) {
     case NU_ACT_GELU_ERF:
         for (int64_t i = 0; i < n; i++) x[i] = gelu_erf(x[i]);
         break;
+    case NU_ACT_SWIGLU_CLAMPED: break; /* gated only: the loader refuses a plain FFN with it */
     }
 }
 

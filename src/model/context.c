@@ -101,7 +101,7 @@ static void scratch_plan(const nu_model *m, const nu_scratch_dims *d, nu_scratch
     BUF(s->gate, nb * routed * (size_t)d->ff * f);
     BUF(s->up, nb * routed * (size_t)d->up * f);
     BUF(s->rope, (size_t)NU_MAX_ROPES * nb * (size_t)d->rot * f);
-    BUF(s->scores, (size_t)n_threads * NU_ATTN_HEADS * (size_t)n_ctx * f);
+    BUF(s->scores, (size_t)n_threads * NU_ATTN_HEADS * ((size_t)n_ctx + 1) * f);
     BUF(s->matmul, matmul_scratch(m, n_batch));
     BUF(s->router, moe * nb * (size_t)d->experts * f);
     BUF(s->sel, moe * nb * (size_t)d->experts_used * i);

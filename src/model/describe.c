@@ -31,6 +31,7 @@ static const char *act_name(nu_act a) {
     case NU_ACT_SILU: return "SiLU";
     case NU_ACT_GELU_TANH: return "GELU (tanh form)";
     case NU_ACT_GELU_ERF: return "GELU (erf form)";
+    case NU_ACT_SWIGLU_CLAMPED: return "SwiGLU clamped at 7 (gpt-oss)";
     }
     return "?";
 }

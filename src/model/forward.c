@@ -80,7 +80,7 @@ static void attend_heads(nu_context *c, const nu_batch_entry *e, int32_t b, int3
     int32_t first = L->window > 0 ? cells_upto(kv, cells, n, e->pos - L->window) : 0;
     cells += first;
     n -= first;
-    const size_t n_ctx = (size_t)c->params.n_ctx;
+    const size_t n_ctx = (size_t)c->params.n_ctx + 1; /* a row of scores, and a sink */
     const float scale = m->arch->prescale_q ? 1.0f : attn_scale(hp, L);
     float q16[NU_ATTN_HEADS][NU_MAX_HEAD_DIM], max[NU_ATTN_HEADS];
     const float *q[NU_ATTN_HEADS] = {0};
@@ -107,8 +107,16 @@ static void attend_heads(nu_context *c, const nu_batch_entry *e, int32_t b, int3
         for (int32_t j = 0; j < n; j++)
             if (sc[j] > max[i]) max[i] = sc[j];
     }
+    /* a sink is one more score (no value): it takes part in the max and the
+     * sum, so the weights of the real positions add up to less than 1 */
+    const float *sinks = c->model->layers[layer].attn_sinks;
+    for (int32_t i = 0; sinks && i < nh; i++) {
+        scores[(size_t)i * n_ctx + n] = sinks[h0 + i];
+        if (sinks[h0 + i] > max[i]) max[i] = sinks[h0 + i];
+    }
     for (int32_t i = 0; i < nh; i++)
-        nu_vec_softmax(scores + (size_t)i * n_ctx, n, max[i], type == NU_TYPE_F16);
+        nu_vec_softmax(scores + (size_t)i * n_ctx, n + (sinks ? 1 : 0), max[i],
+                       type == NU_TYPE_F16);
     nu_vec_mads_rows(type, out, scores, n_ctx, nh,
                      (const char *)plane->v + (size_t)g * hdv * kv->elem_bytes, vs, cells, n, hdv);
 }
@@ -123,7 +131,7 @@ static void attention_worker(void *arg, int ith, int nth) {
     const int32_t rep = L->n_head / L->n_head_kv;
     const int32_t per_kv = (rep + NU_ATTN_HEADS - 1) / NU_ATTN_HEADS;
     const int32_t units_per_entry = L->n_head_kv * per_kv;
-    float *scores = c->s.scores + (size_t)ith * NU_ATTN_HEADS * c->params.n_ctx;
+    float *scores = c->s.scores + (size_t)ith * NU_ATTN_HEADS * (c->params.n_ctx + 1);
     for (int64_t i = ith; i < (int64_t)t->n * units_per_entry; i += nth) {
         int32_t b = (int32_t)(i / units_per_entry), u = (int32_t)(i % units_per_entry);
         int32_t g = u / per_kv, part = u % per_kv;
@@ -304,10 +312,12 @@ static void attention_block(nu_context *c, const nu_layer *l, int32_t il, const 
 /* ---- mixture of experts ----------------------------------------------------- */
 
 /* Each entry's experts and their weights from the router's logits. */
-static void route(nu_context *c, int32_t n) {
+static void route(nu_context *c, const nu_layer *l, int32_t n) {
     const nu_hparams *hp = &c->model->hp;
     nu_scratch *s = &c->s;
     const int32_t ne = hp->n_expert, k = hp->n_expert_used;
+    for (int32_t b = 0; b < n && l->router_b; b++)
+        add_bias(s->router + (size_t)b * ne, l->router_b, (size_t)ne);
     for (int32_t b = 0; b < n; b++)
         nu_route(c->model->arch->router, hp->expert_weights_norm, s->router + (size_t)b * ne, ne, k,
                  s->sel + (size_t)b * k, s->sel_w + (size_t)b * k);
@@ -337,6 +347,7 @@ static void group_by_expert(nu_context *c, int32_t n) {
 
 typedef struct moe_rows_task {
     nu_context *ctx;
+    const nu_layer *l;
     int32_t pairs;
     int step; /* 0: gather the inputs, 1: the activation */
 } moe_rows_task;
@@ -355,13 +366,17 @@ static void moe_rows_worker(void *arg, int ith, int nth) {
             int32_t b = s->by_expert[r] / hp->n_expert_used;
             memcpy(s->xg + r * d, s->xb + (size_t)b * d, d * sizeof(float));
         } else {
+            const nu_layer *l = t->l;
+            int32_t e = s->sel[s->by_expert[r]];
+            add_bias(s->gate + r * ff, l->gate_exps_b ? l->gate_exps_b + (size_t)e * ff : NULL, ff);
+            add_bias(s->up + r * ff, l->up_exps_b ? l->up_exps_b + (size_t)e * ff : NULL, ff);
             nu_act_gated(c->model->arch->act, s->gate + r * ff, s->up + r * ff, (int64_t)ff);
         }
     }
 }
 
-static void moe_rows(nu_context *c, int32_t pairs, int step) {
-    moe_rows_task t = {c, pairs, step};
+static void moe_rows(nu_context *c, const nu_layer *l, int32_t pairs, int step) {
+    moe_rows_task t = {c, l, pairs, step};
     if (pairs >= PARALLEL_ROWS)
         nu_threadpool_run(c->pool, moe_rows_worker, &t);
     else
@@ -380,10 +395,10 @@ static void experts_block(nu_context *c, const nu_layer *l, int32_t n) {
     const int32_t k = hp->n_expert_used, d = hp->n_embd, ff = hp->n_ff_exp, pairs = n * k;
     nu_scratch *s = &c->s;
     nu_matmul(c->pool, &l->router, s->xb, n, s->router, s->matmul);
-    route(c, n);
+    route(c, l, n);
     group_by_expert(c, n);
     /* one entry: every expert reads xb itself (one shared conversion) */
-    if (n > 1) moe_rows(c, pairs, 0);
+    if (n > 1) moe_rows(c, l, pairs, 0);
     nu_matrix mats[3 * NU_MATMUL_MAX_TASKS / 2];
     nu_matmul_task tasks[NU_MATMUL_MAX_TASKS];
     int32_t n_tasks = 0, n_mats = 0, begin = 0;
@@ -408,7 +423,7 @@ static void experts_block(nu_context *c, const nu_layer *l, int32_t n) {
         }
         begin = end;
     }
-    moe_rows(c, pairs, 1);
+    moe_rows(c, l, pairs, 1);
     begin = 0;
     for (int32_t e = 0; e < hp->n_expert; e++) {
         int32_t end = s->expert_end[e], rows = end - begin;
@@ -430,7 +445,9 @@ static void experts_block(nu_context *c, const nu_layer *l, int32_t n) {
         memset(out, 0, (size_t)d * sizeof(float));
         for (int32_t j = 0; j < k; j++) {
             int32_t pair = b * k + j;
-            nu_vec_mad_f32(out, s->yg + (size_t)s->pair_row[pair] * d, s->sel_w[pair], d);
+            float *y = s->yg + (size_t)s->pair_row[pair] * d;
+            if (l->down_exps_b) add_bias(y, l->down_exps_b + (size_t)s->sel[pair] * d, (size_t)d);
+            nu_vec_mad_f32(out, y, s->sel_w[pair], d);
         }
     }
 }

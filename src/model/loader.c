@@ -305,7 +305,12 @@ static nu_status check_hparams(nu_model *m, nu_error *err) {
 
 /* ---- tensors --------------------------------------------------------------- */
 
-typedef enum tensor_kind { VEC, MAT, EXPS } tensor_kind;
+typedef enum tensor_kind {
+    VEC,  /* F32 [d0] */
+    MAT,  /* [d0, d1]: d1 rows of d0 */
+    EXPS, /* [d0, d1, n_expert]: a matrix per expert */
+    EXPV, /* F32 [d0, n_expert]: a vector per expert */
+} tensor_kind;
 
 /* Sizes a tensor's shape is made of, resolved for each layer. */
 typedef enum dim {
@@ -320,6 +325,7 @@ typedef enum dim {
     D_HEAD,    /* head_dim */
     D_EXPERTS, /* n_expert */
     D_FF_EXP,  /* n_ff_exp */
+    D_HEADS,   /* n_head */
 } dim;
 
 typedef struct tensor_info {
@@ -358,6 +364,12 @@ static const tensor_info catalogue[NU_T_COUNT] = {
     T(NU_T_FFN_GATE_EXPS, "ffn_gate_exps.weight", EXPS, D_EMBD, D_FF_EXP, gate_exps),
     T(NU_T_FFN_UP_EXPS, "ffn_up_exps.weight", EXPS, D_EMBD, D_FF_EXP, up_exps),
     T(NU_T_FFN_DOWN_EXPS, "ffn_down_exps.weight", EXPS, D_FF_EXP, D_EMBD, down_exps),
+    T(NU_T_ATTN_SINKS, "attn_sinks.weight", VEC, D_HEADS, 0, attn_sinks),
+    T(NU_T_FFN_NORM_POST_NAME, "post_attention_norm.weight", VEC, D_EMBD, 0, ffn_norm),
+    T(NU_T_FFN_ROUTER_B, "ffn_gate_inp.bias", VEC, D_EXPERTS, 0, router_b),
+    T(NU_T_FFN_GATE_EXPS_B, "ffn_gate_exps.bias", EXPV, D_FF_EXP, 0, gate_exps_b),
+    T(NU_T_FFN_UP_EXPS_B, "ffn_up_exps.bias", EXPV, D_FF_EXP, 0, up_exps_b),
+    T(NU_T_FFN_DOWN_EXPS_B, "ffn_down_exps.bias", EXPV, D_EMBD, 0, down_exps_b),
 };
 #undef T
 
@@ -376,6 +388,7 @@ static int64_t resolve(const nu_hparams *hp, const nu_layer_hp *l, uint8_t d) {
     case D_HEAD: return l->head_dim;
     case D_EXPERTS: return hp->n_expert;
     case D_FF_EXP: return hp->n_ff_exp;
+    case D_HEADS: return l->n_head;
     }
     return 1;
 }
@@ -455,6 +468,9 @@ static nu_status load_layer(nu_model *m, int32_t il, nu_error *err) {
         nu_status st;
         if (ti->kind == VEC) {
             st = nu_load_vector(m, name, d0, required, (const float **)field, err);
+        } else if (ti->kind == EXPV) {
+            st = find_tensor(m, name, d0, hp->n_expert, 1, false, required, &t, err);
+            *(const float **)field = st == NU_OK && t ? (const float *)t->data : NULL;
         } else if (ti->kind == MAT) {
             st = nu_load_matrix(m, name, d0, d1, required, (nu_matrix *)field, err);
         } else {

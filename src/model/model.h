@@ -104,6 +104,7 @@ typedef struct nu_layer {
     const float *q_norm, *k_norm; /* per head, head_dim weights */
     const float *q_norm_b, *k_norm_b;
     const float *post_attn_norm;
+    const float *attn_sinks; /* [n_head] */
     /* feed-forward */
     const float *ffn_norm, *ffn_norm_b;
     nu_matrix w_gate, w_up, w_down; /* w_up has 2 n_ff rows when the gate is fused in */
@@ -111,7 +112,10 @@ typedef struct nu_layer {
     const float *post_ffn_norm;
     /* mixture of experts */
     nu_matrix router; /* n_expert rows */
+    const float *router_b;
     nu_experts gate_exps, up_exps, down_exps;
+    /* per-expert biases, expert e's at + e * (its output size) */
+    const float *gate_exps_b, *up_exps_b, *down_exps_b;
 } nu_layer;
 
 struct nu_model {

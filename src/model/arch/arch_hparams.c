@@ -49,3 +49,14 @@ nu_status nu_arch_gemma3_hparams(nu_model *m, nu_error *err) {
     gemma_query_scale(m, 62);
     return NU_OK;
 }
+
+/* gpt-oss: every other layer (0, 2, ...) attends within a window the file
+ * must give, with the global layers' RoPE unless it gives another base; the
+ * experts are always present. */
+nu_status nu_arch_gpt_oss_hparams(nu_model *m, nu_error *err) {
+    int32_t window = 0;
+    nu_status st = nu_arch_int(m, "attention.sliding_window", true, &window, err);
+    if (st == NU_OK && m->hp.n_expert == 0)
+        st = nu_fail(err, NU_ERR_FORMAT, "a gpt-oss file without expert_count");
+    return st ? st : nu_arch_windows(m, window, 2, err);
+}

@@ -84,6 +84,12 @@ static const nu_tensor_use stablelm_tensors[] = {
     {NU_T_FFN_GATE, NU_REQ},    {NU_T_FFN_UP, NU_REQ},
     {NU_T_FFN_DOWN, NU_REQ},    END};
 
+static const nu_tensor_use gpt_oss_tensors[] = {
+    ATTN_SPLIT(NU_REQ),           {NU_T_ATTN_SINKS, NU_REQ},      {NU_T_FFN_NORM_POST_NAME, NU_REQ},
+    {NU_T_FFN_ROUTER, NU_REQ},    {NU_T_FFN_ROUTER_B, NU_REQ},    {NU_T_FFN_GATE_EXPS, NU_REQ},
+    {NU_T_FFN_UP_EXPS, NU_REQ},   {NU_T_FFN_DOWN_EXPS, NU_REQ},   {NU_T_FFN_GATE_EXPS_B, NU_REQ},
+    {NU_T_FFN_UP_EXPS_B, NU_REQ}, {NU_T_FFN_DOWN_EXPS_B, NU_REQ}, END};
+
 static const nu_arch archs[] = {
     {.name = "llama", .manifest = llama_tensors, .rope = NU_ROPE_PAIRS},
     {.name = "mistral", .manifest = llama_tensors, .rope = NU_ROPE_PAIRS},
@@ -127,6 +133,12 @@ static const nu_arch archs[] = {
      .rope = NU_ROPE_HALVES,
      .act = NU_ACT_GELU_TANH,
      .output_norm_bias = true},
+    {.name = "gpt-oss",
+     .manifest = gpt_oss_tensors,
+     .rope = NU_ROPE_HALVES,
+     .act = NU_ACT_SWIGLU_CLAMPED,
+     .router = NU_ROUTER_TOPK_SOFTMAX,
+     .hparams = nu_arch_gpt_oss_hparams},
     {.name = "stablelm",
      .manifest = stablelm_tensors,
      .norm = NU_NORM_LAYER,
