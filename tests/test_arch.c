@@ -16,16 +16,23 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "kernels.h"
 #include "test_support.h"
 
 #define TOLERANCE 1e-2
-/* The GELU families (gpt2, starcoder2, gemma*): their activation is a step
- * function at half precision in the reference (blocks.c), so a pre-activation
- * that differs in its last float bit can land on the other side of a step;
- * on these random models such flips move tail log-probs by up to ~1.5e-2
- * (a one-ulp change of nucleus's own f32 products moved the worst case from
- * 1.0e-2 to 1.2e-2). With the exact tanh GELU they differed by up to 7e-2. */
-#define TOLERANCE_GELU 2e-2
+/* The GELU families (gpt2, starcoder2, gemma*): the reference's GELU is a
+ * step function at half precision (src/model/blocks.c), so a pre-activation
+ * that differs from the reference's in its last float bit can land on the
+ * other side of a step, and tiny random models amplify such flips (and a
+ * mixture's near-equal router logits can pick another expert). Their
+ * log-probs are checked against the model's own sensitivity, measured by
+ * running nucleus again at the scalar level (other roundings, same math):
+ * the median and 95th percentile of the differences from llama.cpp must be
+ * within 3x nucleus's differences from itself (and the greedy tokens equal).
+ * An activation or recipe that is really different moves them 10x and more
+ * (the exact tanh GELU instead of the reference's: medians 1e-2 - 1e-1 on
+ * gemma4, against ~3e-3 here). */
+#define SELF_FACTOR 3.0
 
 /* Runs the reference's generator into path unless a file with the pinned
  * sha256 is already there. Returns 0 when path holds the right file. */
@@ -70,11 +77,31 @@ static int make_model(const cJSON *model, const char *path) {
     return -1;
 }
 
+enum { MAX_DIFFS = 4096 };
+
 typedef struct case_result {
     double tolerance;
     double max_diff;
     int steps, token_mismatches, logprob_failures;
+    double diffs[MAX_DIFFS]; /* every top-5 entry's |difference| */
+    double ours[MAX_DIFFS];  /* and nucleus's log-prob of it */
+    int n_diffs;
+    bool record_only;              /* a second run at another SIMD level: log-probs only */
+    int32_t greedy[MAX_DIFFS / 5]; /* nucleus's greedy token at each step */
 } case_result;
+
+static int by_value(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The q-quantile of the differences (sorted in place). */
+static double quantile(case_result *r, double q) {
+    if (r->n_diffs == 0) return 0;
+    qsort(r->diffs, (size_t)r->n_diffs, sizeof *r->diffs, by_value);
+    int i = (int)(q * (r->n_diffs - 1) + 0.5);
+    return r->diffs[i];
+}
 
 /* log softmax of the logits in double, at id. */
 static double logprob(const float *logits, int32_t n_vocab, int32_t id, double lse) {
@@ -130,7 +157,8 @@ static void run_prompt(nu_context *ctx, const cJSON *prompt, const cJSON *eog, c
         for (int32_t t = 0; t < n_vocab; t++)
             if (!in_list(eog, t) && (best < 0 || logits[t] > logits[best])) best = t;
         bool tie = near && in_list(near, k);
-        if (best != want && !tie) {
+        if (r->steps < MAX_DIFFS / 5) r->greedy[r->steps] = best;
+        if (best != want && !tie && !r->record_only) {
             if (r->token_mismatches++ < 3)
                 print_message("%s step %d: token %d, llama.cpp %d\n", name, k, best, want);
         }
@@ -138,9 +166,11 @@ static void run_prompt(nu_context *ctx, const cJSON *prompt, const cJSON *eog, c
         cJSON_ArrayForEach(top, cJSON_GetObjectItem(step, "top")) {
             int32_t id = (int32_t)cJSON_GetArrayItem(top, 0)->valuedouble;
             double ref = cJSON_GetArrayItem(top, 1)->valuedouble;
-            double diff = fabs(logprob(logits, n_vocab, id, lse) - ref);
+            double ours = logprob(logits, n_vocab, id, lse), diff = fabs(ours - ref);
+            if (r->n_diffs < MAX_DIFFS) r->ours[r->n_diffs] = ours, r->diffs[r->n_diffs++] = diff;
+            if (r->record_only) continue;
             if (diff > r->max_diff) r->max_diff = diff;
-            if (diff > r->tolerance && r->logprob_failures++ < 3)
+            if (r->tolerance > 0 && diff > r->tolerance && r->logprob_failures++ < 3)
                 print_message("%s step %d: log-prob of %d is %.5f, llama.cpp %.5f\n", name, k, id,
                               logprob(logits, n_vocab, id, lse), ref);
         }
@@ -224,14 +254,41 @@ static void test_architectures(void **state) {
         const char *arch = nu_model_arch(m);
         bool gelu =
             !strcmp(arch, "gpt2") || !strcmp(arch, "starcoder2") || !strncmp(arch, "gemma", 5);
-        case_result r = {.tolerance = gelu ? TOLERANCE_GELU : TOLERANCE};
+        static case_result r, self;
+        memset(&r, 0, sizeof r);
+        r.tolerance = gelu ? 0 : TOLERANCE;
         const cJSON *prompt;
         cJSON_ArrayForEach(prompt, cJSON_GetObjectItem(ref, "prompts")) {
             run_prompt(ctx, prompt, cJSON_GetObjectItem(ref, "eog_token_ids"), name, &r);
         }
         bool ok = r.token_mismatches == 0 && r.logprob_failures == 0;
-        print_message("%-28s %3d steps, max |log-prob diff| %.2e%s\n", name, r.steps, r.max_diff,
-                      ok ? "" : "  FAILED");
+        char extra[160] = "";
+        if (gelu) {
+            /* the same steps at the scalar level: nucleus against itself */
+            memset(&self, 0, sizeof self);
+            self.record_only = true;
+            nu_kernels_force_level(NU_SIMD_SCALAR);
+            cJSON_ArrayForEach(prompt, cJSON_GetObjectItem(ref, "prompts")) {
+                run_prompt(ctx, prompt, cJSON_GetObjectItem(ref, "eog_token_ids"), name, &self);
+            }
+            nu_kernels_force_level(nu_kernels_cpu_level());
+            for (int i = 0; i < self.n_diffs && i < r.n_diffs; i++)
+                self.diffs[i] = fabs(self.ours[i] - r.ours[i]);
+            int flips = 0; /* steps where nucleus's own two runs pick different tokens */
+            for (int i = 0; i < self.steps && i < r.steps && i < MAX_DIFFS / 5; i++)
+                flips += self.greedy[i] != r.greedy[i];
+            ok = r.logprob_failures == 0 && r.token_mismatches <= flips;
+            double s50 = quantile(&self, 0.5), s95 = quantile(&self, 0.95);
+            double l50 = quantile(&r, 0.5), l95 = quantile(&r, 0.95);
+            bool within =
+                l50 <= SELF_FACTOR * fmax(s50, 1e-4) && l95 <= SELF_FACTOR * fmax(s95, 1e-3);
+            snprintf(extra, sizeof extra, "; nucleus vs itself: p95 %.2e, median %.2e, %d flips",
+                     s95, s50, flips);
+            ok = ok && within;
+        }
+        double p50 = quantile(&r, 0.5), p95 = quantile(&r, 0.95);
+        print_message("%-24s %3d steps, vs llama.cpp max %.2e, p95 %.2e, median %.2e%s%s\n", name,
+                      r.steps, r.max_diff, p95, p50, extra, ok ? "" : "  FAILED");
         failed += !ok;
         run++;
         nu_context_free(ctx);

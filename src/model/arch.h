@@ -56,6 +56,15 @@ typedef enum nu_tensor_id {
     NU_T_FFN_GATE_EXPS_B,
     NU_T_FFN_UP_EXPS_B,
     NU_T_FFN_DOWN_EXPS_B,
+    NU_T_LAYER_OUT_SCALE,     /* one number the layer's output is multiplied by (Gemma 4) */
+    NU_T_FFN_POST_NORM_1,     /* the dense branch's output norm beside experts (Gemma 4) */
+    NU_T_FFN_PRE_NORM_2,      /* the experts' input norm (Gemma 4) */
+    NU_T_FFN_POST_NORM_2,     /* the experts' output norm (Gemma 4) */
+    NU_T_FFN_ROUTER_SCALE,    /* the router's input scale per channel (Gemma 4) */
+    NU_T_FFN_DOWN_EXPS_SCALE, /* one scale per expert's output (Gemma 4) */
+    NU_T_PL_GATE,             /* per-layer embeddings: the gate from the hidden state */
+    NU_T_PL_PROJ,             /* per-layer embeddings: back to the hidden state */
+    NU_T_PL_POST_NORM,        /* per-layer embeddings: the output norm */
     NU_T_COUNT
 } nu_tensor_id;
 
@@ -109,6 +118,7 @@ struct nu_arch {
     bool embd_scale_sqrt;   /* token embeddings times sqrt(n_embd) (Gemma) */
     bool learned_positions; /* position_embd.weight (GPT-2) */
     bool prescale_q;        /* queries times the attention scale before q.k, not the scores */
+    bool v_norm;            /* values RMS-normed per head, without a weight (Gemma 4) */
     bool output_norm_bias;  /* output_norm.bias too */
     /* Keys only this architecture reads, after the common ones; may also
      * set per-layer values (windows, RoPE per layer). NULL: none. */
@@ -144,5 +154,6 @@ nu_status nu_arch_windows(nu_model *m, int32_t default_window, int32_t default_p
 nu_status nu_arch_gemma2_hparams(nu_model *m, nu_error *err);
 nu_status nu_arch_gemma3_hparams(nu_model *m, nu_error *err);
 nu_status nu_arch_gpt_oss_hparams(nu_model *m, nu_error *err);
+nu_status nu_arch_gemma4_hparams(nu_model *m, nu_error *err);
 
 #endif

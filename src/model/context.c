@@ -33,6 +33,8 @@ void nu_scratch_dims_of(const nu_model *m, nu_scratch_dims *d) {
     d->vocab = hp->n_vocab;
     d->experts = hp->n_expert;
     d->experts_used = hp->n_expert_used;
+    d->pl = hp->n_embd_pl;
+    d->layers = hp->n_layer;
     d->ff = hp->n_expert > 0 ? hp->n_ff_exp : 0;
     d->up = d->ff;
     for (int32_t i = 0; i < hp->n_rope; i++) d->rot = max64(d->rot, hp->rope[i].n_rot);
@@ -80,7 +82,7 @@ typedef struct scratch_buf {
     size_t bytes;
 } scratch_buf;
 
-enum { N_SCRATCH = 24 };
+enum { N_SCRATCH = 29 };
 
 static void scratch_plan(const nu_model *m, const nu_scratch_dims *d, nu_scratch *s,
                          int32_t **seq_tokens, int32_t n_ctx, int32_t n_batch, int32_t n_seq,
@@ -109,6 +111,11 @@ static void scratch_plan(const nu_model *m, const nu_scratch_dims *d, nu_scratch
     BUF(s->by_expert, moe * nb * (size_t)d->experts_used * i);
     BUF(s->pair_row, moe * nb * (size_t)d->experts_used * i);
     BUF(s->expert_end, moe * (size_t)d->experts * i);
+    BUF(s->xr, moe * nb * (size_t)d->embd * f);
+    BUF(s->yd, moe * nb * (size_t)d->embd * f);
+    BUF(s->pl, nb * (size_t)(d->pl * d->layers) * f);
+    BUF(s->plt, (size_t)(d->pl * d->layers) * f);
+    BUF(s->plg, nb * (size_t)d->pl * f);
     BUF(s->xg, moe * nb * routed * (size_t)d->embd * f);
     BUF(s->yg, moe * nb * routed * (size_t)d->embd * f);
     BUF(s->cells, nb * i);

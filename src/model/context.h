@@ -25,6 +25,8 @@ typedef struct nu_scratch_dims {
     int64_t up;   /* the up product's row: 2 ff when gate and up are fused */
     int64_t rot;  /* rotated dimensions of the widest RoPE */
     int64_t experts, experts_used;
+    int64_t pl; /* per-layer embeddings: n_embd_pl (their rows hold pl x layers) */
+    int64_t layers;
     int64_t vocab;
 } nu_scratch_dims;
 
@@ -50,6 +52,12 @@ typedef struct nu_scratch {
     int32_t *by_expert;  /* [n_batch * experts_used] (entry, choice) pairs grouped by expert */
     int32_t *pair_row;   /* [n_batch * experts_used] each pair's row in by_expert's order */
     int32_t *expert_end; /* [experts] end of each expert's group in by_expert */
+    const float *moe_in; /* the experts' input rows this layer (xb, or xn beside a dense FFN) */
+    float *xr;           /* [n_batch][embd] the router's input beside a dense FFN */
+    float *yd;           /* [n_batch][embd] the dense branch's output beside experts */
+    float *pl;           /* [n_batch][n_embd_pl * n_layer] per-layer embedding inputs */
+    float *plt;          /* [n_embd_pl * n_layer] one token's row of the per-layer table */
+    float *plg;          /* [n_batch][n_embd_pl] the per-layer gate */
     float *xg;           /* [n_batch * experts_used][embd] the rows each expert sees */
     float *yg;           /* [n_batch * experts_used][embd] their outputs */
     int32_t *cells;      /* [n_batch] cell of each entry */

@@ -150,11 +150,15 @@ static void attention_worker(void *arg, int ith, int nth) {
 #define PARALLEL_ROWS 8
 
 typedef enum row_step {
-    ROW_ATTN_NORM, /* xb = norm(x) with the layer's attention weight */
-    ROW_QKV,       /* split, biases, Q/K norms, RoPE of q and k, k and v into the cache */
-    ROW_FFN_NORM,  /* x += attention output (in q); xb = FFN input */
-    ROW_FFN_ACT,   /* gate = act(gate) * up, or act(up + b) */
-    ROW_FFN_OUT,   /* x += FFN output (in q) */
+    ROW_ATTN_NORM,  /* xb = norm(x) with the layer's attention weight */
+    ROW_QKV,        /* split, biases, Q/K norms, RoPE of q and k, k and v into the cache */
+    ROW_FFN_NORM,   /* x += attention output (in q); xb = FFN input */
+    ROW_FFN_ACT,    /* gate = act(gate) * up, or act(up + b) */
+    ROW_FFN_OUT,    /* x += FFN output (in q) */
+    ROW_MOE_INPUTS, /* beside a dense FFN: the experts' and the router's inputs (Gemma 4) */
+    ROW_MOE_MERGE,  /* q = norm_1(dense, in yd) + norm_2(experts, in q) (Gemma 4) */
+    ROW_PL_ACT,     /* per-layer embedding: gate = gelu(gate) * this layer's input */
+    ROW_PL_OUT,     /* x += norm(q); then x *= the layer's output scale */
 } row_step;
 
 typedef struct row_task {
@@ -188,6 +192,7 @@ static void qkv_row(nu_context *c, const nu_layer *l, int32_t il, int32_t b) {
     nu_scratch *s = &c->s;
     const size_t qd = (size_t)L->n_head * L->head_dim, kd = (size_t)L->n_head_kv * L->head_dim;
     const size_t vd = (size_t)L->n_head_kv * L->head_dim_v;
+    const bool own_kv = L->kv_from < 0;
     float *q = s->q + b * qd, *k = s->k + b * kd, *v = s->v + b * vd;
     if (l->wqkv.data) {
         float *row = s->qkv + b * (qd + kd + vd);
@@ -195,24 +200,27 @@ static void qkv_row(nu_context *c, const nu_layer *l, int32_t il, int32_t b) {
         memcpy(q, row, qd * sizeof(float));
         memcpy(k, row + qd, kd * sizeof(float));
         memcpy(v, row + qd + kd, vd * sizeof(float));
+    } else if (own_kv && !l->wv.data) {
+        memcpy(v, k, kd * sizeof(float)); /* V is K's projection itself (Gemma 4) */
     }
     add_bias(q, l->bq, qd);
-    add_bias(k, l->bk, kd);
-    add_bias(v, l->bv, vd);
     if (l->q_norm)
         nu_norm_heads(a->qk_norm, q, l->q_norm, NULL, L->n_head, L->head_dim, hp->norm_eps);
-    if (l->k_norm)
-        nu_norm_heads(a->qk_norm, k, l->k_norm, NULL, L->n_head_kv, L->head_dim, hp->norm_eps);
-    if (a->rope != NU_ROPE_NONE) {
-        const nu_rope *r = &hp->rope[L->rope];
-        const float *cs = s->rope + ((size_t)L->rope * c->params.n_batch + b) * c->dims.rot;
-        nu_rope_apply(a->rope, q, L->n_head, L->head_dim, r->n_rot, cs);
-        nu_rope_apply(a->rope, k, L->n_head_kv, L->head_dim, r->n_rot, cs);
-    }
+    const nu_rope *r = &hp->rope[L->rope];
+    const float *cs = s->rope + ((size_t)L->rope * c->params.n_batch + b) * c->dims.rot;
+    if (a->rope != NU_ROPE_NONE) nu_rope_apply(a->rope, q, L->n_head, L->head_dim, r->n_rot, cs);
     if (a->prescale_q) {
         const float scale = attn_scale(hp, L);
         for (size_t i = 0; i < qd; i++) q[i] *= scale;
     }
+    if (!own_kv) return; /* the layer reads another layer's cache */
+    add_bias(k, l->bk, kd);
+    add_bias(v, l->bv, vd);
+    if (l->k_norm)
+        nu_norm_heads(a->qk_norm, k, l->k_norm, NULL, L->n_head_kv, L->head_dim, hp->norm_eps);
+    if (a->v_norm)
+        nu_norm_heads(NU_NORM_RMS, v, NULL, NULL, L->n_head_kv, L->head_dim_v, hp->norm_eps);
+    if (a->rope != NU_ROPE_NONE) nu_rope_apply(a->rope, k, L->n_head_kv, L->head_dim, r->n_rot, cs);
     nu_kv_cache_store(&c->kv, false, L->kv_slot, s->cells[b], k);
     nu_kv_cache_store(&c->kv, true, L->kv_slot, s->cells[b], v);
 }
@@ -266,6 +274,41 @@ static void row_step_one(const row_task *t, int32_t b) {
         add_bias(o, l->b_down, d);
         if (l->post_ffn_norm) nu_rms_norm(o, o, l->post_ffn_norm, (int32_t)d, hp->norm_eps);
         add_rows(s->x + b * d, o, d);
+        if (l->out_scale && !l->pl_gate.data)
+            for (size_t i = 0; i < d; i++) s->x[b * d + i] *= l->out_scale[0];
+        break;
+    }
+    case ROW_MOE_INPUTS: {
+        /* experts read pre_norm_2(h); the router rms(h) / sqrt(n_embd) * scale */
+        const float *h = s->x + b * d;
+        float *r = s->xr + b * d;
+        nu_rms_norm(s->xn + b * d, h, l->pre_ffn_norm_2, (int32_t)d, hp->norm_eps);
+        nu_rms_norm(r, h, NULL, (int32_t)d, hp->norm_eps);
+        const float k = 1.0f / sqrtf((float)d);
+        for (size_t i = 0; i < d; i++) r[i] = r[i] * k * (l->router_scale ? l->router_scale[i] : 1);
+        break;
+    }
+    case ROW_MOE_MERGE: {
+        float *dense = s->yd + b * d, *experts = s->q + b * d;
+        nu_rms_norm(dense, dense, l->post_ffn_norm_1, (int32_t)d, hp->norm_eps);
+        nu_rms_norm(experts, experts, l->post_ffn_norm_2, (int32_t)d, hp->norm_eps);
+        add_rows(experts, dense, d);
+        break;
+    }
+    case ROW_PL_ACT: {
+        const size_t pl = (size_t)hp->n_embd_pl;
+        float *g = s->plg + b * pl;
+        nu_act_plain(NU_ACT_GELU_TANH, g, (int64_t)pl);
+        const float *in = s->pl + (b * (size_t)hp->n_layer + (size_t)t->il) * pl;
+        for (size_t i = 0; i < pl; i++) g[i] *= in[i];
+        break;
+    }
+    case ROW_PL_OUT: {
+        float *o = s->q + b * d, *x = s->x + b * d;
+        nu_rms_norm(o, o, l->pl_post_norm, (int32_t)d, hp->norm_eps);
+        add_rows(x, o, d);
+        if (l->out_scale)
+            for (size_t i = 0; i < d; i++) x[i] *= l->out_scale[0];
         break;
     }
     }
@@ -297,9 +340,11 @@ static void attention_block(nu_context *c, const nu_layer *l, int32_t il, const 
     if (l->wqkv.data) {
         nu_matmul(c->pool, &l->wqkv, s->xb, n, s->qkv, s->matmul);
     } else {
+        /* Q, and K and V where the layer has them (V may be K itself) */
         const nu_matrix *qkv[] = {&l->wq, &l->wk, &l->wv};
         float *qkv_out[] = {s->q, s->k, s->v};
-        nu_matmul_multi(c->pool, qkv, qkv_out, 3, s->xb, n, s->matmul);
+        int count = !l->wk.data ? 1 : !l->wv.data ? 2 : 3;
+        nu_matmul_multi(c->pool, qkv, qkv_out, count, s->xb, n, s->matmul);
     }
     run_rows(c, l, il, n, ROW_QKV);
     attn_task task = {c, e, n, il};
@@ -364,7 +409,7 @@ static void moe_rows_worker(void *arg, int ith, int nth) {
     for (int64_t r = r0; r < r1; r++) {
         if (t->step == 0) {
             int32_t b = s->by_expert[r] / hp->n_expert_used;
-            memcpy(s->xg + r * d, s->xb + (size_t)b * d, d * sizeof(float));
+            memcpy(s->xg + r * d, s->moe_in + (size_t)b * d, d * sizeof(float));
         } else {
             const nu_layer *l = t->l;
             int32_t e = s->sel[s->by_expert[r]];
@@ -389,15 +434,17 @@ static void moe_rows(nu_context *c, const nu_layer *l, int32_t pairs, int step) 
  * products run in one pass of the pool and all their down products in
  * another; then each entry sums its experts' outputs in the order it chose
  * them, so its result does not depend on the rest of the batch. */
-static void experts_block(nu_context *c, const nu_layer *l, int32_t n) {
+static void experts_block(nu_context *c, const nu_layer *l, const float *in, const float *router_in,
+                          int32_t n) {
     const nu_model *m = c->model;
     const nu_hparams *hp = &m->hp;
     const int32_t k = hp->n_expert_used, d = hp->n_embd, ff = hp->n_ff_exp, pairs = n * k;
     nu_scratch *s = &c->s;
-    nu_matmul(c->pool, &l->router, s->xb, n, s->router, s->matmul);
+    nu_matmul(c->pool, &l->router, router_in, n, s->router, s->matmul);
     route(c, l, n);
     group_by_expert(c, n);
-    /* one entry: every expert reads xb itself (one shared conversion) */
+    /* one entry: every expert reads the input itself (one shared conversion) */
+    s->moe_in = in;
     if (n > 1) moe_rows(c, l, pairs, 0);
     nu_matrix mats[3 * NU_MATMUL_MAX_TASKS / 2];
     nu_matmul_task tasks[NU_MATMUL_MAX_TASKS];
@@ -406,7 +453,7 @@ static void experts_block(nu_context *c, const nu_layer *l, int32_t n) {
     for (int32_t e = 0; e < hp->n_expert; e++) {
         int32_t end = s->expert_end[e], rows = end - begin;
         if (rows > 0) {
-            const float *x = n > 1 ? s->xg + (size_t)begin * d : s->xb;
+            const float *x = n > 1 ? s->xg + (size_t)begin * d : in;
             mats[n_mats] = nu_expert_matrix(&l->gate_exps, e);
             mats[n_mats + 1] = nu_expert_matrix(&l->up_exps, e);
             tasks[n_tasks++] =
@@ -446,31 +493,79 @@ static void experts_block(nu_context *c, const nu_layer *l, int32_t n) {
         for (int32_t j = 0; j < k; j++) {
             int32_t pair = b * k + j;
             float *y = s->yg + (size_t)s->pair_row[pair] * d;
+            if (l->down_exps_scale)
+                for (int32_t i = 0; i < d; i++) y[i] *= l->down_exps_scale[s->sel[pair]];
             if (l->down_exps_b) add_bias(y, l->down_exps_b + (size_t)s->sel[pair] * d, (size_t)d);
             nu_vec_mad_f32(out, y, s->sel_w[pair], d);
         }
     }
 }
 
+/* The dense FFN of the layer's input xb, into q. */
+static void dense_ffn(nu_context *c, const nu_layer *l, int32_t il, int32_t n) {
+    nu_scratch *s = &c->s;
+    if (l->w_gate.data) {
+        const nu_matrix *gate_up[] = {&l->w_gate, &l->w_up};
+        float *gate_up_out[] = {s->gate, s->up};
+        nu_matmul_multi(c->pool, gate_up, gate_up_out, 2, s->xb, n, s->matmul);
+    } else {
+        /* fused gate and up (into up), or a plain FFN's up (into gate) */
+        bool fused = l->w_up.n_out == 2 * (int64_t)c->model->hp.layer[il].n_ff;
+        nu_matmul(c->pool, &l->w_up, s->xb, n, fused ? s->up : s->gate, s->matmul);
+    }
+    run_rows(c, l, il, n, ROW_FFN_ACT);
+    nu_matmul(c->pool, &l->w_down, s->gate, n, s->q, s->matmul);
+}
+
 static void ffn_block(nu_context *c, const nu_layer *l, int32_t il, int32_t n) {
     nu_scratch *s = &c->s;
+    const size_t d = (size_t)c->model->hp.n_embd;
     run_rows(c, l, il, n, ROW_FFN_NORM);
-    if (l->router.data) {
-        experts_block(c, l, n);
+    if (l->router.data && l->w_up.data) {
+        /* experts beside a dense FFN (Gemma 4): each branch normed, then summed */
+        dense_ffn(c, l, il, n);
+        memcpy(s->yd, s->q, (size_t)n * d * sizeof(float));
+        run_rows(c, l, il, n, ROW_MOE_INPUTS);
+        experts_block(c, l, s->xn, s->xr, n);
+        run_rows(c, l, il, n, ROW_MOE_MERGE);
+    } else if (l->router.data) {
+        experts_block(c, l, s->xb, s->xb, n);
     } else {
-        if (l->w_gate.data) {
-            const nu_matrix *gate_up[] = {&l->w_gate, &l->w_up};
-            float *gate_up_out[] = {s->gate, s->up};
-            nu_matmul_multi(c->pool, gate_up, gate_up_out, 2, s->xb, n, s->matmul);
-        } else {
-            /* fused gate and up (into up), or a plain FFN's up (into gate) */
-            bool fused = l->w_up.n_out == 2 * (int64_t)c->model->hp.layer[il].n_ff;
-            nu_matmul(c->pool, &l->w_up, s->xb, n, fused ? s->up : s->gate, s->matmul);
-        }
-        run_rows(c, l, il, n, ROW_FFN_ACT);
-        nu_matmul(c->pool, &l->w_down, s->gate, n, s->q, s->matmul);
+        dense_ffn(c, l, il, n);
     }
     run_rows(c, l, il, n, ROW_FFN_OUT);
+}
+
+/* Gemma 4's per-layer embeddings, once per batch: each entry's row of
+ * n_embd_pl x n_layer, the projection of its scaled token embedding (normed
+ * per layer slice) plus its row of the per-layer token table, over sqrt(2). */
+static void per_layer_inputs(nu_context *c, const nu_batch_entry *e, int32_t n) {
+    const nu_model *m = c->model;
+    const nu_hparams *hp = &m->hp;
+    nu_scratch *s = &c->s;
+    const int64_t pl = hp->n_embd_pl, all = pl * hp->n_layer;
+    nu_matmul(c->pool, &m->pl_model_proj, s->x, n, s->pl, s->matmul);
+    const float proj_scale = 1.0f / sqrtf((float)hp->n_embd), tok_scale = sqrtf((float)pl);
+    const float half = 1.0f / sqrtf(2.0f);
+    for (int32_t b = 0; b < n; b++) {
+        float *row = s->pl + (size_t)b * all, *tok = s->plt;
+        const nu_matrix *t = &m->pl_tok_embd;
+        nu_dequantize_row(t->type, (const char *)t->data + (size_t)e[b].token * t->row_bytes, tok,
+                          all);
+        for (int64_t i = 0; i < all; i++) row[i] *= proj_scale;
+        for (int32_t il = 0; il < hp->n_layer; il++)
+            nu_rms_norm(row + il * pl, row + il * pl, m->pl_proj_norm, (int32_t)pl, hp->norm_eps);
+        for (int64_t i = 0; i < all; i++) row[i] = (row[i] + tok[i] * tok_scale) * half;
+    }
+}
+
+/* After layer il: x += norm(proj(gelu(gate x) * the layer's input)). */
+static void per_layer_block(nu_context *c, const nu_layer *l, int32_t il, int32_t n) {
+    nu_scratch *s = &c->s;
+    nu_matmul(c->pool, &l->pl_gate, s->x, n, s->plg, s->matmul);
+    run_rows(c, l, il, n, ROW_PL_ACT);
+    nu_matmul(c->pool, &l->pl_proj, s->plg, n, s->q, s->matmul);
+    run_rows(c, l, il, n, ROW_PL_OUT);
 }
 
 /* ---- the batch ------------------------------------------------------------ */
@@ -619,9 +714,11 @@ nu_status nu_decode(nu_context *c, const nu_batch_entry *e, int32_t n, nu_error 
     const nu_model *m = c->model;
     rope_tables(c, e, n);
     embed(c, e, n);
+    if (m->hp.n_embd_pl > 0) per_layer_inputs(c, e, n);
     for (int32_t il = 0; il < m->hp.n_layer; il++) {
         attention_block(c, &m->layers[il], il, e, n);
         ffn_block(c, &m->layers[il], il, n);
+        if (m->layers[il].pl_gate.data) per_layer_block(c, &m->layers[il], il, n);
     }
     compute_logits(c, n, n_out);
     c->n_last = n;

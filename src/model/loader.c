@@ -178,6 +178,7 @@ void nu_arch_set_swa_rope(nu_model *m, float base) {
     r->scaling = NU_ROPE_SCALING_NONE;
     r->factor = 1.0f;
     r->attn_factor = 1.0f;
+    r->freq_factors = NULL;
     hp->n_rope = 2;
     for (int32_t il = 0; il < hp->n_layer; il++) hp->layer[il].rope = hp->layer[il].window ? 1 : 0;
 }
@@ -207,6 +208,7 @@ static nu_status read_common(nu_model *m, nu_error *err) {
         nu_layer_hp *l = &hp->layer[il];
         l->n_head_kv = l->n_head;
         l->head_dim = hp->n_embd / l->n_head;
+        l->kv_from = -1;
     }
     if ((st = per_layer_int(m, "attention.head_count_kv", false, offsetof(nu_layer_hp, n_head_kv),
                             1, err)) ||
@@ -293,7 +295,18 @@ static nu_status check_hparams(nu_model *m, nu_error *err) {
                            hp->rope[l->rope].n_rot, l->head_dim);
         if (l->window < 0)
             return nu_fail(err, NU_ERR_FORMAT, "layer %d: negative sliding window", il);
-        l->kv_slot = slots++;
+        if (l->kv_from < 0) {
+            l->kv_slot = slots++;
+            continue;
+        }
+        const nu_layer_hp *src = &hp->layer[l->kv_from];
+        if (l->kv_from >= il || src->kv_from >= 0 || src->n_head_kv != l->n_head_kv ||
+            src->head_dim != l->head_dim || src->head_dim_v != l->head_dim_v)
+            return nu_fail(err, NU_ERR_FORMAT,
+                           "layer %d cannot read the keys and values of layer %d (a later, "
+                           "shared or differently shaped layer)",
+                           il, l->kv_from);
+        l->kv_slot = src->kv_slot;
     }
     hp->n_kv_slots = slots;
     hp->n_head = hp->layer[0].n_head;
@@ -326,6 +339,8 @@ typedef enum dim {
     D_EXPERTS, /* n_expert */
     D_FF_EXP,  /* n_ff_exp */
     D_HEADS,   /* n_head */
+    D_ONE,     /* 1 */
+    D_PL,      /* n_embd_pl: per-layer embedding width */
 } dim;
 
 typedef struct tensor_info {
@@ -370,6 +385,15 @@ static const tensor_info catalogue[NU_T_COUNT] = {
     T(NU_T_FFN_GATE_EXPS_B, "ffn_gate_exps.bias", EXPV, D_FF_EXP, 0, gate_exps_b),
     T(NU_T_FFN_UP_EXPS_B, "ffn_up_exps.bias", EXPV, D_FF_EXP, 0, up_exps_b),
     T(NU_T_FFN_DOWN_EXPS_B, "ffn_down_exps.bias", EXPV, D_EMBD, 0, down_exps_b),
+    T(NU_T_LAYER_OUT_SCALE, "layer_output_scale.weight", VEC, D_ONE, 0, out_scale),
+    T(NU_T_FFN_POST_NORM_1, "post_ffw_norm_1.weight", VEC, D_EMBD, 0, post_ffn_norm_1),
+    T(NU_T_FFN_PRE_NORM_2, "pre_ffw_norm_2.weight", VEC, D_EMBD, 0, pre_ffn_norm_2),
+    T(NU_T_FFN_POST_NORM_2, "post_ffw_norm_2.weight", VEC, D_EMBD, 0, post_ffn_norm_2),
+    T(NU_T_FFN_ROUTER_SCALE, "ffn_gate_inp.scale", VEC, D_EMBD, 0, router_scale),
+    T(NU_T_FFN_DOWN_EXPS_SCALE, "ffn_down_exps.scale", VEC, D_EXPERTS, 0, down_exps_scale),
+    T(NU_T_PL_GATE, "inp_gate.weight", MAT, D_EMBD, D_PL, pl_gate),
+    T(NU_T_PL_PROJ, "proj.weight", MAT, D_PL, D_EMBD, pl_proj),
+    T(NU_T_PL_POST_NORM, "post_norm.weight", VEC, D_EMBD, 0, pl_post_norm),
 };
 #undef T
 
@@ -389,6 +413,8 @@ static int64_t resolve(const nu_hparams *hp, const nu_layer_hp *l, uint8_t d) {
     case D_EXPERTS: return hp->n_expert;
     case D_FF_EXP: return hp->n_ff_exp;
     case D_HEADS: return l->n_head;
+    case D_ONE: return 1;
+    case D_PL: return hp->n_embd_pl;
     }
     return 1;
 }
@@ -484,12 +510,23 @@ static nu_status load_layer(nu_model *m, int32_t il, nu_error *err) {
         }
         if (st) return st;
     }
-    /* alternatives the manifest leaves open must be complete */
-    if (!layer->wqkv.data && !(layer->wq.data && layer->wk.data && layer->wv.data))
+    /* alternatives the manifest leaves open must be complete: Q, K and V
+     * fused or split (V may be K's projection itself: Gemma 4), K and V
+     * absent only where the layer reads another's cache */
+    bool own_kv = l->kv_from < 0;
+    if (!layer->wqkv.data && !(layer->wq.data && (layer->wk.data || !own_kv)))
         return nu_fail(err, NU_ERR_FORMAT,
-                       "layer %d has neither attn_qkv.weight nor attn_q/k/v.weight", il);
+                       "layer %d has neither attn_qkv.weight nor attn_q/k(/v).weight", il);
+    if (!own_kv && (layer->wk.data || layer->wv.data || layer->wqkv.data))
+        return nu_fail(err, NU_ERR_FORMAT,
+                       "layer %d reads layer %d's keys and values but has its own", il, l->kv_from);
+    if (layer->wk.data && !layer->wv.data && !m->arch->v_norm)
+        return nu_fail(err, NU_ERR_FORMAT, "layer %d has attn_k.weight but no attn_v.weight", il);
     if (!moe && !layer->w_up.data)
         return nu_fail(err, NU_ERR_FORMAT, "layer %d has no ffn_up.weight", il);
+    if (hp->n_embd_pl > 0 && !(layer->pl_gate.data && layer->pl_proj.data && layer->pl_post_norm))
+        return nu_fail(err, NU_ERR_FORMAT,
+                       "layer %d lacks inp_gate/proj/post_norm for its per-layer embedding", il);
     return NU_OK;
 }
 
@@ -509,6 +546,16 @@ static nu_status load_globals(nu_model *m, nu_error *err) {
     if (a->learned_positions && (st = nu_load_matrix(m, "position_embd.weight", hp->n_embd,
                                                      hp->n_ctx_train, true, &m->pos_embd, err)))
         return st;
+    if (hp->n_embd_pl > 0) {
+        int64_t all = (int64_t)hp->n_embd_pl * hp->n_layer;
+        if ((st = nu_load_matrix(m, "per_layer_token_embd.weight", all, hp->n_vocab, true,
+                                 &m->pl_tok_embd, err)) ||
+            (st = nu_load_matrix(m, "per_layer_model_proj.weight", hp->n_embd, all, true,
+                                 &m->pl_model_proj, err)) ||
+            (st = nu_load_vector(m, "per_layer_proj_norm.weight", hp->n_embd_pl, true,
+                                 &m->pl_proj_norm, err)))
+            return st;
+    }
     /* RoPE frequency factors: one set (Llama 3), or LongRoPE's pair */
     nu_rope *r = &m->hp.rope[0];
     int64_t pairs = r->n_rot / 2;
@@ -567,6 +614,7 @@ int32_t nu_model_weights(const nu_model *m, nu_weight *out, int32_t cap) {
             }
         }
     }
+    if (m->layers && m->pl_model_proj.data) ADD(((nu_weight){.m = &m->pl_model_proj}));
     if (m->layers) ADD(((nu_weight){.m = &m->output}));
 #undef ADD
     return n;

@@ -59,6 +59,8 @@ typedef struct nu_layer_hp {
     int32_t n_ff;       /* the dense FFN's width (0 with experts only) */
     int32_t window;     /* 0: full causal attention; else keys at positions > pos - window */
     int32_t rope;       /* index into nu_hparams.rope */
+    int32_t kv_from;    /* -1: the layer stores its own keys and values; else the layer
+                         * whose cache plane it reads (Gemma 4's shared KV) */
     int32_t kv_slot;    /* index of the cache plane this layer stores and reads */
 } nu_layer_hp;
 
@@ -83,6 +85,7 @@ typedef struct nu_hparams {
     int32_t n_rope;      /* entries of rope[] in use */
     nu_rope rope[NU_MAX_ROPES];
     int32_t n_kv_slots; /* cache planes (layers that store their own keys) */
+    int32_t n_embd_pl;  /* per-layer embedding width (Gemma 4), 0 = none */
     nu_layer_hp *layer; /* [n_layer] */
 } nu_hparams;
 
@@ -110,12 +113,19 @@ typedef struct nu_layer {
     nu_matrix w_gate, w_up, w_down; /* w_up has 2 n_ff rows when the gate is fused in */
     const float *b_up, *b_down;
     const float *post_ffn_norm;
+    const float *out_scale; /* [1] */
     /* mixture of experts */
     nu_matrix router; /* n_expert rows */
     const float *router_b;
     nu_experts gate_exps, up_exps, down_exps;
     /* per-expert biases, expert e's at + e * (its output size) */
     const float *gate_exps_b, *up_exps_b, *down_exps_b;
+    const float *down_exps_scale; /* [n_expert] */
+    /* experts beside a dense FFN (Gemma 4) */
+    const float *post_ffn_norm_1, *pre_ffn_norm_2, *post_ffn_norm_2, *router_scale;
+    /* per-layer embeddings (Gemma 4) */
+    nu_matrix pl_gate, pl_proj;
+    const float *pl_post_norm;
 } nu_layer;
 
 struct nu_model {
@@ -132,6 +142,10 @@ struct nu_model {
     const float *output_norm, *output_norm_b;
     nu_matrix output;                    /* the LM head; equals tok_embd when tied */
     const float *rope_long, *rope_short; /* LongRoPE factors */
+    /* per-layer embeddings (Gemma 4): a token's row of n_embd_pl x n_layer, and
+     * a projection of the token embedding to the same */
+    nu_matrix pl_tok_embd, pl_model_proj;
+    const float *pl_proj_norm;
     nu_layer *layers;
     void *packed; /* the matrices' panel copies (nu_matrix_pack), one mapping */
     size_t packed_bytes;

@@ -2,6 +2,7 @@
  * patterns, soft-capping, query scales. The defaults are those of the
  * families' reference configurations, which files may leave out. */
 #include <math.h>
+#include <stdio.h>
 
 #include "arch.h"
 #include "error.h"
@@ -59,4 +60,48 @@ nu_status nu_arch_gpt_oss_hparams(nu_model *m, nu_error *err) {
     if (st == NU_OK && m->hp.n_expert == 0)
         st = nu_fail(err, NU_ERR_FORMAT, "a gpt-oss file without expert_count");
     return st ? st : nu_arch_windows(m, window, 2, err);
+}
+
+/* Gemma 4: the window layers (a bool per layer) have their own head size,
+ * RoPE base (10000 unless the file says) and rotated width; the global
+ * layers rotate with the file's frequency factors; scores are not scaled;
+ * the last attention.shared_kv_layers layers read the cache of the last
+ * window layer (window layers) or the last global layer before them; token
+ * embeddings per layer when embedding_length_per_layer_input is not 0. */
+nu_status nu_arch_gemma4_hparams(nu_model *m, nu_error *err) {
+    nu_hparams *hp = &m->hp;
+    char key[NU_MAX_KEY];
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", m->arch_name);
+    if (!nu_gguf_get_arr(m->file, key, GGUF_BOOL))
+        return nu_fail(err, NU_ERR_FORMAT, "missing metadata key %s (one bool per layer)", key);
+    int32_t window = 0, kd = 0, vd = 0, shared = 0, n_rot_swa = 0;
+    nu_status st;
+    if ((st = nu_arch_int(m, "attention.sliding_window", true, &window, err)) ||
+        (st = nu_arch_windows(m, window, 1, err)) ||
+        (st = nu_arch_int(m, "attention.key_length_swa", true, &kd, err)) ||
+        (st = nu_arch_int(m, "attention.value_length_swa", true, &vd, err)) ||
+        (st = nu_arch_int(m, "attention.shared_kv_layers", false, &shared, err)) ||
+        (st = nu_arch_int(m, "embedding_length_per_layer_input", false, &hp->n_embd_pl, err)))
+        return st;
+    hp->attn_scale = 1.0f;
+    if (hp->n_rope == 1) nu_arch_set_swa_rope(m, 10000.0f);
+    n_rot_swa = kd;
+    if ((st = nu_arch_int(m, "rope.dimension_count_swa", false, &n_rot_swa, err))) return st;
+    hp->rope[1].n_rot = n_rot_swa;
+    for (int32_t il = 0; il < hp->n_layer; il++) {
+        nu_layer_hp *l = &hp->layer[il];
+        if (l->window > 0) l->head_dim = kd, l->head_dim_v = vd;
+    }
+    if (shared < 0 || shared > hp->n_layer - 2)
+        return nu_fail(err, NU_ERR_FORMAT,
+                       "attention.shared_kv_layers %d leaves fewer than 2 layers", shared);
+    const int32_t first = hp->n_layer - shared;
+    if (shared > 0 && (hp->layer[first - 1].window > 0 || hp->layer[first - 2].window == 0))
+        return nu_fail(err, NU_ERR_FORMAT,
+                       "with shared keys and values, layer %d must be global and layer %d a "
+                       "window layer",
+                       first - 1, first - 2);
+    for (int32_t il = first; il < hp->n_layer; il++)
+        hp->layer[il].kv_from = hp->layer[il].window > 0 ? first - 2 : first - 1;
+    return NU_OK;
 }
