@@ -13,8 +13,9 @@ packages=(build-essential cmake ninja-build pkg-config git python3 ca-certificat
           libmicrohttpd-dev libedit-dev clang libclang-rt-14-dev clang-format)
 # Tests only: the Python package (pip, setuptools, wheel for `pip install
 # ./python`, pytest), nginx for the load-balancing test (tests/cli_nginx.sh),
-# chromium for the web page's end-to-end tests (tests/cli_web.sh).
-test_packages=(python3-pip python3-setuptools python3-wheel python3-pytest nginx chromium)
+# chromium for the web page's end-to-end tests (tests/cli_web.sh), dpkg-dev and
+# man-db for the Debian package test (tests/cli_deb.sh).
+test_packages=(python3-pip python3-setuptools python3-wheel python3-pytest nginx chromium dpkg-dev man-db)
 [ "${1:-}" = "--deps" ] && packages+=("${test_packages[@]}")
 
 missing=()
