@@ -65,6 +65,8 @@ typedef enum nu_tensor_id {
     NU_T_PL_GATE,             /* per-layer embeddings: the gate from the hidden state */
     NU_T_PL_PROJ,             /* per-layer embeddings: back to the hidden state */
     NU_T_PL_POST_NORM,        /* per-layer embeddings: the output norm */
+    NU_T_ATTN_Q_NORM_FULL,    /* Q normed over the whole projection, not per head (OLMo 2) */
+    NU_T_ATTN_K_NORM_FULL,    /* K likewise */
     NU_T_COUNT
 } nu_tensor_id;
 
@@ -155,5 +157,7 @@ nu_status nu_arch_gemma2_hparams(nu_model *m, nu_error *err);
 nu_status nu_arch_gemma3_hparams(nu_model *m, nu_error *err);
 nu_status nu_arch_gpt_oss_hparams(nu_model *m, nu_error *err);
 nu_status nu_arch_gemma4_hparams(nu_model *m, nu_error *err);
+nu_status nu_arch_smollm3_hparams(nu_model *m, nu_error *err);
+nu_status nu_arch_smollm3_hparams(nu_model *m, nu_error *err);
 
 #endif

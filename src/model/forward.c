@@ -206,9 +206,12 @@ static void qkv_row(nu_context *c, const nu_layer *l, int32_t il, int32_t b) {
     add_bias(q, l->bq, qd);
     if (l->q_norm)
         nu_norm_heads(a->qk_norm, q, l->q_norm, NULL, L->n_head, L->head_dim, hp->norm_eps);
-    const nu_rope *r = &hp->rope[L->rope];
-    const float *cs = s->rope + ((size_t)L->rope * c->params.n_batch + b) * c->dims.rot;
-    if (a->rope != NU_ROPE_NONE) nu_rope_apply(a->rope, q, L->n_head, L->head_dim, r->n_rot, cs);
+    if (l->q_norm_full) nu_rms_norm(q, q, l->q_norm_full, (int32_t)qd, hp->norm_eps);
+    const bool rotate = a->rope != NU_ROPE_NONE && L->rope >= 0;
+    const nu_rope *r = rotate ? &hp->rope[L->rope] : NULL;
+    const float *cs =
+        rotate ? s->rope + ((size_t)L->rope * c->params.n_batch + b) * c->dims.rot : NULL;
+    if (rotate) nu_rope_apply(a->rope, q, L->n_head, L->head_dim, r->n_rot, cs);
     if (a->prescale_q) {
         const float scale = attn_scale(hp, L);
         for (size_t i = 0; i < qd; i++) q[i] *= scale;
@@ -218,9 +221,10 @@ static void qkv_row(nu_context *c, const nu_layer *l, int32_t il, int32_t b) {
     add_bias(v, l->bv, vd);
     if (l->k_norm)
         nu_norm_heads(a->qk_norm, k, l->k_norm, NULL, L->n_head_kv, L->head_dim, hp->norm_eps);
+    if (l->k_norm_full) nu_rms_norm(k, k, l->k_norm_full, (int32_t)kd, hp->norm_eps);
     if (a->v_norm)
         nu_norm_heads(NU_NORM_RMS, v, NULL, NULL, L->n_head_kv, L->head_dim_v, hp->norm_eps);
-    if (a->rope != NU_ROPE_NONE) nu_rope_apply(a->rope, k, L->n_head_kv, L->head_dim, r->n_rot, cs);
+    if (rotate) nu_rope_apply(a->rope, k, L->n_head_kv, L->head_dim, r->n_rot, cs);
     nu_kv_cache_store(&c->kv, false, L->kv_slot, s->cells[b], k);
     nu_kv_cache_store(&c->kv, true, L->kv_slot, s->cells[b], v);
 }
@@ -236,8 +240,11 @@ static void row_step_one(const row_task *t, int32_t b) {
     const size_t d = (size_t)hp->n_embd;
     switch (t->step) {
     case ROW_ATTN_NORM:
-        nu_norm(a->norm, s->xb + b * d, s->x + b * d, l->attn_norm, l->attn_norm_b, (int32_t)d,
-                hp->norm_eps);
+        if (l->attn_norm) /* else no norm before attention (OLMo 2) */
+            nu_norm(a->norm, s->xb + b * d, s->x + b * d, l->attn_norm, l->attn_norm_b, (int32_t)d,
+                    hp->norm_eps);
+        else
+            memcpy(s->xb + b * d, s->x + b * d, d * sizeof(float));
         if (parallel_ffn(m, l)) memcpy(s->xn + b * d, s->xb + b * d, d * sizeof(float));
         break;
     case ROW_QKV: qkv_row(c, l, t->il, b); break;
@@ -248,9 +255,11 @@ static void row_step_one(const row_task *t, int32_t b) {
         add_rows(s->x + b * d, o, d);
         if (parallel_ffn(m, l))
             memcpy(s->xb + b * d, s->xn + b * d, d * sizeof(float));
-        else
+        else if (l->ffn_norm)
             nu_norm(a->norm, s->xb + b * d, s->x + b * d, l->ffn_norm, l->ffn_norm_b, (int32_t)d,
                     hp->norm_eps);
+        else /* no norm before the FFN (OLMo 2) */
+            memcpy(s->xb + b * d, s->x + b * d, d * sizeof(float));
         break;
     }
     case ROW_FFN_ACT: {

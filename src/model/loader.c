@@ -289,7 +289,7 @@ static nu_status check_hparams(nu_model *m, nu_error *err) {
         if ((int64_t)l->n_head * l->head_dim > (1 << 20))
             return nu_fail(err, NU_ERR_FORMAT, "layer %d: %d heads of %d are too many", il,
                            l->n_head, l->head_dim);
-        if (hp->rope[l->rope].n_rot > l->head_dim)
+        if (l->rope >= 0 && hp->rope[l->rope].n_rot > l->head_dim)
             return nu_fail(err, NU_ERR_FORMAT,
                            "rope.dimension_count %d is larger than the head (%d)",
                            hp->rope[l->rope].n_rot, l->head_dim);
@@ -394,6 +394,8 @@ static const tensor_info catalogue[NU_T_COUNT] = {
     T(NU_T_PL_GATE, "inp_gate.weight", MAT, D_EMBD, D_PL, pl_gate),
     T(NU_T_PL_PROJ, "proj.weight", MAT, D_PL, D_EMBD, pl_proj),
     T(NU_T_PL_POST_NORM, "post_norm.weight", VEC, D_EMBD, 0, pl_post_norm),
+    T(NU_T_ATTN_Q_NORM_FULL, "attn_q_norm.weight", VEC, D_Q, 0, q_norm_full),
+    T(NU_T_ATTN_K_NORM_FULL, "attn_k_norm.weight", VEC, D_KV, 0, k_norm_full),
 };
 #undef T
 

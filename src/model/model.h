@@ -58,7 +58,7 @@ typedef struct nu_layer_hp {
     int32_t head_dim_v; /* of values */
     int32_t n_ff;       /* the dense FFN's width (0 with experts only) */
     int32_t window;     /* 0: full causal attention; else keys at positions > pos - window */
-    int32_t rope;       /* index into nu_hparams.rope */
+    int32_t rope;       /* index into nu_hparams.rope; -1: no rotation (SmolLM3's NoPE layers) */
     int32_t kv_from;    /* -1: the layer stores its own keys and values; else the layer
                          * whose cache plane it reads (Gemma 4's shared KV) */
     int32_t kv_slot;    /* index of the cache plane this layer stores and reads */
@@ -106,6 +106,7 @@ typedef struct nu_layer {
     const float *bq, *bk, *bv, *bqkv, *bo;
     const float *q_norm, *k_norm; /* per head, head_dim weights */
     const float *q_norm_b, *k_norm_b;
+    const float *q_norm_full, *k_norm_full; /* over the whole projection (OLMo 2) */
     const float *post_attn_norm;
     const float *attn_sinks; /* [n_head] */
     /* feed-forward */

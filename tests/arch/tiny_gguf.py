@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Write tiny random-weight GGUF models of the hybrid and late-2026 families.
 
-  tiny_gguf.py --arch qwen35|qwen35moe|gemma4|gemma4-moe|gemma4-e2b|gpt-oss [--mxfp4]
+  tiny_gguf.py --arch qwen35|qwen35moe|gemma4|gemma4-moe|gemma4-e2b|gpt-oss|smollm3|olmo2
+               [--mxfp4]
                --seed N --vocab-from VOCAB.gguf [--vocab-size N] [--sliding-window N] -o out.gguf
 
 The files carry the tensor names, shapes and metadata keys that llama.cpp's converter writes for
@@ -298,6 +299,70 @@ def gemma4(a, variant):
     return m
 
 
+def smollm3(a):
+    """SmolLM3: the llama layout whose every fourth layer (3, 7, ...) uses no RoPE."""
+    m = Model("smollm3")
+    n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff = 64, 4, 4, 2, 16, 128
+    s = a.scale
+    m.kv("context_length", U32, 65536)
+    m.kv("embedding_length", U32, n_embd)
+    m.kv("block_count", U32, n_layer)
+    m.kv("feed_forward_length", U32, n_ff)
+    m.kv("attention.head_count", U32, n_head)
+    m.kv("attention.head_count_kv", U32, n_head_kv)
+    m.kv("rope.freq_base", F32, 5000000.0)
+    m.kv("rope.dimension_count", U32, head_dim)
+    m.kv("attention.layer_norm_rms_epsilon", F32, 1e-6)
+    m.t("token_embd.weight", (n_embd, a.n_vocab), gauss(s))
+    m.t("output_norm.weight", (n_embd,), JITTER)
+    m.t("output.weight", (n_embd, a.n_vocab), gauss(a.output_scale))
+    for i in range(n_layer):
+        p = f"blk.{i}."
+        m.t(p + "attn_norm.weight", (n_embd,), JITTER)
+        m.t(p + "attn_q.weight", (n_embd, n_head * head_dim), gauss(s))
+        m.t(p + "attn_k.weight", (n_embd, n_head_kv * head_dim), gauss(s))
+        m.t(p + "attn_v.weight", (n_embd, n_head_kv * head_dim), gauss(s))
+        m.t(p + "attn_output.weight", (n_head * head_dim, n_embd), gauss(s))
+        m.t(p + "ffn_norm.weight", (n_embd,), JITTER)
+        m.t(p + "ffn_gate.weight", (n_embd, n_ff), gauss(s))
+        m.t(p + "ffn_up.weight", (n_embd, n_ff), gauss(s))
+        m.t(p + "ffn_down.weight", (n_ff, n_embd), gauss(s))
+    return m
+
+
+def olmo2(a):
+    """OLMo 2: no norm before attention or the FFN, a norm after each (before the residual
+    add), Q and K normed over their whole projection (not per head)."""
+    m = Model("olmo2")
+    n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff = 64, 3, 4, 2, 16, 128
+    s = a.scale
+    m.kv("context_length", U32, 4096)
+    m.kv("embedding_length", U32, n_embd)
+    m.kv("block_count", U32, n_layer)
+    m.kv("feed_forward_length", U32, n_ff)
+    m.kv("attention.head_count", U32, n_head)
+    m.kv("attention.head_count_kv", U32, n_head_kv)
+    m.kv("rope.freq_base", F32, 500000.0)
+    m.kv("attention.layer_norm_rms_epsilon", F32, 1e-6)
+    m.t("token_embd.weight", (n_embd, a.n_vocab), gauss(s))
+    m.t("output_norm.weight", (n_embd,), JITTER)
+    m.t("output.weight", (n_embd, a.n_vocab), gauss(a.output_scale))
+    for i in range(n_layer):
+        p = f"blk.{i}."
+        m.t(p + "attn_q.weight", (n_embd, n_head * head_dim), gauss(s))
+        m.t(p + "attn_k.weight", (n_embd, n_head_kv * head_dim), gauss(s))
+        m.t(p + "attn_v.weight", (n_embd, n_head_kv * head_dim), gauss(s))
+        m.t(p + "attn_output.weight", (n_head * head_dim, n_embd), gauss(s))
+        m.t(p + "attn_q_norm.weight", (n_head * head_dim,), JITTER)
+        m.t(p + "attn_k_norm.weight", (n_head_kv * head_dim,), JITTER)
+        m.t(p + "post_attention_norm.weight", (n_embd,), JITTER)
+        m.t(p + "ffn_gate.weight", (n_embd, n_ff), gauss(s))
+        m.t(p + "ffn_up.weight", (n_embd, n_ff), gauss(s))
+        m.t(p + "ffn_down.weight", (n_ff, n_embd), gauss(s))
+        m.t(p + "post_ffw_norm.weight", (n_embd,), JITTER)
+    return m
+
+
 def gpt_oss(a):
     """gpt-oss: alternating sliding-window and full attention with sinks and Q/K/V/O biases,
     YaRN RoPE, a softmax-over-top-k router with bias, experts with biases and clamped SwiGLU."""
@@ -440,7 +505,8 @@ def write(m, path, rng):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--arch", required=True,
-                    choices=("qwen35", "qwen35moe", "gemma4", "gemma4-moe", "gemma4-e2b", "gpt-oss"))
+                    choices=("qwen35", "qwen35moe", "gemma4", "gemma4-moe", "gemma4-e2b", "gpt-oss",
+                             "smollm3", "olmo2"))
     ap.add_argument("--vocab-from", required=True, help="a GGUF whose tokenizer.* keys are copied")
     ap.add_argument("--vocab-size", type=int, help="keep only the first N tokens")
     ap.add_argument("--sliding-window", type=int, help="gemma4, gpt-oss: window length (default 16)")
@@ -460,6 +526,10 @@ def main():
         m = qwen35(a, a.arch == "qwen35moe")
     elif a.arch.startswith("gemma4"):
         m = gemma4(a, {"gemma4": "dense", "gemma4-moe": "moe", "gemma4-e2b": "e2b"}[a.arch])
+    elif a.arch == "smollm3":
+        m = smollm3(a)
+    elif a.arch == "olmo2":
+        m = olmo2(a)
     else:
         m = gpt_oss(a)
     head = [("general.architecture", STR, m.arch), ("general.name", STR, f"tiny-{a.arch}"),

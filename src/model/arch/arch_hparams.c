@@ -105,3 +105,11 @@ nu_status nu_arch_gemma4_hparams(nu_model *m, nu_error *err) {
         hp->layer[il].kv_from = hp->layer[il].window > 0 ? first - 2 : first - 1;
     return NU_OK;
 }
+
+/* SmolLM3: every fourth layer (3, 7, ...) uses no rotary positions. */
+nu_status nu_arch_smollm3_hparams(nu_model *m, nu_error *err) {
+    (void)err;
+    for (int32_t il = 0; il < m->hp.n_layer; il++)
+        if ((il + 1) % 4 == 0) m->hp.layer[il].rope = -1;
+    return NU_OK;
+}

@@ -118,6 +118,12 @@ static const nu_tensor_use gemma4_tensors[] = {{NU_T_ATTN_NORM, NU_REQ},
                                                {NU_T_PL_POST_NORM, NU_OPT},
                                                END};
 
+static const nu_tensor_use olmo2_tensors[] = {
+    {NU_T_ATTN_Q, NU_REQ},         {NU_T_ATTN_K, NU_REQ},           {NU_T_ATTN_V, NU_REQ},
+    {NU_T_ATTN_OUT, NU_REQ},       {NU_T_ATTN_Q_NORM_FULL, NU_REQ}, {NU_T_ATTN_K_NORM_FULL, NU_REQ},
+    {NU_T_ATTN_POST_NORM, NU_REQ}, {NU_T_FFN_GATE, NU_REQ},         {NU_T_FFN_UP, NU_REQ},
+    {NU_T_FFN_DOWN, NU_REQ},       {NU_T_FFN_POST_NORM, NU_REQ},    END};
+
 static const nu_arch archs[] = {
     {.name = "llama", .manifest = llama_tensors, .rope = NU_ROPE_PAIRS},
     {.name = "mistral", .manifest = llama_tensors, .rope = NU_ROPE_PAIRS},
@@ -174,6 +180,11 @@ static const nu_arch archs[] = {
      .act = NU_ACT_SWIGLU_CLAMPED,
      .router = NU_ROUTER_TOPK_SOFTMAX,
      .hparams = nu_arch_gpt_oss_hparams},
+    {.name = "smollm3",
+     .manifest = llama_tensors,
+     .rope = NU_ROPE_PAIRS,
+     .hparams = nu_arch_smollm3_hparams},
+    {.name = "olmo2", .manifest = olmo2_tensors, .rope = NU_ROPE_HALVES},
     {.name = "stablelm",
      .manifest = stablelm_tensors,
      .norm = NU_NORM_LAYER,
