@@ -242,6 +242,9 @@ typedef struct nu_context_params {
     int32_t n_seq_max; /* sequences that may live in the cache at once (1..64) */
     int32_t n_threads; /* worker threads for the forward pass (0: all cores) */
     nu_kv_type kv_type;
+    bool embeddings; /* entries asking for logits get their final hidden state
+                      * (nu_embedding) instead, and no logits (the LM head is
+                      * skipped): a context for nu_embed */
 } nu_context_params;
 
 /* Defaults: n_ctx 0 capped at 4096, n_batch 512, n_seq_max 1, n_threads 0, f16 cache
@@ -285,6 +288,29 @@ NU_API nu_status nu_decode(nu_context *ctx, const nu_batch_entry *entries, int32
 /* Logits (n_vocab floats) of the i-th entry of the last nu_decode, or NULL
  * if that entry did not ask for them. Valid until the next nu_decode. */
 NU_API const float *nu_logits(const nu_context *ctx, int32_t i);
+
+/* With params.embeddings: the final hidden state (after the output norm,
+ * n_embd floats) of entry i of the last nu_decode, or NULL when that entry
+ * did not ask for it or the context does not make embeddings. Valid until
+ * the next nu_decode. */
+NU_API const float *nu_embedding(const nu_context *ctx, int32_t i);
+
+/* How nu_embed pools a text's hidden states into one vector. */
+typedef enum nu_pooling {
+    NU_POOLING_MODEL = 0, /* the file's <arch>.pooling_type, else mean */
+    NU_POOLING_MEAN,      /* the mean over the tokens */
+    NU_POOLING_LAST,      /* the last token's (decoder embedding models: Qwen3-Embedding) */
+    NU_POOLING_FIRST,     /* the first token's (CLS) */
+} nu_pooling;
+
+/* The embedding of a sequence of tokens: their hidden states pooled, then
+ * scaled to unit length when normalize is set. ctx must have been made with
+ * params.embeddings; the tokens are read in one sequence (0) from an empty
+ * cache, in chunks of n_batch, and at most n_ctx of them. Writes n_embd
+ * floats to out. Errors: NU_ERR_INVALID_ARG (no tokens, too many, a token
+ * out of the vocabulary, a context without embeddings). */
+NU_API nu_status nu_embed(nu_context *ctx, const int32_t *tokens, int32_t n_tokens,
+                          nu_pooling pooling, bool normalize, float *out, nu_error *err);
 
 /* KV cache per sequence. Positions are [p0, p1); p1 < 0 means "to the end". */
 NU_API void nu_kv_clear(nu_context *ctx);

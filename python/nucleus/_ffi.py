@@ -131,6 +131,7 @@ class nu_context_params(Structure):
         ("n_seq_max", c_int32),
         ("n_threads", c_int32),
         ("kv_type", c_int),
+        ("embeddings", c_bool),
     ]
 
 

@@ -76,7 +76,8 @@ struct nu_context {
     /* each RoPE's frequency factors for this context (LongRoPE picks the
      * long or the short set by the context size) */
     const float *rope_factors[NU_MAX_ROPES];
-    float *logits;      /* [logits_cap][n_vocab] */
+    float *logits;      /* [logits_cap][n_vocab], or [logits_cap][n_embd] hidden states with
+                         * params.embeddings */
     int32_t logits_cap; /* rows allocated (grows to the most ever asked for) */
     int32_t n_last;     /* entries of the last decode */
     /* The tokens each sequence holds at positions 0..seq_len-1 (kept by

@@ -633,7 +633,9 @@ static nu_status prepare_outputs(nu_context *c, const nu_batch_entry *e, int32_t
     int32_t rows = 0;
     for (int32_t b = 0; b < n; b++) c->s.out_rows[b] = e[b].logits ? rows++ : -1;
     if (rows > c->logits_cap) {
-        float *p = realloc(c->logits, (size_t)rows * c->model->hp.n_vocab * sizeof(float));
+        size_t width =
+            c->params.embeddings ? (size_t)c->model->hp.n_embd : (size_t)c->model->hp.n_vocab;
+        float *p = realloc(c->logits, (size_t)rows * width * sizeof(float));
         if (!p) return nu_fail(err, NU_ERR_NOMEM, "out of memory for %d rows of logits", rows);
         c->logits = p;
         c->logits_cap = rows;
@@ -653,6 +655,10 @@ static void compute_logits(nu_context *c, int32_t n, int32_t n_out) {
                     m->output_norm_b, d, m->hp.norm_eps);
     }
     if (n_out == 0) return;
+    if (c->params.embeddings) { /* the hidden states are the result */
+        memcpy(c->logits, c->s.xb, (size_t)n_out * (size_t)d * sizeof(float));
+        return;
+    }
     nu_matmul(c->pool, &m->output, c->s.xb, n_out, c->logits, c->s.matmul);
     if (m->hp.final_softcap > 0)
         nu_softcap(c->logits, (int64_t)n_out * m->hp.n_vocab, m->hp.final_softcap);
@@ -735,7 +741,12 @@ nu_status nu_decode(nu_context *c, const nu_batch_entry *e, int32_t n, nu_error 
     return NU_OK;
 }
 
+const float *nu_embedding(const nu_context *c, int32_t i) {
+    if (!c->params.embeddings || i < 0 || i >= c->n_last || c->s.out_rows[i] < 0) return NULL;
+    return c->logits + (size_t)c->s.out_rows[i] * c->model->hp.n_embd;
+}
+
 const float *nu_logits(const nu_context *c, int32_t i) {
-    if (i < 0 || i >= c->n_last || c->s.out_rows[i] < 0) return NULL;
+    if (c->params.embeddings || i < 0 || i >= c->n_last || c->s.out_rows[i] < 0) return NULL;
     return c->logits + (size_t)c->s.out_rows[i] * c->model->hp.n_vocab;
 }

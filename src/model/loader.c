@@ -245,6 +245,24 @@ static nu_status read_common(nu_model *m, nu_error *err) {
     if ((st = nu_arch_int(m, "expert_feed_forward_length", false, &hp->n_ff_exp, err)) ||
         (st = nu_arch_bool(m, "expert_weights_norm", &hp->expert_weights_norm, err)))
         return st;
+    /* embedding models say how their hidden states are pooled */
+    hp->pooling = -1;
+    {
+        char key[NU_MAX_KEY];
+        arch_key(m, "pooling_type", key, sizeof key);
+        uint32_t v;
+        if (nu_gguf_find(m->file, key)) {
+            if (!nu_gguf_get_u32(m->file, key, &v) || v > 1000)
+                return nu_fail(err, NU_ERR_FORMAT, "metadata %s must be a small integer", key);
+            hp->pooling = (int32_t)v;
+        }
+        bool causal = true;
+        if ((st = nu_arch_bool(m, "attention.causal", &causal, err))) return st;
+        if (!causal)
+            return nu_fail(err, NU_ERR_UNSUPPORTED,
+                           "non-causal attention (%s.attention.causal = false) is not supported",
+                           m->arch_name);
+    }
     /* attention extras some files carry */
     hp->attn_scale = 0;
     hp->embd_scale = 1.0f;

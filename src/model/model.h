@@ -86,6 +86,7 @@ typedef struct nu_hparams {
     nu_rope rope[NU_MAX_ROPES];
     int32_t n_kv_slots; /* cache planes (layers that store their own keys) */
     int32_t n_embd_pl;  /* per-layer embedding width (Gemma 4), 0 = none */
+    int32_t pooling;    /* <arch>.pooling_type as the file gives it, -1 when absent */
     nu_layer_hp *layer; /* [n_layer] */
 } nu_hparams;
 
