@@ -210,7 +210,7 @@ def subcommands(out):
 names, top = check_command([])
 commands = subcommands(top)
 want = {"generate", "chat", "compare", "inspect", "info", "tokenize", "watermark", "template",
-        "grammar", "bench", "perplexity", "serve", "quantize", "pull"}
+        "grammar", "bench", "perplexity", "embed", "serve", "quantize", "pull"}
 if set(commands) != want:
     problems.append(f"nucleus --help lists {commands}")
 accepted = {}
