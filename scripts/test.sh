@@ -20,6 +20,8 @@ fi
 if command -v npm >/dev/null && [ ! -d tests/web/node_modules/playwright-core ]; then
   (cd tests/web && npm ci --no-audit --no-fund --loglevel=error)
 fi
+# The architecture tests' tiny models, written once for both builds.
+export NU_ARCH_CACHE="$PWD/build-arch-models"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build
 (cd build && ctest --output-on-failure -j "$jobs")

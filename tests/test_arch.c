@@ -7,7 +7,11 @@
  * reference's token is fed back after each step, so one step's difference
  * cannot hide the next ones.
  *
- * NU_ARCH_ONLY=name1,name2 runs only those cases (for debugging). */
+ * NU_ARCH_ONLY=name1,name2 runs only those cases (for debugging).
+ * NU_ARCH_CACHE=DIR keeps the generated models there (scripts/test.sh shares
+ * one folder between its two builds); default: the build's tmp folder.
+ * In a sanitizer build (NU_SANITIZE) each case runs its first prompt only:
+ * that build is there to find memory errors, and runs ~10x slower. */
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <math.h>
@@ -125,6 +129,12 @@ static bool in_list(const cJSON *list, int32_t v) {
 }
 
 /* One prompt: decode it, then each step against the reference. */
+#ifdef NU_SANITIZE_BUILD
+#define PROMPTS_PER_CASE 1
+#else
+#define PROMPTS_PER_CASE 1000
+#endif
+
 static void run_prompt(nu_context *ctx, const cJSON *prompt, const cJSON *eog, const char *name,
                        case_result *r) {
     const nu_model *m = nu_context_model(ctx);
@@ -214,7 +224,10 @@ static void test_architectures(void **state) {
     closedir(d);
     qsort(names, (size_t)n_files, sizeof *names, by_name);
     int run = 0, failed = 0;
-    mkdir(nu_test_tmp("arch"), 0755);
+    const char *cache = getenv("NU_ARCH_CACHE");
+    char cache_dir[1024];
+    snprintf(cache_dir, sizeof cache_dir, "%s", cache && *cache ? cache : nu_test_tmp("arch"));
+    mkdir(cache_dir, 0755);
     for (int f = 0; f < n_files; f++) {
         char path[2048];
         snprintf(path, sizeof path, "%s/%s", dir, names[f]);
@@ -224,7 +237,7 @@ static void test_architectures(void **state) {
         const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(ref, "case"));
         if (!wanted(name)) goto next;
         char model_path[2048];
-        snprintf(model_path, sizeof model_path, "%s/%s.gguf", nu_test_tmp("arch"), name);
+        snprintf(model_path, sizeof model_path, "%s/%s.gguf", cache_dir, name);
         /* cases whose support is being built (prefixes of case names): their
          * references are here, the test reports them until they run */
         static const char *const pending[] = {"qwen35", "gemma4", "gpt-oss-mxfp4"};
@@ -258,7 +271,9 @@ static void test_architectures(void **state) {
         memset(&r, 0, sizeof r);
         r.tolerance = gelu ? 0 : TOLERANCE;
         const cJSON *prompt;
+        int n_prompts = 0;
         cJSON_ArrayForEach(prompt, cJSON_GetObjectItem(ref, "prompts")) {
+            if (n_prompts++ == PROMPTS_PER_CASE) break;
             run_prompt(ctx, prompt, cJSON_GetObjectItem(ref, "eog_token_ids"), name, &r);
         }
         bool ok = r.token_mismatches == 0 && r.logprob_failures == 0;
@@ -268,7 +283,9 @@ static void test_architectures(void **state) {
             memset(&self, 0, sizeof self);
             self.record_only = true;
             nu_kernels_force_level(NU_SIMD_SCALAR);
+            n_prompts = 0;
             cJSON_ArrayForEach(prompt, cJSON_GetObjectItem(ref, "prompts")) {
+                if (n_prompts++ == PROMPTS_PER_CASE) break;
                 run_prompt(ctx, prompt, cJSON_GetObjectItem(ref, "eog_token_ids"), name, &self);
             }
             nu_kernels_force_level(nu_kernels_cpu_level());
@@ -293,7 +310,6 @@ static void test_architectures(void **state) {
         run++;
         nu_context_free(ctx);
         nu_model_free(m);
-        remove(model_path); /* the next run writes it again; keep the disk free */
     next:
         cJSON_Delete(ref);
         free(json);
