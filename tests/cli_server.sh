@@ -32,5 +32,8 @@ if [ ! -d "$here/js/node_modules/ajv" ]; then
 fi
 
 cd "$tmp" || exit 1
+# a sanitizer build ($5 = 1) runs several times slower: longer per-file limits
+per_file=180000 total=1500
+[ "${5:-0}" = 1 ] && per_file=480000
 NUCLEUS_BIN="$nucleus" NUCLEUS_SHARED="$shared" TMPDIR="$tmp" \
-  timeout 540 node --test --test-timeout=180000 --test-reporter=spec "$here/server/"
+  timeout "$total" node --test --test-timeout="$per_file" --test-reporter=spec "$here/server/"
