@@ -318,18 +318,33 @@ static nu_status cache_entry_for(const hf_ref *r, cache_entry *e, nu_error *err)
 /* The cache on disk                                                        */
 /* ------------------------------------------------------------------------ */
 
-/* Creates every missing directory above path, like `mkdir -p $(dirname path)`. */
+/* Creates every missing directory above path, like `mkdir -p $(dirname path)`.
+ * Another thread or process pruning the same directories after its failed
+ * download can remove a parent between two mkdir calls (ENOENT): then the
+ * walk starts again from the top, a bounded number of times. */
 static nu_status make_parent_dirs(const char *path, nu_error *err) {
     char buf[DL_PATH_MAX];
     snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-            return nu_fail(err, NU_ERR_IO, "cannot create directory %s: %s", buf, strerror(errno));
-        *p = '/';
+    for (int attempt = 0; attempt < LOCK_ATTEMPTS; attempt++) {
+        bool pruned = false;
+        for (char *p = buf + 1; *p && !pruned; p++) {
+            if (*p != '/') continue;
+            *p = 0;
+            int rc = mkdir(buf, 0755);
+            int e2 = errno;
+            *p = '/';
+            if (rc == 0 || e2 == EEXIST) continue;
+            if (e2 != ENOENT) {
+                *p = 0;
+                return nu_fail(err, NU_ERR_IO, "cannot create directory %s: %s", buf,
+                               strerror(e2));
+            }
+            pruned = true;
+        }
+        if (!pruned) return NU_OK;
     }
-    return NU_OK;
+    return nu_fail(err, NU_ERR_IO, "cannot create the directories of %s: they keep being removed",
+                   path);
 }
 
 /* Reads a sidecar: "nucleus-cache 1", then "size N", "sha256 HEX" and
@@ -853,8 +868,7 @@ static nu_status fill_cache(const cache_entry *e, nu_progress_callback progress,
                             nu_error *err) {
     int lock_fd = -1;
     nu_status st = curl_ready(err);
-    if (!st) st = make_parent_dirs(e->file, err);
-    if (!st) st = lock_entry(e, &lock_fd, err);
+    if (!st) st = lock_entry(e, &lock_fd, err); /* creates the directories */
     if (!st && !cache_hit(e)) st = download_with_probe(e, progress, user, err);
     if (lock_fd >= 0) unlock_entry(e, lock_fd);
     if (st) prune_empty_dirs(e);
