@@ -336,8 +336,7 @@ static nu_status make_parent_dirs(const char *path, nu_error *err) {
             if (rc == 0 || e2 == EEXIST) continue;
             if (e2 != ENOENT) {
                 *p = 0;
-                return nu_fail(err, NU_ERR_IO, "cannot create directory %s: %s", buf,
-                               strerror(e2));
+                return nu_fail(err, NU_ERR_IO, "cannot create directory %s: %s", buf, strerror(e2));
             }
             pruned = true;
         }
