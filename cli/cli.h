@@ -10,7 +10,8 @@
  * main.c lists them. */
 extern const cli_command generate_command, chat_command, compare_command, inspect_command,
     info_command, tokenize_command, watermark_command, template_command, grammar_command,
-    bench_command, perplexity_command, serve_command, quantize_command, pull_command, embed_command;
+    bench_command, perplexity_command, serve_command, quantize_command, pull_command, embed_command,
+    score_command;
 
 /* Shared helpers (cli_common.c). */
 

@@ -9,10 +9,23 @@ typedef struct main_opts {
 } main_opts;
 
 static const cli_command *const commands[] = {
-    &generate_command, &chat_command,     &compare_command,    &inspect_command,
-    &info_command,     &tokenize_command, &watermark_command,  &template_command,
-    &grammar_command,  &bench_command,    &perplexity_command, &embed_command,
-    &serve_command,    &quantize_command, &pull_command,       NULL,
+    &generate_command,
+    &chat_command,
+    &compare_command,
+    &inspect_command,
+    &info_command,
+    &tokenize_command,
+    &watermark_command,
+    &template_command,
+    &grammar_command,
+    &bench_command,
+    &perplexity_command,
+    &score_command,
+    &embed_command,
+    &serve_command,
+    &quantize_command,
+    &pull_command,
+    NULL,
 };
 
 static const cli_option main_options[] = {

@@ -1141,6 +1141,132 @@ NU_API nu_status nu_perplexity(nu_context *ctx, const int32_t *tokens, int64_t n
                                nu_error *err);
 
 /* ------------------------------------------------------------------------ */
+/* Text metrics: BLEU                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* BLEU (Papineni et al., 2002) of hypotheses against references, as two
+ * reference tools compute it, so figures can be set beside published ones:
+ *
+ * sacreBLEU (NU_BLEU_SACREBLEU, its 2.x semantics): each segment is
+ * lowercased if asked (Python's str.lower()), right-stripped and tokenized
+ * (13a: mteval-v13a's rules, the default; intl: mteval-v14's punctuation and
+ * symbol rules over Unicode categories; zh: every CJK character a token,
+ * then 13a's rules (its table of ranges, quirks included); char: every
+ * character; none: whitespace only). A segment's references that are empty
+ * are left out (at least one must remain). n-gram counts are clipped by the
+ * most any one reference holds; the reference length is the one closest to
+ * the hypothesis's (the shorter on a tie). Corpus BLEU sums the statistics
+ * of all segments, then score = BP * exp(mean over n of ln p_n) in 0..100
+ * with BP = exp(1 - r/c) when c < r; a zero precision is smoothed by `exp`
+ * (mteval's 1/2^k, the default), `floor` (smooth_value, 0.1, in place of the
+ * zero count), `add-k` (smooth_value, 1, added to counts and totals from
+ * bigrams on) or `none`; no matching unigram at all gives 0.
+ * effective_order averages only the orders the hypothesis has n-grams of
+ * (what sacreBLEU advises for sentence BLEU).
+ *
+ * NLTK (NU_BLEU_NLTK, nltk.translate.bleu_score 3.8): tokens are the
+ * whitespace-separated words as given (tokenizer `none`); empty references
+ * count (length 0); a segment's n-gram total is at least 1; score =
+ * BP * exp(sum over n of w_n ln p_n) in 0..1, with the weights given
+ * (default 1/4 each) and SmoothingFunction's method0..method7 (epsilon =
+ * smooth_value, 0.1; alpha 5 and k 5 as NLTK's defaults). As NLTK's
+ * corpus_bleu does, methods 5-7 read the last segment's hypothesis (its
+ * length and its 5-gram precision), and method4's length is the corpus's. */
+
+#define NU_BLEU_MAX_ORDER 9 /* the longest n-grams counted */
+
+typedef enum nu_bleu_flavor {
+    NU_BLEU_SACREBLEU = 0,
+    NU_BLEU_NLTK,
+} nu_bleu_flavor;
+
+typedef enum nu_bleu_tokenizer {
+    NU_BLEU_TOK_13A = 0,
+    NU_BLEU_TOK_INTL,
+    NU_BLEU_TOK_ZH,
+    NU_BLEU_TOK_CHAR,
+    NU_BLEU_TOK_NONE,
+} nu_bleu_tokenizer;
+
+typedef enum nu_bleu_smooth {
+    NU_BLEU_SMOOTH_EXP = 0, /* sacreBLEU's methods */
+    NU_BLEU_SMOOTH_FLOOR,
+    NU_BLEU_SMOOTH_ADD_K,
+    NU_BLEU_SMOOTH_NONE,
+    NU_BLEU_NLTK_METHOD0, /* NLTK's SmoothingFunction().method0 .. method7 */
+    NU_BLEU_NLTK_METHOD1,
+    NU_BLEU_NLTK_METHOD2,
+    NU_BLEU_NLTK_METHOD3,
+    NU_BLEU_NLTK_METHOD4,
+    NU_BLEU_NLTK_METHOD5,
+    NU_BLEU_NLTK_METHOD6,
+    NU_BLEU_NLTK_METHOD7,
+} nu_bleu_smooth;
+
+typedef struct nu_bleu_params {
+    nu_bleu_flavor flavor;
+    nu_bleu_tokenizer tokenizer;
+    bool lowercase;
+    nu_bleu_smooth smooth; /* one of the flavor's methods */
+    double smooth_value;   /* floor's / add-k's value, method1's epsilon; < 0: the default */
+    int32_t max_order;     /* sacreBLEU: n-gram orders 1..max_order (4) */
+    bool effective_order;  /* sacreBLEU */
+    /* NLTK: the weights of orders 1..n_weights (their count is the order);
+     * n_weights 0: 1/4 for orders 1..4 */
+    int32_t n_weights;
+    double weights[NU_BLEU_MAX_ORDER];
+    bool auto_reweigh; /* NLTK's auto_reweigh: uniform weights over a corpus shorter than 4 */
+} nu_bleu_params;
+
+/* The defaults of a flavor (sacreBLEU: 13a, exp, order 4; NLTK: tokens as
+ * given, method0, weights 1/4). */
+NU_API nu_bleu_params nu_bleu_default_params(nu_bleu_flavor flavor);
+
+/* The sufficient statistics of one segment or, summed, of a corpus. */
+typedef struct nu_bleu_stats {
+    int64_t hyp_len, ref_len;           /* tokens; ref_len: the closest reference's */
+    int64_t correct[NU_BLEU_MAX_ORDER]; /* clipped matches per order */
+    int64_t total[NU_BLEU_MAX_ORDER];   /* hypothesis n-grams per order */
+    int64_t n_segments;
+    int32_t n_refs; /* references per segment (not empty); -1 when it varies */
+    /* the last segment's, for NLTK's methods 5-7 */
+    int64_t last_hyp_len, last_correct5, last_total5;
+} nu_bleu_stats;
+
+typedef struct nu_bleu_result {
+    double score;                         /* sacreBLEU: 0..100; NLTK: 0..1 */
+    double precisions[NU_BLEU_MAX_ORDER]; /* sacreBLEU: percent, smoothed; NLTK: the smoothed p_n */
+    int32_t order;                        /* how many precisions */
+    double bp;                            /* brevity penalty */
+    double ratio;                         /* hyp_len / ref_len (0 when ref_len is 0) */
+    int64_t hyp_len, ref_len;
+} nu_bleu_result;
+
+/* The statistics of one hypothesis against its n_refs references (UTF-8,
+ * NUL-terminated; NULL references count as empty). NU_ERR_INVALID_ARG for
+ * bad params, or (sacreBLEU) when every reference is empty. */
+NU_API nu_status nu_bleu_segment(const nu_bleu_params *params, const char *hyp,
+                                 const char *const *refs, int32_t n_refs, nu_bleu_stats *out,
+                                 nu_error *err);
+/* sum += seg (counts added; the last segment's fields taken from seg). */
+NU_API void nu_bleu_stats_add(nu_bleu_stats *sum, const nu_bleu_stats *seg);
+/* The score of (summed) statistics. NU_ERR_INVALID_ARG for bad params, or
+ * for NLTK's method6 when the trigram precision is 0 (NLTK asserts). */
+NU_API nu_status nu_bleu_compute(const nu_bleu_params *params, const nu_bleu_stats *stats,
+                                 nu_bleu_result *out, nu_error *err);
+/* Corpus BLEU: hyps[i] against refs[r][i] for r < n_refs (one array per
+ * reference stream, as sacreBLEU takes them). */
+NU_API nu_status nu_bleu_corpus(const nu_bleu_params *params, const char *const *hyps, int64_t n,
+                                const char *const *const *refs, int32_t n_refs, nu_bleu_result *out,
+                                nu_error *err);
+/* sacreBLEU's signature of the settings and the reference count of stats
+ * ("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:..."; the version
+ * is nucleus's), NUL-terminated into buf; NU_ERR_BUFFER_SMALL when cap is
+ * too small. */
+NU_API nu_status nu_bleu_signature(const nu_bleu_params *params, const nu_bleu_stats *stats,
+                                   char *buf, size_t cap, nu_error *err);
+
+/* ------------------------------------------------------------------------ */
 /* Machine                                                                  */
 /* ------------------------------------------------------------------------ */
 

@@ -210,7 +210,7 @@ def subcommands(out):
 names, top = check_command([])
 commands = subcommands(top)
 want = {"generate", "chat", "compare", "inspect", "info", "tokenize", "watermark", "template",
-        "grammar", "bench", "perplexity", "embed", "serve", "quantize", "pull"}
+        "grammar", "bench", "perplexity", "score", "embed", "serve", "quantize", "pull"}
 if set(commands) != want:
     problems.append(f"nucleus --help lists {commands}")
 accepted = {}
@@ -226,7 +226,8 @@ expect = {"generate": {"-p", "--prompt", "--temp", "--temperature", "--stop", "-
           "serve": {"-np", "--parallel", "--api-key-file", "--test-step-delay-ms", "--kv-type"},
           "watermark detect": {"--watermark", "--key", "-p", "--text", "--tokens"},
           "watermark cost": {"--steps", "--watermark-gamma"},
-          "pull": {"-q", "--quiet"}, "grammar": {"--gbnf", "--ws"}}
+          "pull": {"-q", "--quiet"}, "grammar": {"--gbnf", "--ws"},
+          "score bleu": {"-tok", "--tokenize", "-lc", "--smooth-method", "--weights"}}
 for c, names in expect.items():
     if not names <= accepted.get(c, set()):
         problems.append(f"{c}: the help lacks {sorted(names - accepted.get(c, set()))}")

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The layers' walls hold: a file of the tokenizer layer cannot include the
 # model layer's header, and code linked with only the tokenizer layer cannot
-# call the forward pass, while the same probes within reach do build. (The
+# call the forward pass, while the same probes within reach do build. The
+# eval layer (text metrics) sees only base: no tokenizer header, no forward
+# pass. (The
 # normal build links every layer with only the layers below it:
 # src/CMakeLists.txt, nu_layer_check_*.)
 #   layering.sh BUILD_DIR
@@ -24,5 +26,9 @@ probe nu_probe_own_include ok
 probe nu_probe_upward_include fail "model.h: No such file"
 probe nu_probe_own_call ok
 probe nu_probe_upward_call fail "undefined reference to .nu_decode"
-[ $fail -eq 0 ] && echo "layering: 4 probes as expected"
+probe nu_probe_eval_own_include ok
+probe nu_probe_eval_upward_include fail "tokenizer.h: No such file"
+probe nu_probe_eval_own_call ok
+probe nu_probe_eval_upward_call fail "undefined reference to .nu_decode"
+[ $fail -eq 0 ] && echo "layering: 8 probes as expected"
 exit $fail

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# src/chat/jinja_unicode_tables.h is what scripts/gen_unicode_tables.py
+# src/base/unicode_tables.h is what scripts/gen_unicode_tables.py
 # writes: regenerated here and compared byte for byte, when this machine's
 # Python has the Unicode version the committed tables were made from.
 #   unicode_tables.sh SOURCE_DIR TMP_DIR
 set -u
 src=$1 tmp=$2/unicode_tables
 mkdir -p "$tmp"
-header=$src/src/chat/jinja_unicode_tables.h
+header=$src/src/base/unicode_tables.h
 want=$(grep -o 'NU_UNICODE_VERSION "[^"]*"' "$header" | cut -d'"' -f2)
 have=$(python3 -c 'import unicodedata; print(unicodedata.unidata_version)')
 if [ "$want" != "$have" ]; then

@@ -1,8 +1,9 @@
 /* jinja_internal.h - what the parts of the Jinja engine share: the syntax
  * tree (jinja_parse.c builds it from jinja_lex.c's tokens), values
  * (jinja_value.c), the render context (jinja_eval.c), filters and tests
- * (jinja_filters.c), methods and globals (jinja_methods.c) and Unicode
- * tables (jinja_unicode.c). Not for use outside src/jinja*.c. */
+ * (jinja_filters.c), methods and globals (jinja_methods.c); the Unicode
+ * properties of Python's str come from base (unicode.h). Not for use outside
+ * src/jinja*.c. */
 #ifndef NU_JINJA_INTERNAL_H
 #define NU_JINJA_INTERNAL_H
 
@@ -13,6 +14,7 @@
 #include <time.h>
 
 #include "jinja.h"
+#include "unicode.h"
 
 /* ------------------------------------------------------------------------ */
 /* Values                                                                   */
@@ -428,9 +430,6 @@ nu_jstr *nu_jstr_immortal(nu_jarena *a, const char *s, size_t n);
 size_t nu_utf8_count_chars(const char *s, size_t n);
 /* Byte offset of character index ci (0..nchars) in s. */
 size_t nu_utf8_offset(const char *s, size_t n, size_t ci);
-/* Decodes one character at s[*i] (advancing *i); invalid bytes decode to
- * themselves as code points 0xDC80.. like Python's surrogateescape. */
-uint32_t nu_utf8_decode(const char *s, size_t n, size_t *i);
 void nu_utf8_encode(nu_jbuf *b, uint32_t cp);
 
 /* Lists and dicts. */
@@ -557,22 +556,5 @@ bool nu_jinja_percent_format(nu_jctx *C, const jnode *at, nu_jv fmt, nu_jv args,
 bool nu_jinja_str_format(nu_jctx *C, const jnode *at, nu_jv fmt, const nu_jargs *a, nu_jv *out);
 /* strftime of t (UTC, C locale) appended to b; returns the bytes added. */
 size_t nu_jinja_strftime(nu_jbuf *b, const char *fmt, size_t n, time_t t);
-
-/* ------------------------------------------------------------------------ */
-/* Unicode                                                                  */
-/* ------------------------------------------------------------------------ */
-
-bool nu_uni_isspace(uint32_t cp);     /* Python str.isspace() */
-bool nu_uni_isprintable(uint32_t cp); /* Python str.isprintable() */
-/* Python's full case mappings: writes 1..3 code points to out, returns count. */
-int nu_uni_upper(uint32_t cp, uint32_t out[3]);
-int nu_uni_lower(uint32_t cp, uint32_t out[3]);
-int nu_uni_title(uint32_t cp, uint32_t out[3]);
-bool nu_uni_isupper(uint32_t cp);
-bool nu_uni_islower(uint32_t cp);
-bool nu_uni_iscased(uint32_t cp);
-bool nu_uni_isalpha(uint32_t cp);
-bool nu_uni_isdigit(uint32_t cp);
-bool nu_uni_isalnum(uint32_t cp);
 
 #endif

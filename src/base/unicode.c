@@ -1,19 +1,70 @@
-/* jinja_unicode.c - the Unicode properties Python's str methods use, for
- * strip(), isspace(), upper(), lower(), title(), capitalize(), repr() and
+/* unicode.c - UTF-8, and the Unicode properties Python's str methods use,
+ * for strip(), isspace(), upper(), lower(), title(), capitalize(), repr() and
  * friends to behave exactly as in the Python that renders chat templates
- * for transformers.
+ * for transformers, and for the tokenizers of sacreBLEU and rouge-score.
  *
- * The tables (jinja_unicode_tables.h) are data from Python 3.11's
- * unicodedata (Unicode 14.0.0), written by scripts/gen_unicode_tables.py:
+ * The tables (unicode_tables.h) are data from Python 3.11's unicodedata
+ * (Unicode 14.0.0), written by scripts/gen_unicode_tables.py:
  *   ranges(pred): maximal [first, last] code point runs where pred holds,
  *     with pred = not isprintable(), isspace(), isupper(), islower(),
- *     isupper() or islower() or istitle(), isalpha(), isdigit(), isalnum();
+ *     isupper() or islower() or istitle(), isalpha(), isdigit(), isalnum(),
+ *     and the general categories P*, S*, N*;
  *   case runs: code points whose str.upper() / str.lower() is one other
  *     code point, merged into {first, last, delta, stride} runs;
  *   specials: code points whose upper() / lower() is several code points,
  *     and those whose title() differs from upper().
  * Final-sigma handling of str.lower() is not reproduced. */
-#include "jinja_internal.h"
+#include "unicode.h"
+
+uint32_t nu_utf8_decode(const char *s, size_t n, size_t *i) {
+    const unsigned char *u = (const unsigned char *)s;
+    unsigned c = u[*i];
+    size_t k = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (k == 1) {
+        (*i)++;
+        return c;
+    }
+    if (k == 0 || *i + k > n) goto invalid;
+    uint32_t cp = c & (0x7Fu >> k);
+    for (size_t j = 1; j < k; j++) {
+        if ((u[*i + j] & 0xC0) != 0x80) goto invalid;
+        cp = (cp << 6) | (u[*i + j] & 0x3F);
+    }
+    static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min_cp[k] || cp > 0x10FFFF) goto invalid;
+    *i += k;
+    return cp;
+invalid:
+    (*i)++;
+    return 0xDC00 + c;
+}
+
+int nu_utf8_put(char s[4], uint32_t cp) {
+    if (cp >= 0xDC80 && cp <= 0xDCFF) { /* an undecodable byte, given back */
+        s[0] = (char)(cp - 0xDC00);
+        return 1;
+    }
+    if (cp < 0x80) {
+        s[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        s[0] = (char)(0xC0 | (cp >> 6));
+        s[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        s[0] = (char)(0xE0 | (cp >> 12));
+        s[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        s[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    s[0] = (char)(0xF0 | ((cp >> 18) & 0x07));
+    s[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    s[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    s[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
 
 typedef struct case_run {
     uint32_t first, last;
@@ -26,7 +77,7 @@ typedef struct case_special {
     uint32_t map[3];
 } case_special;
 
-#include "jinja_unicode_tables.h"
+#include "unicode_tables.h"
 
 #define COUNT(a) (sizeof(a) / sizeof *(a))
 
@@ -113,6 +164,18 @@ bool nu_uni_isdigit(uint32_t cp) {
 
 bool nu_uni_isalnum(uint32_t cp) {
     return in_ranges(alnum_set, COUNT(alnum_set), cp);
+}
+
+bool nu_uni_ispunct(uint32_t cp) {
+    return in_ranges(punct_set, COUNT(punct_set), cp);
+}
+
+bool nu_uni_issymbol(uint32_t cp) {
+    return in_ranges(symbol_set, COUNT(symbol_set), cp);
+}
+
+bool nu_uni_isnumber(uint32_t cp) {
+    return in_ranges(number_set, COUNT(number_set), cp);
 }
 
 int nu_uni_upper(uint32_t cp, uint32_t out[3]) {
