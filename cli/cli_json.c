@@ -3,25 +3,14 @@
 
 #include <math.h>
 
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 when invalid. */
-static size_t utf8_len(const unsigned char *s, size_t n) {
-    size_t len = s[0] < 0x80         ? 1
-                 : (s[0] >> 5) == 6  ? 2
-                 : (s[0] >> 4) == 14 ? 3
-                 : (s[0] >> 3) == 30 ? 4
-                                     : 0;
-    if (len == 0 || len > n || (len > 1 && s[0] < 0xC2)) return 0;
-    for (size_t i = 1; i < len; i++)
-        if ((s[i] & 0xC0) != 0x80) return 0;
-    return len;
-}
+#include "utf8.h"
 
 void json_string(FILE *f, const char *s, size_t n) {
     const unsigned char *u = (const unsigned char *)s;
     fputc('"', f);
     for (size_t i = 0; i < n;) {
         unsigned char c = u[i];
-        size_t len = utf8_len(u + i, n - i);
+        size_t len = nu_utf8_decode(s + i, n - i, NULL);
         if (len == 0) {
             fputs("\\ufffd", f);
             i++;

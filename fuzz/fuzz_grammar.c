@@ -73,8 +73,8 @@ static void run_matcher(const nu_gram_program *p, const uint8_t *in, size_t n) {
 }
 
 /* Choices, one per line (valid UTF-8 only, as nu_choices_to_gbnf asks). */
-static bool choices(char *src, nu_gram_buf *b) {
-    if (!nu_gram_utf8_valid(src, strlen(src), NULL)) return false;
+static bool choices(char *src, nu_buf *b) {
+    if (!nu_utf8_valid(src, strlen(src), NULL)) return false;
     const char *list[256];
     size_t n = 0;
     for (char *p = src; n < 256;) {
@@ -89,7 +89,7 @@ static bool choices(char *src, nu_gram_buf *b) {
 }
 
 /* Turns the source into GBNF (kinds 1-3) into b; false when refused. */
-static bool convert(int kind, uint8_t sel, char *src, nu_gram_buf *b) {
+static bool convert(int kind, uint8_t sel, char *src, nu_buf *b) {
     nu_error err = {0};
     nu_status st;
     if (kind == 3 && (sel & 4)) return choices(src, b);
@@ -116,8 +116,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!text) return 0;
     memcpy(text, src, src_len);
     text[src_len] = 0;
-    nu_gram_buf b;
-    nu_gram_buf_init(&b);
+    nu_buf b;
+    nu_buf_init(&b);
     const char *gbnf = text;
     size_t gbnf_len = src_len;
     if (kind != 0) {
@@ -133,7 +133,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (st == NU_OK) run_matcher(p, in, in_len);
     nu_gram_program_free(p);
 done:
-    nu_gram_buf_free(&b);
+    nu_buf_free(&b);
     free(text);
     return 0;
 }

@@ -19,7 +19,7 @@
 #include "http.h"
 #include "lab_internal.h"
 #include "openai_resp.h"
-#include "utf8.h"
+#include "text_check.h"
 
 struct srv_lab {
     srv_lab_config cfg;

@@ -14,7 +14,7 @@
 #include <sys/random.h>
 
 #include "lab_internal.h"
-#include "utf8.h"
+#include "text_check.h"
 
 #define BAD(err, param, ...) srv_fail(err, 400, "invalid_request_error", NULL, param, __VA_ARGS__)
 

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "lab_internal.h"
-#include "utf8.h"
+#include "text_check.h"
 
 static bool on_text(void *user, int32_t index, const char *text, size_t len) {
     lab_job *job = user;

@@ -1,6 +1,8 @@
 /* metrics.c - Prometheus counters, histograms and gauges for GET /metrics. */
 #include "metrics.h"
 
+#include "buf.h"
+
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -110,65 +112,38 @@ void srv_metrics_cancelled(srv_metrics *m) {
     pthread_mutex_unlock(&m->mu);
 }
 
-/* A growing text buffer for the exposition. */
-typedef struct text_buf {
-    char *s;
-    size_t len, cap;
-    bool failed;
-} text_buf;
-
-static void put(text_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(text_buf *b, const char *fmt, ...) {
-    for (int tries = 0; tries < 2 && !b->failed; tries++) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
-        va_end(ap);
-        if (n < 0) break;
-        if ((size_t)n < b->cap - b->len) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = 2 * b->cap + (size_t)n + 1;
-        char *s = realloc(b->s, cap);
-        if (!s) break;
-        b->s = s;
-        b->cap = cap;
-    }
-    b->failed = true;
-}
-
-static void put_histogram(text_buf *b, const char *name, const char *help, const histogram *h,
+static void put_histogram(nu_buf *b, const char *name, const char *help, const histogram *h,
                           const double *bounds, int n_bounds) {
-    put(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    nu_buf_printf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
     uint64_t cum = 0;
     for (int i = 0; i < n_bounds; i++) {
         cum += h->counts[i];
-        put(b, "%s_bucket{le=\"%g\"} %llu\n", name, bounds[i], (unsigned long long)cum);
+        nu_buf_printf(b, "%s_bucket{le=\"%g\"} %llu\n", name, bounds[i], (unsigned long long)cum);
     }
-    put(b, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.6f\n%s_count %llu\n", name,
-        (unsigned long long)h->count, name, h->sum, name, (unsigned long long)h->count);
+    nu_buf_printf(b, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.6f\n%s_count %llu\n", name,
+                  (unsigned long long)h->count, name, h->sum, name, (unsigned long long)h->count);
 }
 
-static void put_counter(text_buf *b, const char *name, const char *help, uint64_t v) {
-    put(b, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name,
-        (unsigned long long)v);
+static void put_counter(nu_buf *b, const char *name, const char *help, uint64_t v) {
+    nu_buf_printf(b, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name,
+                  (unsigned long long)v);
 }
 
-static void put_gauge(text_buf *b, const char *name, const char *help, int64_t v) {
-    put(b, "# HELP %s %s\n# TYPE %s gauge\n%s %lld\n", name, help, name, name, (long long)v);
+static void put_gauge(nu_buf *b, const char *name, const char *help, int64_t v) {
+    nu_buf_printf(b, "# HELP %s %s\n# TYPE %s gauge\n%s %lld\n", name, help, name, name,
+                  (long long)v);
 }
 
 char *srv_metrics_render(srv_metrics *m, const srv_engine_stats *st, bool ready) {
-    text_buf b = {.cap = 4096};
-    if (!(b.s = malloc(b.cap))) return NULL;
-    b.s[0] = 0;
+    nu_buf b = {0};
     pthread_mutex_lock(&m->mu);
-    put(&b, "# HELP nucleus_requests_total HTTP requests answered, by endpoint and status.\n"
-            "# TYPE nucleus_requests_total counter\n");
+    nu_buf_printf(&b,
+                  "# HELP nucleus_requests_total HTTP requests answered, by endpoint and status.\n"
+                  "# TYPE nucleus_requests_total counter\n");
     for (int i = 0; i < m->n_series; i++)
-        put(&b, "nucleus_requests_total{endpoint=\"%s\",status=\"%d\"} %llu\n",
-            m->series[i].endpoint, m->series[i].status, (unsigned long long)m->series[i].count);
+        nu_buf_printf(&b, "nucleus_requests_total{endpoint=\"%s\",status=\"%d\"} %llu\n",
+                      m->series[i].endpoint, m->series[i].status,
+                      (unsigned long long)m->series[i].count);
     put_counter(&b, "nucleus_generation_requests_total", "Generation jobs finished.", m->jobs);
     put_counter(&b, "nucleus_prompt_tokens_total", "Prompt tokens processed.", m->prompt_tokens);
     put_counter(&b, "nucleus_generated_tokens_total", "Tokens generated.", m->generated_tokens);
@@ -204,9 +179,5 @@ char *srv_metrics_render(srv_metrics *m, const srv_engine_stats *st, bool ready)
     put_gauge(&b, "nucleus_ready", "1 when GET /health/ready answers 200, else 0.", ready);
     put_gauge(&b, "nucleus_kv_cells_used", "KV cache cells in use.", st->kv_used);
     put_gauge(&b, "nucleus_kv_cells", "KV cache cells in all.", st->kv_cells);
-    if (b.failed) {
-        free(b.s);
-        return NULL;
-    }
-    return b.s;
+    return nu_buf_take(&b); /* NULL when memory ran out */
 }

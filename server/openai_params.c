@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "utf8.h"
+#include "text_check.h"
 
 #define MAX_STOP 16         /* stop strings per request */
 #define MAX_STOP_LEN 1024   /* bytes per stop string */

@@ -8,7 +8,7 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "utf8.h"
+#include "text_check.h"
 
 void srv_resp_ctx_init(srv_resp_ctx *rc, const nu_model *m, const char *model_id, srv_kind kind) {
     rc->model = m;

@@ -11,7 +11,7 @@
 #include "openai_resp.h"
 #include "sse.h"
 #include "web.h"
-#include "utf8.h"
+#include "text_check.h"
 
 /* ---- generation ---------------------------------------------------------- */
 

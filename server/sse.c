@@ -1,6 +1,8 @@
 /* sse.c - a job's output as server-sent events. */
 #include "sse.h"
 
+#include "buf.h"
+
 #include <microhttpd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,8 +14,8 @@ struct srv_stream {
     srv_resp_ctx rc;
     int client_fd;
     int64_t *completion_tokens;
-    char *out; /* events produced, not yet handed to MHD */
-    size_t out_len, out_off, out_cap;
+    nu_buf out; /* events produced; bytes before out_off went to MHD */
+    size_t out_off;
     bool *role_sent;         /* chat: the first delta (with the role) went out */
     bool finished;           /* everything including [DONE] is in out */
     bool failed;             /* out of memory */
@@ -25,7 +27,7 @@ static void free_stream_parts(srv_stream *st) {
     for (int32_t i = 0; st->tools && i < st->job->n_results; i++)
         srv_tool_parser_free(st->tools[i]);
     free(st->tools);
-    free(st->out);
+    nu_buf_free(&st->out);
     free(st->role_sent);
     free(st);
 }
@@ -59,23 +61,10 @@ srv_stream *srv_stream_new(srv_engine *e, srv_job *job, const srv_resp_ctx *rc, 
 /* Appends "data: <json>\n\n" (json is freed). */
 static void put_event(srv_stream *st, char *json) {
     const char *text = json ? json : "{}";
-    size_t n = strlen(text), need = st->out_len + n + 8;
-    if (need > st->out_cap) {
-        size_t cap = st->out_cap ? st->out_cap : 1024;
-        while (cap < need) cap *= 2;
-        char *p = realloc(st->out, cap);
-        if (!p) {
-            st->failed = true;
-            free(json);
-            return;
-        }
-        st->out = p;
-        st->out_cap = cap;
-    }
-    memcpy(st->out + st->out_len, "data: ", 6);
-    memcpy(st->out + st->out_len + 6, text, n);
-    memcpy(st->out + st->out_len + 6 + n, "\n\n", 2);
-    st->out_len += n + 8;
+    nu_buf_puts(&st->out, "data: ");
+    nu_buf_puts(&st->out, text);
+    nu_buf_puts(&st->out, "\n\n");
+    if (st->out.failed) st->failed = true;
     free(json);
 }
 
@@ -189,16 +178,8 @@ static void put_end(srv_stream *st) {
     int64_t prompt, completion;
     srv_job_usage(job, &prompt, &completion);
     if (st->completion_tokens) *st->completion_tokens = completion;
-    size_t need = st->out_len + 16;
-    char *p = need > st->out_cap ? realloc(st->out, need) : st->out;
-    if (!p) {
-        st->failed = true;
-        return;
-    }
-    st->out = p;
-    st->out_cap = need > st->out_cap ? need : st->out_cap;
-    memcpy(st->out + st->out_len, "data: [DONE]\n\n", 14);
-    st->out_len += 14;
+    nu_buf_puts(&st->out, "data: [DONE]\n\n");
+    if (st->out.failed) st->failed = true;
     st->finished = true;
 }
 
@@ -220,8 +201,9 @@ static bool produce(srv_stream *st) {
 ssize_t srv_stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     srv_stream *st = cls;
     (void)pos;
-    while (st->out_off == st->out_len) {
-        st->out_off = st->out_len = 0;
+    while (st->out_off == st->out.len) {
+        st->out_off = 0;
+        nu_buf_clear(&st->out);
         if (st->failed) return MHD_CONTENT_READER_END_WITH_ERROR;
         if (st->finished) return MHD_CONTENT_READER_END_OF_STREAM;
         if (produce(st)) continue;
@@ -230,9 +212,9 @@ ssize_t srv_stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
     }
-    size_t n = st->out_len - st->out_off;
+    size_t n = st->out.len - st->out_off;
     if (n > max) n = max;
-    memcpy(buf, st->out + st->out_off, n);
+    memcpy(buf, st->out.data + st->out_off, n);
     st->out_off += n;
     return (ssize_t)n;
 }

@@ -10,58 +10,8 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "utf8.h"
-
-/* ---- growable strings ---------------------------------------------------- */
-
-typedef struct sbuf {
-    char *s;
-    size_t len, cap;
-    bool oom;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *p = realloc(b->s, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->s = p;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = 0;
-}
-
-static void sb_puts(sbuf *b, const char *s) {
-    sb_put(b, s, strlen(s));
-}
-
-__attribute__((format(printf, 2, 3))) static void sb_printf(sbuf *b, const char *fmt, ...) {
-    char tmp[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof tmp)
-        b->oom = true; /* callers only format short pieces */
-    else
-        sb_put(b, tmp, (size_t)n);
-}
-
-/* The text, or NULL (freed) when memory ran out. */
-static char *sb_take(sbuf *b) {
-    if (b->oom) {
-        free(b->s);
-        return NULL;
-    }
-    return b->s ? b->s : calloc(1, 1);
-}
+#include "buf.h"
+#include "text_check.h"
 
 static bool is_blank(char c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r';
@@ -119,18 +69,18 @@ static const char *const *call_markers(srv_tool_format f) {
 /* ---- prompts ------------------------------------------------------------- */
 
 /* What tool_choice asks of the answer, in words. */
-static void choice_sentence(sbuf *b, const srv_tools *t) {
+static void choice_sentence(nu_buf *b, const srv_tools *t) {
     switch (t->choice) {
     case SRV_TOOLS_REQUIRED:
-        sb_puts(b, t->parallel ? "You must call one or more functions.\n"
-                               : "You must call exactly one function.\n");
+        nu_buf_puts(b, t->parallel ? "You must call one or more functions.\n"
+                                   : "You must call exactly one function.\n");
         break;
     case SRV_TOOLS_NAMED:
-        sb_printf(b, "You must call the function \"%s\".\n", t->list[t->named].name);
+        nu_buf_printf(b, "You must call the function \"%s\".\n", t->list[t->named].name);
         break;
     default:
-        sb_puts(b, "If no function is needed, answer as usual instead.\n");
-        if (!t->parallel) sb_puts(b, "Call at most one function.\n");
+        nu_buf_puts(b, "If no function is needed, answer as usual instead.\n");
+        if (!t->parallel) nu_buf_puts(b, "Call at most one function.\n");
         break;
     }
 }
@@ -138,27 +88,27 @@ static void choice_sentence(sbuf *b, const srv_tools *t) {
 char *srv_tools_prompt(const srv_tools *t, srv_tool_format f, bool list_tools, bool *oom) {
     *oom = false;
     if (!srv_tools_active(t) || (f != SRV_TOOL_FORMAT_GENERIC && !list_tools)) return NULL;
-    sbuf b = {0};
+    nu_buf b = {0};
     if (list_tools) {
-        sb_puts(&b, "# Tools\n\nYou can call these functions (their arguments are described "
-                    "by JSON Schema):\n");
+        nu_buf_puts(&b, "# Tools\n\nYou can call these functions (their arguments are described "
+                        "by JSON Schema):\n");
         cJSON *arr = cJSON_Parse(t->json);
         for (const cJSON *tool = arr ? arr->child : NULL; tool; tool = tool->next) {
             char *line = cJSON_PrintUnformatted(tool);
-            if (!line) b.oom = true;
-            sb_puts(&b, line ? line : "");
-            sb_puts(&b, "\n");
+            if (!line) b.failed = true;
+            nu_buf_puts(&b, line ? line : "");
+            nu_buf_puts(&b, "\n");
             cJSON_free(line);
         }
-        if (!arr) b.oom = true;
+        if (!arr) b.failed = true;
         cJSON_Delete(arr);
-        sb_puts(&b, "\n");
+        nu_buf_puts(&b, "\n");
     }
-    sb_puts(&b, "To call functions, answer with only this JSON object and no other text:\n"
-                "{\"tool_calls\": [{\"name\": \"<function name>\", \"arguments\": {<the "
-                "arguments>}}]}\n");
+    nu_buf_puts(&b, "To call functions, answer with only this JSON object and no other text:\n"
+                    "{\"tool_calls\": [{\"name\": \"<function name>\", \"arguments\": {<the "
+                    "arguments>}}]}\n");
     choice_sentence(&b, t);
-    char *s = sb_take(&b);
+    char *s = nu_buf_take(&b);
     *oom = s == NULL;
     return s;
 }
@@ -399,67 +349,67 @@ static char *tools_schema_text(const srv_tools *t, srv_tool_format f) {
 }
 
 /* One character in a GBNF literal or class, escaped unless plain. */
-static void gbnf_char(sbuf *b, char c) {
+static void gbnf_char(nu_buf *b, char c) {
     if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_')
-        sb_put(b, &c, 1);
+        nu_buf_add(b, &c, 1);
     else
-        sb_printf(b, "\\x%02X", (unsigned char)c);
+        nu_buf_printf(b, "\\x%02X", (unsigned char)c);
 }
 
 /* Rules `tool_free`: any text that does not contain marker m, whose first
  * character occurs only once in it. tool_sJ is the state after the text
  * ended with J characters of m and goes on; tool_eJ lets it end there. */
-static void free_text_rules(sbuf *b, const char *m) {
+static void free_text_rules(nu_buf *b, const char *m) {
     size_t k = strlen(m);
-    sb_puts(b, "tool_free ::= ([^");
+    nu_buf_puts(b, "tool_free ::= ([^");
     gbnf_char(b, m[0]);
-    sb_puts(b, "] | \"");
+    nu_buf_puts(b, "] | \"");
     gbnf_char(b, m[0]);
-    sb_puts(b, "\" tool_s1)* (\"");
+    nu_buf_puts(b, "\" tool_s1)* (\"");
     gbnf_char(b, m[0]);
-    sb_puts(b, "\" tool_e1)?\n");
+    nu_buf_puts(b, "\" tool_e1)?\n");
     for (size_t j = 1; j < k; j++) {
         /* another character leaves the marker; m[0] starts it again */
-        sb_printf(b, "tool_s%zu ::= [^", j);
+        nu_buf_printf(b, "tool_s%zu ::= [^", j);
         gbnf_char(b, m[0]);
         gbnf_char(b, m[j]);
-        sb_puts(b, "] | \"");
+        nu_buf_puts(b, "] | \"");
         gbnf_char(b, m[0]);
-        sb_puts(b, "\" tool_s1");
+        nu_buf_puts(b, "\" tool_s1");
         if (j + 1 < k) { /* m[j] goes on, unless it would complete the marker */
-            sb_puts(b, " | \"");
+            nu_buf_puts(b, " | \"");
             gbnf_char(b, m[j]);
-            sb_printf(b, "\" tool_s%zu", j + 1);
+            nu_buf_printf(b, "\" tool_s%zu", j + 1);
         }
-        sb_printf(b, "\ntool_e%zu ::= (\"", j);
+        nu_buf_printf(b, "\ntool_e%zu ::= (\"", j);
         gbnf_char(b, m[0]);
-        sb_puts(b, "\" tool_e1");
+        nu_buf_puts(b, "\" tool_e1");
         if (j + 1 < k) {
-            sb_puts(b, " | \"");
+            nu_buf_puts(b, " | \"");
             gbnf_char(b, m[j]);
-            sb_printf(b, "\" tool_e%zu", j + 1);
+            nu_buf_printf(b, "\" tool_e%zu", j + 1);
         }
-        sb_puts(b, ")?\n");
+        nu_buf_puts(b, ")?\n");
     }
 }
 
 /* The rules around the calls' JSON (rule `root`): Hermes blocks, and for
  * "auto" the free text before them. Returns the start rule. */
-static const char *wrap_rules(sbuf *b, const srv_tools *t, srv_tool_format f, bool lazy) {
+static const char *wrap_rules(nu_buf *b, const srv_tools *t, srv_tool_format f, bool lazy) {
     const char *more = t->parallel ? " (\"\\n\" tool_block)*" : "";
     if (f == SRV_TOOL_FORMAT_HERMES) {
-        sb_puts(b, "tool_block ::= \"<tool_call>\\n\" root \"\\n</tool_call>\"\n");
+        nu_buf_puts(b, "tool_block ::= \"<tool_call>\\n\" root \"\\n</tool_call>\"\n");
         if (lazy) {
             free_text_rules(b, "<tool_call>");
-            sb_printf(b, "tool_calls_root ::= tool_free (tool_block%s)?\n", more);
+            nu_buf_printf(b, "tool_calls_root ::= tool_free (tool_block%s)?\n", more);
         } else {
-            sb_printf(b, "tool_calls_root ::= tool_block%s\n", more);
+            nu_buf_printf(b, "tool_calls_root ::= tool_block%s\n", more);
         }
         return "tool_calls_root";
     }
     if (!lazy) return "root";
     /* Llama 3 and generic: an answer that starts with '{' is a call */
-    sb_puts(b, "tool_calls_root ::= [ \\t\\n\\r]* (root | [^{ \\t\\n\\r] .*)?\n");
+    nu_buf_puts(b, "tool_calls_root ::= [ \\t\\n\\r]* (root | [^{ \\t\\n\\r] .*)?\n");
     return "tool_calls_root";
 }
 
@@ -490,11 +440,11 @@ bool srv_tools_gbnf(const srv_tools *t, srv_tool_format f, bool marker_is_text, 
     if (st == NU_ERR_NOMEM) return srv_fail(err, 500, "server_error", NULL, NULL, "out of memory");
     if (st != NU_OK)
         return srv_fail(err, 400, "invalid_request_error", NULL, "tools", "%s", e.message);
-    sbuf b = {0};
-    sb_puts(&b, json_gbnf);
+    nu_buf b = {0};
+    nu_buf_puts(&b, json_gbnf);
     nu_free(json_gbnf);
     *root = wrap_rules(&b, t, f, lazy);
-    if (!(*gbnf = sb_take(&b)))
+    if (!(*gbnf = nu_buf_take(&b)))
         return srv_fail(err, 500, "server_error", NULL, NULL, "out of memory");
     return true;
 }
@@ -554,7 +504,7 @@ static rres jscan_end(jscan *j) {
 
 /* Advances over s[pos..len); out (may be NULL) gets the value without its
  * insignificant blanks. */
-static rres jscan_run(jscan *j, const char *s, size_t len, bool done, sbuf *out) {
+static rres jscan_run(jscan *j, const char *s, size_t len, bool done, nu_buf *out) {
     for (; !j->done && j->pos < len; j->pos++) {
         char c = s[j->pos];
         if ((unsigned char)c < 0x20 && !is_blank(c)) return R_BAD; /* JSON has none anywhere */
@@ -566,7 +516,7 @@ static rres jscan_run(jscan *j, const char *s, size_t len, bool done, sbuf *out)
         }
         if (j->in_str) {
             if ((unsigned char)c < 0x20) return R_BAD; /* raw blanks neither */
-            if (out) sb_put(out, &c, 1);
+            if (out) nu_buf_add(out, &c, 1);
             if (j->esc) {
                 j->esc = false;
             } else if (c == '\\') {
@@ -590,7 +540,7 @@ static rres jscan_run(jscan *j, const char *s, size_t len, bool done, sbuf *out)
         /* checked before it is kept: out holds only a valid beginning */
         if ((c == '{' || c == '[') && j->depth == JSCAN_DEPTH) return R_BAD;
         if ((c == '}' || c == ']') && (!j->depth || j->close[j->depth - 1] != c)) return R_BAD;
-        if (out) sb_put(out, &c, 1);
+        if (out) nu_buf_add(out, &c, 1);
         if (c == '"') {
             j->in_str = true;
         } else if (c == '{' || c == '[') {
@@ -671,7 +621,7 @@ static rres skip_value(cur *c) {
 typedef struct pcall {
     char id[SRV_TOOL_ID_MAX];
     char *name;
-    sbuf args;        /* the arguments without insignificant blanks */
+    nu_buf args;      /* the arguments without insignificant blanks */
     size_t args_sent; /* bytes of args emitted */
     size_t args_at;   /* where the arguments value starts in the text */
     jscan scan;       /* following the arguments */
@@ -715,7 +665,7 @@ srv_tool_parser *srv_tool_parser_new(const srv_tools *t) {
 
 static void free_call(pcall *c) {
     free(c->name);
-    free(c->args.s);
+    free(c->args.data);
     memset(c, 0, sizeof *c);
 }
 
@@ -756,23 +706,17 @@ static void send_head(srv_tool_parser *p, pcall *c) {
 
 /* How many bytes of s[0..n) end on a whole UTF-8 character. */
 static size_t utf8_whole(const char *s, size_t n) {
-    for (size_t back = 1; back <= 3 && back <= n; back++) {
-        unsigned char b = (unsigned char)s[n - back];
-        if ((b & 0xC0) == 0x80) continue; /* continuation byte */
-        size_t need = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 1;
-        return need > back ? n - back : n;
-    }
-    return n;
+    return n - nu_utf8_incomplete_tail(s, n);
 }
 
 /* The arguments received since the last piece (all of them when final). */
 static void send_args(srv_tool_parser *p, pcall *c, bool final) {
     if (!c->sent) return;
-    size_t end = final ? c->args.len : utf8_whole(c->args.s, c->args.len);
+    size_t end = final ? c->args.len : utf8_whole(c->args.data, c->args.len);
     if (end <= c->args_sent) return;
     srv_tool_event ev = {.kind = SRV_TOOL_ARGS,
                          .index = c->index,
-                         .text = c->args.s + c->args_sent,
+                         .text = c->args.data + c->args_sent,
                          .len = end - c->args_sent};
     c->args_sent = end;
     send(p, &ev);
@@ -832,7 +776,7 @@ static rres read_args(srv_tool_parser *p, cur *c, pcall *pc) {
     bool progressive = region_trusted(p) && c->s[pc->args_at] == '{';
     if (progressive && known_tool(p->tools, pc->name)) send_head(p, pc);
     r = jscan_run(&pc->scan, c->s, c->len, c->done, &pc->args);
-    if (pc->args.oom) p->failed = true;
+    if (pc->args.failed) p->failed = true;
     if (progressive) send_args(p, pc, r != R_NEED);
     if (r == R_OK) c->i = pc->scan.end;
     return r;
@@ -913,20 +857,21 @@ static rres hermes_close(cur *c, size_t *end) {
 /* A finished call's arguments as the object they must be: a string
  * holding JSON is unwrapped. */
 static bool finish_args(pcall *pc) {
-    if (!utf8_valid(pc->args.s ? pc->args.s : "", pc->args.len, NULL)) return false;
-    cJSON *v = cJSON_ParseWithLength(pc->args.s ? pc->args.s : "", pc->args.len);
+    if (!nu_utf8_valid(pc->args.data ? pc->args.data : "", pc->args.len, NULL)) return false;
+    cJSON *v = cJSON_ParseWithLength(pc->args.data ? pc->args.data : "", pc->args.len);
     bool ok = cJSON_IsObject(v);
     if (cJSON_IsString(v)) {
         cJSON *inner = cJSON_Parse(v->valuestring);
         if ((ok = cJSON_IsObject(inner))) { /* keep the string's text, blanks removed */
-            sbuf b = {0};
+            nu_buf b = {0};
             jscan j = {0};
-            ok = jscan_run(&j, v->valuestring, strlen(v->valuestring), true, &b) == R_OK && !b.oom;
+            ok = jscan_run(&j, v->valuestring, strlen(v->valuestring), true, &b) == R_OK &&
+                 !b.failed;
             if (ok) {
-                free(pc->args.s);
+                free(pc->args.data);
                 pc->args = b;
             } else {
-                free(b.s);
+                free(b.data);
             }
         }
         cJSON_Delete(inner);
@@ -1106,15 +1051,15 @@ bool srv_tool_parser_feed(srv_tool_parser *p, const char *s, size_t len, bool do
 /* ---- whole answers ----------------------------------------------------- */
 
 static bool collect_content(void *user, const srv_tool_event *ev) {
-    sbuf *b = user;
-    if (ev->kind == SRV_TOOL_CONTENT) sb_put(b, ev->text, ev->len);
-    return !b->oom;
+    nu_buf *b = user;
+    if (ev->kind == SRV_TOOL_CONTENT) nu_buf_add(b, ev->text, ev->len);
+    return !b->failed;
 }
 
 bool srv_tools_parse(const srv_tools *t, const char *text, size_t len, srv_tool_result *out) {
     memset(out, 0, sizeof *out);
     srv_tool_parser *p = srv_tool_parser_new(t);
-    sbuf content = {0};
+    nu_buf content = {0};
     bool ok = p && srv_tool_parser_feed(p, text, len, true, collect_content, &content);
     if (ok && p->n_sent && !(out->calls = calloc((size_t)p->n_sent, sizeof *out->calls)))
         ok = false;
@@ -1125,12 +1070,13 @@ bool srv_tools_parse(const srv_tools *t, const char *text, size_t len, srv_tool_
         memcpy(dst->id, c->id, sizeof dst->id);
         dst->name = c->name, c->name = NULL;
         /* what went out: all of it, unless a broken call stopped the parser */
-        dst->arguments = strndup(c->args.s ? c->args.s : "", c->args_sent);
+        dst->arguments = strndup(c->args.data ? c->args.data : "", c->args_sent);
         ok = dst->arguments != NULL;
     }
     srv_tool_parser_free(p);
-    out->content = ok ? sb_take(&content) : (free(content.s), NULL);
-    out->content_len = out->content ? content.len : 0;
+    size_t content_len = content.len;
+    out->content = ok ? nu_buf_take(&content) : (free(content.data), NULL);
+    out->content_len = out->content ? content_len : 0;
     if (!out->content) ok = false;
     if (!ok) srv_tool_result_free(out);
     return ok;

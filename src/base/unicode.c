@@ -16,56 +16,6 @@
  * Final-sigma handling of str.lower() is not reproduced. */
 #include "unicode.h"
 
-uint32_t nu_utf8_decode(const char *s, size_t n, size_t *i) {
-    const unsigned char *u = (const unsigned char *)s;
-    unsigned c = u[*i];
-    size_t k = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (k == 1) {
-        (*i)++;
-        return c;
-    }
-    if (k == 0 || *i + k > n) goto invalid;
-    uint32_t cp = c & (0x7Fu >> k);
-    for (size_t j = 1; j < k; j++) {
-        if ((u[*i + j] & 0xC0) != 0x80) goto invalid;
-        cp = (cp << 6) | (u[*i + j] & 0x3F);
-    }
-    static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min_cp[k] || cp > 0x10FFFF) goto invalid;
-    *i += k;
-    return cp;
-invalid:
-    (*i)++;
-    return 0xDC00 + c;
-}
-
-int nu_utf8_put(char s[4], uint32_t cp) {
-    if (cp >= 0xDC80 && cp <= 0xDCFF) { /* an undecodable byte, given back */
-        s[0] = (char)(cp - 0xDC00);
-        return 1;
-    }
-    if (cp < 0x80) {
-        s[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        s[0] = (char)(0xC0 | (cp >> 6));
-        s[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        s[0] = (char)(0xE0 | (cp >> 12));
-        s[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        s[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    s[0] = (char)(0xF0 | ((cp >> 18) & 0x07));
-    s[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    s[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    s[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
 typedef struct case_run {
     uint32_t first, last;
     int32_t delta;

@@ -9,12 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Decodes one character at s[*i] (advancing *i); invalid bytes decode to
- * themselves as code points 0xDC80.. like Python's surrogateescape. */
-uint32_t nu_utf8_decode(const char *s, size_t n, size_t *i);
-/* Writes cp as UTF-8 to out and returns the byte count (1..4); the code
- * points 0xDC80..0xDCFF of nu_utf8_decode give back their byte. */
-int nu_utf8_put(char out[4], uint32_t cp);
+#include "utf8.h" /* nu_utf8_next_escaped, nu_utf8_put_escaped */
 
 bool nu_uni_isspace(uint32_t cp);     /* Python str.isspace() */
 bool nu_uni_isprintable(uint32_t cp); /* Python str.isprintable() */

@@ -222,8 +222,8 @@ static bool repeat(nu_jctx *C, const jnode *at, nu_jv seq, int64_t times, nu_jv 
         nu_jstr *s = nu_jv_str(seq);
         if (s->len && (uint64_t)times > C->limits.max_output / s->len)
             return nu_jfail_status(C, at, NU_ERR_UNSUPPORTED, "string too long");
-        nu_jbuf b = {.limit = C->limits.max_output};
-        for (int64_t i = 0; i < times; i++) nu_jbuf_put(&b, s->data, s->len);
+        nu_buf b = {.limit = C->limits.max_output};
+        for (int64_t i = 0; i < times; i++) nu_buf_add(&b, s->data, s->len);
         return nu_jv_new_str_from_buf(C, at, &b, out);
     }
     nu_jlist *l = nu_jv_list(seq);
@@ -284,9 +284,9 @@ static bool binop(nu_jctx *C, const jnode *at, jop op, nu_jv a, nu_jv b, nu_jv *
     switch (op) {
     case JOP_CONCAT: {
         if (a.type == JV_STR && b.type == JV_STR) return nu_jv_concat_str(C, at, a, b, out);
-        nu_jbuf buf = {.limit = C->limits.max_output};
+        nu_buf buf = {.limit = C->limits.max_output};
         if (!nu_jv_print(C, at, &buf, a) || !nu_jv_print(C, at, &buf, b)) {
-            nu_jbuf_free(&buf);
+            nu_buf_free(&buf);
             return false;
         }
         return nu_jv_new_str_from_buf(C, at, &buf, out);
@@ -567,14 +567,14 @@ static bool eval(nu_jctx *C, nu_jscope *S, const jnode *n, nu_jv *out) {
 /* Runs body with output going to a fresh buffer, returned as a string. */
 static bool render_to_string(nu_jctx *C, nu_jscope *S, const jnode *body, const jnode *at,
                              nu_jv *out) {
-    nu_jbuf buf = {.limit = C->limits.max_output};
-    nu_jbuf *saved = C->out;
+    nu_buf buf = {.limit = C->limits.max_output};
+    nu_buf *saved = C->out;
     C->out = &buf;
     bool ok = exec(C, S, body);
     C->out = saved;
     C->loop_control = 0;
     if (!ok) {
-        nu_jbuf_free(&buf);
+        nu_buf_free(&buf);
         return false;
     }
     return nu_jv_new_str_from_buf(C, at, &buf, out);
@@ -658,8 +658,8 @@ static bool call_loop(nu_jctx *C, const jnode *at, jloop *l, const nu_jargs *a, 
     if (!enter(C, at)) return false;
     bool ok = nu_jv_iterate(C, at, a->pos[0], &items);
     if (ok) {
-        nu_jbuf buf = {.limit = C->limits.max_output};
-        nu_jbuf *saved = C->out;
+        nu_buf buf = {.limit = C->limits.max_output};
+        nu_buf *saved = C->out;
         C->out = &buf;
         ok = run_loop(C, l->scope, l->node, items, l->depth0 + 1);
         C->out = saved;
@@ -667,7 +667,7 @@ static bool call_loop(nu_jctx *C, const jnode *at, jloop *l, const nu_jargs *a, 
         if (ok)
             ok = nu_jv_new_str_from_buf(C, at, &buf, out);
         else
-            nu_jbuf_free(&buf);
+            nu_buf_free(&buf);
     }
     C->depth--;
     return ok;
@@ -689,7 +689,7 @@ bool nu_jcall_value(nu_jctx *C, const jnode *at, nu_jv callee, const nu_jargs *a
 
 /* Writes bytes to the current output, failing at the output limit. */
 static bool emit(nu_jctx *C, const jnode *at, const char *s, size_t n) {
-    nu_jbuf_put(C->out, s, n);
+    nu_buf_add(C->out, s, n);
     if (C->out->failed)
         return nu_jfail_status(C, at, NU_ERR_UNSUPPORTED, "output too long (limit %zu bytes)",
                                C->limits.max_output);
@@ -732,11 +732,11 @@ static bool assign(nu_jctx *C, nu_jscope *S, nu_jscope *eval_scope, const jnode 
 /* Writes str(v) to the output. */
 static bool print_value(nu_jctx *C, const jnode *at, nu_jv v) {
     if (v.type == JV_STR) return emit(C, at, nu_jv_str(v)->data, nu_jv_str(v)->len);
-    nu_jbuf b = {.limit = C->limits.max_output};
+    nu_buf b = {.limit = C->limits.max_output};
     bool ok = nu_jv_print(C, at, &b, v);
     if (ok && b.failed) ok = nu_jfail_status(C, at, NU_ERR_UNSUPPORTED, "output too long");
     ok = ok && emit(C, at, b.data ? b.data : "", b.len);
-    nu_jbuf_free(&b);
+    nu_buf_free(&b);
     return ok;
 }
 
@@ -997,13 +997,13 @@ nu_status nu_jinja_render(const nu_jinja_template *t, const cJSON *vars,
     nu_jctx C = {.tpl = t, .limits = limits ? *limits : nu_jinja_default_limits()};
     C.live.next = C.live.prev = &C.live;
     C.now = render_clock();
-    nu_jbuf buf = {.limit = C.limits.max_output};
+    nu_buf buf = {.limit = C.limits.max_output};
     C.out = &buf;
     nu_jscope *root = nu_jscope_new(&C, NULL, NULL);
     bool ok = root && bind_vars(&C, root, vars) && exec(&C, root, t->root);
     nu_jctx_free_all(&C);
     if (!ok || C.failed) {
-        nu_jbuf_free(&buf);
+        nu_buf_free(&buf);
         return nu_fail(err, C.failed ? C.status : NU_ERR_FORMAT, "chat template %s",
                        C.failed ? C.message : "failed");
     }

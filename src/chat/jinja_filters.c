@@ -195,14 +195,14 @@ static bool f_title(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_
     nu_jv sv;
     if (!with_str(C, at, v, &sv)) return false;
     nu_jstr *s = nu_jv_str(sv);
-    nu_jbuf b = {.limit = C->limits.max_output};
+    nu_buf b = {.limit = C->limits.max_output};
     bool word_start = true;
     for (size_t i = 0; i < s->len;) {
-        uint32_t cp = nu_utf8_decode(s->data, s->len, &i), m[3];
+        uint32_t cp = nu_utf8_next_escaped(s->data, s->len, &i), m[3];
         bool delim =
             nu_uni_isspace(cp) || cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<';
         int k = delim ? (m[0] = cp, 1) : word_start ? nu_uni_upper(cp, m) : nu_uni_lower(cp, m);
-        for (int j = 0; j < k; j++) nu_utf8_encode(&b, m[j]);
+        for (int j = 0; j < k; j++) nu_jinja_put_char(&b, m[j]);
         word_start = delim;
     }
     nu_jv_unref(C, sv);
@@ -241,15 +241,15 @@ static bool f_escape(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu
     nu_jv sv;
     if (!with_str(C, at, v, &sv)) return false;
     nu_jstr *s = nu_jv_str(sv);
-    nu_jbuf b = {.limit = C->limits.max_output};
+    nu_buf b = {.limit = C->limits.max_output};
     for (size_t i = 0; i < s->len; i++) {
         switch (s->data[i]) {
-        case '&': nu_jbuf_puts(&b, "&amp;"); break;
-        case '<': nu_jbuf_puts(&b, "&lt;"); break;
-        case '>': nu_jbuf_puts(&b, "&gt;"); break;
-        case '"': nu_jbuf_puts(&b, "&#34;"); break;
-        case '\'': nu_jbuf_puts(&b, "&#39;"); break;
-        default: nu_jbuf_putc(&b, s->data[i]);
+        case '&': nu_buf_puts(&b, "&amp;"); break;
+        case '<': nu_buf_puts(&b, "&lt;"); break;
+        case '>': nu_buf_puts(&b, "&gt;"); break;
+        case '"': nu_buf_puts(&b, "&#34;"); break;
+        case '\'': nu_buf_puts(&b, "&#39;"); break;
+        default: nu_buf_putc(&b, s->data[i]);
         }
     }
     nu_jv_unref(C, sv);
@@ -261,21 +261,21 @@ static bool f_escape(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu
  * the indentation after each newline (blank lines only when blank). */
 static bool f_indent(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_jv *out) {
     BIND("indent", "width", "first", "blank");
-    nu_jbuf pad = {0}, b = {.limit = C->limits.max_output};
+    nu_buf pad = {0}, b = {.limit = C->limits.max_output};
     if (jarg_given(p[0]) && p[0].type == JV_STR) {
-        nu_jbuf_put(&pad, nu_jv_str(p[0])->data, nu_jv_str(p[0])->len);
+        nu_buf_add(&pad, nu_jv_str(p[0])->data, nu_jv_str(p[0])->len);
     } else {
         int64_t w = 0;
         if (!opt_int(C, at, p[0], 4, &w)) return false;
-        for (int64_t i = 0; i < w && i < 4096; i++) nu_jbuf_putc(&pad, ' ');
+        for (int64_t i = 0; i < w && i < 4096; i++) nu_buf_putc(&pad, ' ');
     }
     nu_jv sv, text = nu_jv_undef(), lines = nu_jv_undef();
     nu_jargs none = {0};
     bool ok = with_str(C, at, v, &sv);
     if (ok) {
-        nu_jbuf t = {.limit = C->limits.max_output};
-        nu_jbuf_put(&t, nu_jv_str(sv)->data, nu_jv_str(sv)->len);
-        nu_jbuf_putc(&t, '\n');
+        nu_buf t = {.limit = C->limits.max_output};
+        nu_buf_add(&t, nu_jv_str(sv)->data, nu_jv_str(sv)->len);
+        nu_buf_putc(&t, '\n');
         nu_jv_unref(C, sv);
         ok = nu_jv_new_str_from_buf(C, at, &t, &text) &&
              nu_jcall_method(C, at, text, "splitlines", &none, &lines);
@@ -283,21 +283,21 @@ static bool f_indent(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu
     if (ok) {
         nu_jlist *l = nu_jv_list(lines);
         bool blank = opt_bool(p[2], false);
-        if (opt_bool(p[1], false)) nu_jbuf_put(&b, pad.data, pad.len);
+        if (opt_bool(p[1], false)) nu_buf_add(&b, pad.data, pad.len);
         for (size_t i = 0; i < l->len; i++) {
             nu_jstr *line = nu_jv_str(l->items[i]);
             if (i > 0) {
-                nu_jbuf_putc(&b, '\n');
-                if (blank || line->len > 0) nu_jbuf_put(&b, pad.data, pad.len);
+                nu_buf_putc(&b, '\n');
+                if (blank || line->len > 0) nu_buf_add(&b, pad.data, pad.len);
             }
-            nu_jbuf_put(&b, line->data, line->len);
+            nu_buf_add(&b, line->data, line->len);
         }
     }
     nu_jv_unref(C, lines);
     nu_jv_unref(C, text);
-    nu_jbuf_free(&pad);
+    nu_buf_free(&pad);
     if (!ok) {
-        nu_jbuf_free(&b);
+        nu_buf_free(&b);
         return false;
     }
     return nu_jv_new_str_from_buf(C, at, &b, out);
@@ -312,10 +312,10 @@ static bool f_center(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu
     int64_t n = (int64_t)s->nchars, padding = w > n ? w - n : 0;
     if (padding > (int64_t)C->limits.max_output) padding = 0;
     int64_t left = padding / 2 + (padding & w & 1);
-    nu_jbuf b = {.limit = C->limits.max_output};
-    for (int64_t i = 0; i < left; i++) nu_jbuf_putc(&b, ' ');
-    nu_jbuf_put(&b, s->data, s->len);
-    for (int64_t i = left; i < padding; i++) nu_jbuf_putc(&b, ' ');
+    nu_buf b = {.limit = C->limits.max_output};
+    for (int64_t i = 0; i < left; i++) nu_buf_putc(&b, ' ');
+    nu_buf_add(&b, s->data, s->len);
+    for (int64_t i = left; i < padding; i++) nu_buf_putc(&b, ' ');
     nu_jv_unref(C, sv);
     return nu_jv_new_str_from_buf(C, at, &b, out);
 }
@@ -328,7 +328,7 @@ static bool f_wordcount(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a,
     int64_t n = 0;
     bool in_word = false;
     for (size_t i = 0; i < s->len;) {
-        uint32_t cp = nu_utf8_decode(s->data, s->len, &i);
+        uint32_t cp = nu_utf8_next_escaped(s->data, s->len, &i);
         bool w = cp == '_' || nu_uni_isalnum(cp);
         if (w && !in_word) n++;
         in_word = w;
@@ -420,10 +420,10 @@ static bool f_join(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_j
     nu_jv items, sep = nu_jv_undef();
     if (!nu_jv_iterate(C, at, v, &items)) return false;
     bool ok = jarg_given(p[0]) ? with_str(C, at, p[0], &sep) : nu_jv_new_str(C, at, "", 0, &sep);
-    nu_jbuf b = {.limit = C->limits.max_output};
+    nu_buf b = {.limit = C->limits.max_output};
     nu_jlist *l = nu_jv_list(items);
     for (size_t i = 0; ok && i < l->len; i++) {
-        if (i) nu_jbuf_put(&b, nu_jv_str(sep)->data, nu_jv_str(sep)->len);
+        if (i) nu_buf_add(&b, nu_jv_str(sep)->data, nu_jv_str(sep)->len);
         nu_jv item = l->items[i], got = nu_jv_undef();
         if (jarg_given(p[1]) && p[1].type != JV_NONE) {
             ok = attr_path(C, at, item, p[1], &got);
@@ -435,7 +435,7 @@ static bool f_join(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu_j
     nu_jv_unref(C, items);
     nu_jv_unref(C, sep);
     if (!ok) {
-        nu_jbuf_free(&b);
+        nu_buf_free(&b);
         return false;
     }
     return nu_jv_new_str_from_buf(C, at, &b, out);
@@ -910,9 +910,9 @@ static bool f_tojson(nu_jctx *C, const jnode *at, nu_jv v, const nu_jargs *a, nu
         o.key_sep = nu_jv_str(nu_jv_list(s)->items[1])->data;
         o.key_sep_len = nu_jv_str(nu_jv_list(s)->items[1])->len;
     }
-    nu_jbuf b = {.limit = C->limits.max_output};
+    nu_buf b = {.limit = C->limits.max_output};
     if (!nu_jv_tojson(C, at, &b, v, &o)) {
-        nu_jbuf_free(&b);
+        nu_buf_free(&b);
         return false;
     }
     return nu_jv_new_str_from_buf(C, at, &b, out);

@@ -13,13 +13,13 @@
 
 /* Appends s padded to width characters: left-aligned when left, else
  * right-aligned with fill. */
-static void pad_put(nu_jbuf *b, const char *s, size_t n, int64_t width, bool left, char fill) {
-    int64_t chars = (int64_t)nu_utf8_count_chars(s, n);
+static void pad_put(nu_buf *b, const char *s, size_t n, int64_t width, bool left, char fill) {
+    int64_t chars = (int64_t)nu_jinja_count_chars(s, n);
     if (!left)
-        for (int64_t i = chars; i < width; i++) nu_jbuf_putc(b, fill);
-    nu_jbuf_put(b, s, n);
+        for (int64_t i = chars; i < width; i++) nu_buf_putc(b, fill);
+    nu_buf_add(b, s, n);
     if (left)
-        for (int64_t i = chars; i < width; i++) nu_jbuf_putc(b, ' ');
+        for (int64_t i = chars; i < width; i++) nu_buf_putc(b, ' ');
 }
 
 /* The first `chars` characters of s (precision of %s / {:.N}). */
@@ -62,30 +62,30 @@ static bool as_float(nu_jctx *C, const jnode *at, nu_jv v, char conv, double *ou
 
 /* One printf-style conversion of v. flags holds the '-', '+', ' ', '#',
  * '0' characters seen. */
-static bool percent_one(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v, const char *flags,
+static bool percent_one(nu_jctx *C, const jnode *at, nu_buf *b, nu_jv v, const char *flags,
                         int64_t width, int64_t prec, char conv) {
     bool left = strchr(flags, '-') != NULL;
     char tmp[MAX_WIDTH + 400];
     if (conv == 's' || conv == 'r' || conv == 'a') {
-        nu_jbuf s = {.limit = C->limits.max_output};
+        nu_buf s = {.limit = C->limits.max_output};
         bool ok = conv == 's' ? nu_jv_print(C, at, &s, v) : nu_jv_repr(C, at, &s, v);
         if (ok)
             pad_put(b, s.data ? s.data : "", prefix_bytes(s.data ? s.data : "", s.len, prec), width,
                     left, ' ');
-        nu_jbuf_free(&s);
+        nu_buf_free(&s);
         return ok;
     }
     if (conv == 'c') {
-        nu_jbuf s = {0};
+        nu_buf s = {0};
         int64_t cp = 0;
         if (v.type == JV_STR && nu_jv_str(v)->nchars == 1)
-            nu_jbuf_put(&s, nu_jv_str(v)->data, nu_jv_str(v)->len);
+            nu_buf_add(&s, nu_jv_str(v)->data, nu_jv_str(v)->len);
         else if (as_int(C, at, v, 'c', false, &cp) && cp >= 0 && cp <= 0x10FFFF)
-            nu_utf8_encode(&s, (uint32_t)cp);
+            nu_jinja_put_char(&s, (uint32_t)cp);
         else
             return C->failed ? false : nu_jfail(C, at, "%%c arg not in range(0x110000)");
         pad_put(b, s.data ? s.data : "", s.len, width, left, ' ');
-        nu_jbuf_free(&s);
+        nu_buf_free(&s);
         return true;
     }
     char spec[32];
@@ -104,7 +104,7 @@ static bool percent_one(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v, const 
             snprintf(tmp, sizeof tmp, spec, (int)width, (int)prec, (long long)i);
         else
             snprintf(tmp, sizeof tmp, spec, (int)width, (long long)i);
-        nu_jbuf_puts(b, tmp);
+        nu_buf_puts(b, tmp);
         return true;
     }
     if (strchr("eEfFgG", conv)) {
@@ -117,7 +117,7 @@ static bool percent_one(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v, const 
             snprintf(tmp, sizeof tmp, spec, (int)width, (int)prec, d);
         else
             snprintf(tmp, sizeof tmp, spec, (int)width, d);
-        nu_jbuf_puts(b, tmp);
+        nu_buf_puts(b, tmp);
         return true;
     }
     return nu_jfail(C, at, "unsupported format character '%c'", conv);
@@ -180,11 +180,11 @@ bool nu_jinja_percent_format(nu_jctx *C, const jnode *at, nu_jv fmt, nu_jv args,
     const char *s = nu_jv_str(fmt)->data;
     size_t n = nu_jv_str(fmt)->len, next = 0;
     nu_jlist *list = nu_jv_is_tuple(args) ? nu_jv_list(args) : NULL;
-    nu_jbuf b = {.limit = C->limits.max_output};
+    nu_buf b = {.limit = C->limits.max_output};
     bool ok = true, used_mapping = false;
     for (size_t i = 0; i < n && ok;) {
         if (s[i] != '%') {
-            nu_jbuf_putc(&b, s[i++]);
+            nu_buf_putc(&b, s[i++]);
             continue;
         }
         if (++i >= n) {
@@ -192,7 +192,7 @@ bool nu_jinja_percent_format(nu_jctx *C, const jnode *at, nu_jv fmt, nu_jv args,
             break;
         }
         if (s[i] == '%') {
-            nu_jbuf_putc(&b, s[i++]);
+            nu_buf_putc(&b, s[i++]);
             continue;
         }
         nu_jv v;
@@ -214,7 +214,7 @@ bool nu_jinja_percent_format(nu_jctx *C, const jnode *at, nu_jv fmt, nu_jv args,
     if (ok && !used_mapping && (list ? next < list->len : next == 0) && args.type != JV_DICT)
         ok = nu_jfail(C, at, "not all arguments converted during string formatting");
     if (!ok) {
-        nu_jbuf_free(&b);
+        nu_buf_free(&b);
         return false;
     }
     return nu_jv_new_str_from_buf(C, at, &b, out);
@@ -239,7 +239,7 @@ static bool parse_spec(nu_jctx *C, const jnode *at, const char *s, size_t n, fmt
     f->fill = ' ';
     f->prec = -1;
     size_t i = 0, j = 0;
-    uint32_t first = n ? nu_utf8_decode(s, n, &j) : 0;
+    uint32_t first = n ? nu_utf8_next_escaped(s, n, &j) : 0;
     if (n > j && strchr("<>^=", s[j])) {
         f->fill = first;
         f->align = s[j];
@@ -271,18 +271,18 @@ static bool parse_spec(nu_jctx *C, const jnode *at, const char *s, size_t n, fmt
 }
 
 /* Pads body (after an optional sign / prefix) to the spec's width. */
-static void nu_spec_pad(nu_jbuf *b, const fmt_spec *f, const char *sign, const char *body, size_t n,
+static void nu_spec_pad(nu_buf *b, const fmt_spec *f, const char *sign, const char *body, size_t n,
                         char dflt_align) {
-    int64_t len = (int64_t)(strlen(sign) + nu_utf8_count_chars(body, n));
+    int64_t len = (int64_t)(strlen(sign) + nu_jinja_count_chars(body, n));
     int64_t padding = f->width > len ? f->width - len : 0;
     char align = f->align ? f->align : dflt_align;
     int64_t left = align == '>' || align == '=' ? padding : align == '^' ? padding / 2 : 0;
     int64_t right = padding - left;
-    if (align == '=') nu_jbuf_puts(b, sign);
-    for (int64_t i = 0; i < left; i++) nu_utf8_encode(b, f->fill);
-    if (align != '=') nu_jbuf_puts(b, sign);
-    nu_jbuf_put(b, body, n);
-    for (int64_t i = 0; i < right; i++) nu_utf8_encode(b, f->fill);
+    if (align == '=') nu_buf_puts(b, sign);
+    for (int64_t i = 0; i < left; i++) nu_jinja_put_char(b, f->fill);
+    if (align != '=') nu_buf_puts(b, sign);
+    nu_buf_add(b, body, n);
+    for (int64_t i = 0; i < right; i++) nu_jinja_put_char(b, f->fill);
 }
 
 /* The sign to print before a number's digits. */
@@ -291,7 +291,7 @@ static const char *nu_spec_sign(const fmt_spec *f, bool negative) {
 }
 
 /* An int with type d, x, X, o or b (and '#' for the 0x / 0o / 0b prefix). */
-static void format_int(nu_jbuf *b, const fmt_spec *f, int64_t i) {
+static void format_int(nu_buf *b, const fmt_spec *f, int64_t i) {
     uint64_t mag = i < 0 ? 0 - (uint64_t)i : (uint64_t)i;
     int base = f->type == 'x' || f->type == 'X' ? 16 : f->type == 'o' ? 8 : f->type == 'b' ? 2 : 10;
     char digits[80], body[100];
@@ -314,9 +314,9 @@ static void format_int(nu_jbuf *b, const fmt_spec *f, int64_t i) {
 
 /* A number with type e, E, f, F, g, G or %, or none (repr without a
  * precision, like Python's format(x, '')). */
-static void format_float(nu_jbuf *b, const fmt_spec *f, double d) {
+static void format_float(nu_buf *b, const fmt_spec *f, double d) {
     char tmp[800]; /* 309 integer digits and 300 decimals at most */
-    nu_jbuf body = {0};
+    nu_buf body = {0};
     if (f->type == 0 && f->prec < 0) {
         nu_jfloat_repr(&body, fabs(d));
     } else {
@@ -324,17 +324,16 @@ static void format_float(nu_jbuf *b, const fmt_spec *f, double d) {
         spec[3] = f->type == 0 ? 'g' : f->type == '%' ? 'f' : f->type;
         int prec = (int)(f->prec < 0 ? 6 : f->prec > 300 ? 300 : f->prec);
         snprintf(tmp, sizeof tmp, spec, prec, f->type == '%' ? fabs(d) * 100 : fabs(d));
-        nu_jbuf_puts(&body, tmp);
-        if (f->type == '%') nu_jbuf_putc(&body, '%');
+        nu_buf_puts(&body, tmp);
+        if (f->type == '%') nu_buf_putc(&body, '%');
     }
     nu_spec_pad(b, f, nu_spec_sign(f, signbit(d) && !isnan(d)), body.data ? body.data : "",
                 body.len, '>');
-    nu_jbuf_free(&body);
+    nu_buf_free(&body);
 }
 
 /* format(v, spec) for strings, ints, floats and (empty spec only) others. */
-static bool format_value(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v, const char *s,
-                         size_t n) {
+static bool format_value(nu_jctx *C, const jnode *at, nu_buf *b, nu_jv v, const char *s, size_t n) {
     if (n == 0) return nu_jv_print(C, at, b, v);
     fmt_spec f;
     if (!parse_spec(C, at, s, n, &f)) return false;
@@ -398,7 +397,7 @@ static bool field_value(nu_jctx *C, const jnode *at, const char *s, size_t n, co
 }
 
 /* One {field!conv:spec} replacement. */
-static bool format_field(nu_jctx *C, const jnode *at, nu_jbuf *b, const char *s, size_t n,
+static bool format_field(nu_jctx *C, const jnode *at, nu_buf *b, const char *s, size_t n,
                          const nu_jargs *a, size_t *auto_index, int *numbering) {
     size_t name_end = 0;
     while (name_end < n && s[name_end] != '!' && s[name_end] != ':') name_end++;
@@ -418,11 +417,11 @@ static bool format_field(nu_jctx *C, const jnode *at, nu_jbuf *b, const char *s,
     if (!field_value(C, at, s, name_end, a, auto_index, numbering, &v)) return false;
     bool ok = true;
     if (conv == 'r' || conv == 'a' || conv == 's') {
-        nu_jbuf t = {.limit = C->limits.max_output};
+        nu_buf t = {.limit = C->limits.max_output};
         ok = conv == 's' ? nu_jv_print(C, at, &t, v) : nu_jv_repr(C, at, &t, v);
         nu_jv str = nu_jv_undef();
         ok = ok && nu_jv_new_str_from_buf(C, at, &t, &str);
-        if (!ok) nu_jbuf_free(&t);
+        if (!ok) nu_buf_free(&t);
         nu_jv_unref(C, v);
         v = str;
     } else if (conv) {
@@ -437,12 +436,12 @@ bool nu_jinja_str_format(nu_jctx *C, const jnode *at, nu_jv fmt, const nu_jargs 
     const char *s = nu_jv_str(fmt)->data;
     size_t n = nu_jv_str(fmt)->len, auto_index = 0;
     int numbering = 0;
-    nu_jbuf b = {.limit = C->limits.max_output};
+    nu_buf b = {.limit = C->limits.max_output};
     bool ok = true;
     for (size_t i = 0; i < n && ok;) {
         char c = s[i];
         if ((c == '{' || c == '}') && i + 1 < n && s[i + 1] == c) {
-            nu_jbuf_putc(&b, c);
+            nu_buf_putc(&b, c);
             i += 2;
         } else if (c == '}') {
             ok = nu_jfail(C, at, "Single '}' encountered in format string");
@@ -457,12 +456,12 @@ bool nu_jinja_str_format(nu_jctx *C, const jnode *at, nu_jv fmt, const nu_jargs 
                 ok = format_field(C, at, &b, s + i + 1, end - i - 1, a, &auto_index, &numbering);
             i = end + 1;
         } else {
-            nu_jbuf_putc(&b, c);
+            nu_buf_putc(&b, c);
             i++;
         }
     }
     if (!ok) {
-        nu_jbuf_free(&b);
+        nu_buf_free(&b);
         return false;
     }
     return nu_jv_new_str_from_buf(C, at, &b, out);
@@ -479,13 +478,13 @@ static const char *const month_names[] = {"January",   "February", "March",    "
                                           "September", "October",  "November", "December"};
 
 /* A number with glibc's padding flags: '-' none, '_' spaces, '0' zeros. */
-static void put_num(nu_jbuf *b, long v, int width, char flag, char dflt_pad) {
+static void put_num(nu_buf *b, long v, int width, char flag, char dflt_pad) {
     char pad = flag == '-' ? 0 : flag == '_' ? ' ' : flag == '0' ? '0' : dflt_pad;
     char tmp[32];
     int n = snprintf(tmp, sizeof tmp, "%ld", v < 0 ? -v : v);
-    if (v < 0) nu_jbuf_putc(b, '-');
-    for (int i = n; pad && i < width; i++) nu_jbuf_putc(b, pad);
-    nu_jbuf_put(b, tmp, (size_t)n);
+    if (v < 0) nu_buf_putc(b, '-');
+    for (int i = n; pad && i < width; i++) nu_buf_putc(b, pad);
+    nu_buf_add(b, tmp, (size_t)n);
 }
 
 /* ISO 8601 week-based year and week number of tm. */
@@ -510,14 +509,14 @@ static void iso_week(const struct tm *tm, int *year, int *week) {
 }
 
 /* One conversion %c with flag; returns false for unknown ones. */
-static bool strftime_one(nu_jbuf *b, const struct tm *tm, char c, char flag, time_t t) {
+static bool strftime_one(nu_buf *b, const struct tm *tm, char c, char flag, time_t t) {
     int iy, iw;
     switch (c) {
-    case 'a': nu_jbuf_put(b, day_names[tm->tm_wday], 3); return true;
-    case 'A': nu_jbuf_puts(b, day_names[tm->tm_wday]); return true;
+    case 'a': nu_buf_add(b, day_names[tm->tm_wday], 3); return true;
+    case 'A': nu_buf_puts(b, day_names[tm->tm_wday]); return true;
     case 'b':
-    case 'h': nu_jbuf_put(b, month_names[tm->tm_mon], 3); return true;
-    case 'B': nu_jbuf_puts(b, month_names[tm->tm_mon]); return true;
+    case 'h': nu_buf_add(b, month_names[tm->tm_mon], 3); return true;
+    case 'B': nu_buf_puts(b, month_names[tm->tm_mon]); return true;
     case 'C': put_num(b, (tm->tm_year + 1900) / 100, 2, flag, '0'); return true;
     case 'd': put_num(b, tm->tm_mday, 2, flag, '0'); return true;
     case 'e': put_num(b, tm->tm_mday, 2, flag, ' '); return true;
@@ -526,9 +525,9 @@ static bool strftime_one(nu_jbuf *b, const struct tm *tm, char c, char flag, tim
     case 'j': put_num(b, tm->tm_yday + 1, 3, flag, '0'); return true;
     case 'm': put_num(b, tm->tm_mon + 1, 2, flag, '0'); return true;
     case 'M': put_num(b, tm->tm_min, 2, flag, '0'); return true;
-    case 'n': nu_jbuf_putc(b, '\n'); return true;
-    case 't': nu_jbuf_putc(b, '\t'); return true;
-    case 'p': nu_jbuf_puts(b, tm->tm_hour < 12 ? "AM" : "PM"); return true;
+    case 'n': nu_buf_putc(b, '\n'); return true;
+    case 't': nu_buf_putc(b, '\t'); return true;
+    case 'p': nu_buf_puts(b, tm->tm_hour < 12 ? "AM" : "PM"); return true;
     case 'S': put_num(b, tm->tm_sec, 2, flag, '0'); return true;
     case 's': put_num(b, (long)t, 1, flag, '0'); return true;
     case 'u': put_num(b, tm->tm_wday ? tm->tm_wday : 7, 1, flag, '0'); return true;
@@ -549,9 +548,9 @@ static bool strftime_one(nu_jbuf *b, const struct tm *tm, char c, char flag, tim
         return true;
     case 'U': put_num(b, (tm->tm_yday + 7 - tm->tm_wday) / 7, 2, flag, '0'); return true;
     case 'W': put_num(b, (tm->tm_yday + 7 - (tm->tm_wday + 6) % 7) / 7, 2, flag, '0'); return true;
-    case 'Z': nu_jbuf_puts(b, "UTC"); return true;
-    case 'z': nu_jbuf_puts(b, "+0000"); return true;
-    case '%': nu_jbuf_putc(b, '%'); return true;
+    case 'Z': nu_buf_puts(b, "UTC"); return true;
+    case 'z': nu_buf_puts(b, "+0000"); return true;
+    case '%': nu_buf_putc(b, '%'); return true;
     case 'D': nu_jinja_strftime(b, "%m/%d/%y", 8, t); return true;
     case 'F': nu_jinja_strftime(b, "%Y-%m-%d", 8, t); return true;
     case 'T': nu_jinja_strftime(b, "%H:%M:%S", 8, t); return true;
@@ -564,19 +563,19 @@ static bool strftime_one(nu_jbuf *b, const struct tm *tm, char c, char flag, tim
     }
 }
 
-size_t nu_jinja_strftime(nu_jbuf *b, const char *fmt, size_t n, time_t t) {
+size_t nu_jinja_strftime(nu_buf *b, const char *fmt, size_t n, time_t t) {
     struct tm tm;
     gmtime_r(&t, &tm);
     size_t before = b->len;
     for (size_t i = 0; i < n; i++) {
         if (fmt[i] != '%' || i + 1 >= n) {
-            nu_jbuf_putc(b, fmt[i]);
+            nu_buf_putc(b, fmt[i]);
             continue;
         }
         size_t j = i + 1;
         char flag = 0;
         if (strchr("-_0^#", fmt[j]) && j + 1 < n) flag = fmt[j++];
-        if (!strftime_one(b, &tm, fmt[j], flag, t)) nu_jbuf_put(b, fmt + i, j + 1 - i);
+        if (!strftime_one(b, &tm, fmt[j], flag, t)) nu_buf_add(b, fmt + i, j + 1 - i);
         i = j;
     }
     return b->len - before;

@@ -13,8 +13,10 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "buf.h"
 #include "jinja.h"
 #include "unicode.h"
+#include "utf8.h"
 
 /* ------------------------------------------------------------------------ */
 /* Values                                                                   */
@@ -204,23 +206,6 @@ static inline bool nu_jv_is_number(nu_jv v) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* Growable byte buffer                                                     */
-/* ------------------------------------------------------------------------ */
-
-typedef struct nu_jbuf {
-    char *data;
-    size_t len, cap;
-    bool failed; /* an allocation failed or the limit was hit */
-    size_t limit;
-} nu_jbuf;
-
-void nu_jbuf_put(nu_jbuf *b, const char *s, size_t n);
-void nu_jbuf_puts(nu_jbuf *b, const char *s);
-void nu_jbuf_putc(nu_jbuf *b, char c);
-void nu_jbuf_printf(nu_jbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void nu_jbuf_free(nu_jbuf *b);
-
-/* ------------------------------------------------------------------------ */
 /* Syntax tree                                                              */
 /* ------------------------------------------------------------------------ */
 
@@ -389,7 +374,7 @@ typedef struct nu_jctx {
     uint64_t alloc_bytes;
     int depth;
     nu_jobj live;     /* sentinel of the list of live objects */
-    nu_jbuf *out;     /* where output goes now */
+    nu_buf *out;      /* where output goes now */
     int loop_control; /* 1: break, 2: continue pending */
     bool failed;
     nu_status status;
@@ -423,14 +408,16 @@ void nu_jctx_free_all(nu_jctx *C);
 
 /* Strings. nu_jv_new_str copies n bytes. */
 bool nu_jv_new_str(nu_jctx *C, const jnode *at, const char *s, size_t n, nu_jv *out);
-bool nu_jv_new_str_from_buf(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv *out); /* frees b */
+bool nu_jv_new_str_from_buf(nu_jctx *C, const jnode *at, nu_buf *b, nu_jv *out); /* frees b */
 /* a + b for two strings, copied once. */
 bool nu_jv_concat_str(nu_jctx *C, const jnode *at, nu_jv a, nu_jv b, nu_jv *out);
 nu_jstr *nu_jstr_immortal(nu_jarena *a, const char *s, size_t n);
-size_t nu_utf8_count_chars(const char *s, size_t n);
+size_t nu_jinja_count_chars(const char *s, size_t n);
 /* Byte offset of character index ci (0..nchars) in s. */
 size_t nu_utf8_offset(const char *s, size_t n, size_t ci);
-void nu_utf8_encode(nu_jbuf *b, uint32_t cp);
+/* Appends cp as UTF-8; 0xDC80.. give their byte back (see above), and other
+ * lone surrogates, which UTF-8 cannot hold, become U+FFFD. */
+void nu_jinja_put_char(nu_buf *b, uint32_t cp);
 
 /* Lists and dicts. */
 bool nu_jv_new_list(nu_jctx *C, const jnode *at, size_t cap, nu_jv *out);
@@ -457,11 +444,11 @@ bool nu_jv_compare(nu_jctx *C, const jnode *at, jop op, nu_jv a, nu_jv b, bool *
 /* Three-way comparison for sorting: -1, 0 or 1. */
 bool nu_jv_cmp3(nu_jctx *C, const jnode *at, nu_jv a, nu_jv b, bool case_insensitive, int *res);
 /* Python str(v) / repr(v) appended to b; fails only past the nesting limit. */
-bool nu_jv_print(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v);
-bool nu_jv_repr(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v);
+bool nu_jv_print(nu_jctx *C, const jnode *at, nu_buf *b, nu_jv v);
+bool nu_jv_repr(nu_jctx *C, const jnode *at, nu_buf *b, nu_jv v);
 /* str(v) as a new string value. Strings are returned as a new reference. */
 bool nu_jv_to_str(nu_jctx *C, const jnode *at, nu_jv v, nu_jv *out);
-void nu_jfloat_repr(nu_jbuf *b, double f);
+void nu_jfloat_repr(nu_buf *b, double f);
 /* json.dumps(v, ensure_ascii, indent, separators, sort_keys). indent < 0: none;
  * item_sep / key_sep NULL: the defaults. */
 typedef struct jjson_opts {
@@ -473,7 +460,7 @@ typedef struct jjson_opts {
     size_t item_sep_len, key_sep_len;
     bool sort_keys;
 } jjson_opts;
-bool nu_jv_tojson(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v, const jjson_opts *o);
+bool nu_jv_tojson(nu_jctx *C, const jnode *at, nu_buf *b, nu_jv v, const jjson_opts *o);
 /* A JSON document as a value (cJSON NULL: undefined). */
 bool nu_jv_from_json(nu_jctx *C, const jnode *at, const cJSON *j, nu_jv *out, int depth);
 
@@ -555,6 +542,6 @@ bool nu_jinja_percent_format(nu_jctx *C, const jnode *at, nu_jv fmt, nu_jv args,
 /* fmt.format(*args, **kwargs). */
 bool nu_jinja_str_format(nu_jctx *C, const jnode *at, nu_jv fmt, const nu_jargs *a, nu_jv *out);
 /* strftime of t (UTC, C locale) appended to b; returns the bytes added. */
-size_t nu_jinja_strftime(nu_jbuf *b, const char *fmt, size_t n, time_t t);
+size_t nu_jinja_strftime(nu_buf *b, const char *fmt, size_t n, time_t t);
 
 #endif

@@ -44,7 +44,7 @@ static size_t space_len(const char *s, size_t n, size_t i) {
     unsigned char c = (unsigned char)s[i];
     if (c < 0x80) return nu_uni_isspace(c) ? 1 : 0;
     size_t j = i;
-    uint32_t cp = nu_utf8_decode(s, n, &j);
+    uint32_t cp = nu_utf8_next_escaped(s, n, &j);
     return nu_uni_isspace(cp) ? j - i : 0;
 }
 
@@ -224,13 +224,13 @@ static bool hex_value(const char *s, size_t n, uint32_t *v) {
 /* One backslash escape at s[*i] (just after the backslash), decoded the way
  * Jinja2 does it (Python's unicode-escape codec after non-ASCII characters
  * were written as \x.. / \u.... escapes). Returns false on a bad escape. */
-static bool decode_escape(const char *s, size_t n, size_t *i, nu_jbuf *b) {
+static bool decode_escape(const char *s, size_t n, size_t *i, nu_buf *b) {
     unsigned char c = (unsigned char)s[*i];
     static const char simple_from[] = "\\'\"abfnrtv";
     static const char simple_to[] = "\\'\"\a\b\f\n\r\t\v";
     const char *k = c ? strchr(simple_from, c) : NULL;
     if (k) {
-        nu_jbuf_putc(b, simple_to[k - simple_from]);
+        nu_buf_putc(b, simple_to[k - simple_from]);
         (*i)++;
     } else if (c == '\n') {
         (*i)++;
@@ -238,28 +238,28 @@ static bool decode_escape(const char *s, size_t n, size_t *i, nu_jbuf *b) {
         uint32_t v = 0;
         for (int d = 0; d < 3 && *i < n && s[*i] >= '0' && s[*i] <= '7'; d++)
             v = v * 8 + (uint32_t)(s[(*i)++] - '0');
-        nu_utf8_encode(b, v);
+        nu_jinja_put_char(b, v);
     } else if (c == 'x' || c == 'u' || c == 'U') {
         size_t digits = c == 'x' ? 2 : c == 'u' ? 4 : 8;
         uint32_t v;
         if (*i + 1 + digits > n || !hex_value(s + *i + 1, digits, &v) || v > 0x10FFFF) return false;
-        nu_utf8_encode(b, v);
+        nu_jinja_put_char(b, v);
         *i += 1 + digits;
     } else if (c >= 0x80) {
         /* the character was escaped as \xNN / \uNNNN / \UNNNNNNNN first, so
          * this backslash escapes that escape's backslash */
         size_t j = *i;
-        uint32_t cp = nu_utf8_decode(s, n, &j);
-        nu_jbuf_putc(b, '\\');
+        uint32_t cp = nu_utf8_next_escaped(s, n, &j);
+        nu_buf_putc(b, '\\');
         if (cp < 0x100)
-            nu_jbuf_printf(b, "x%02x", cp);
+            nu_buf_printf(b, "x%02x", cp);
         else if (cp < 0x10000)
-            nu_jbuf_printf(b, "u%04x", cp);
+            nu_buf_printf(b, "u%04x", cp);
         else
-            nu_jbuf_printf(b, "U%08x", cp);
+            nu_buf_printf(b, "U%08x", cp);
         *i = j;
     } else {
-        nu_jbuf_putc(b, '\\'); /* unknown escapes stay as they are */
+        nu_buf_putc(b, '\\'); /* unknown escapes stay as they are */
     }
     return true;
 }
@@ -272,28 +272,28 @@ static jtok lex_string(jlexer *lx, size_t i) {
     if (j >= lx->len) return lex_error(lx, i, "unterminated string literal");
     const char *body = lx->src + i + 1;
     size_t n = j - i - 1;
-    nu_jbuf b = {0};
+    nu_buf b = {0};
     for (size_t k = 0; k < n;) {
         if (body[k] != '\\') {
-            nu_jbuf_putc(&b, body[k++]);
+            nu_buf_putc(&b, body[k++]);
             continue;
         }
         k++;
         if (!decode_escape(body, n, &k, &b)) {
-            nu_jbuf_free(&b);
+            nu_buf_free(&b);
             return lex_error(lx, i + 1 + k - 1, "invalid escape sequence in string literal");
         }
     }
     jtok t = {.type = JT_STRING, .pos = (uint32_t)i, .text = lx->src + i, .len = j + 1 - i};
     t.str = nu_jarena_alloc(lx->arena, b.len + 1);
     if (!t.str || b.failed) {
-        nu_jbuf_free(&b);
+        nu_buf_free(&b);
         return lex_error(lx, i, "out of memory");
     }
     if (b.len) memcpy(t.str, b.data, b.len);
     t.str[b.len] = 0;
     t.str_len = b.len;
-    nu_jbuf_free(&b);
+    nu_buf_free(&b);
     lx->pos = j + 1;
     return t;
 }

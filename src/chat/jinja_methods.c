@@ -79,7 +79,7 @@ static uint32_t *decode_all(nu_jctx *C, const jnode *at, const nu_jstr *s, size_
         return NULL;
     }
     size_t k = 0;
-    for (size_t i = 0; i < s->len;) cps[k++] = nu_utf8_decode(s->data, s->len, &i);
+    for (size_t i = 0; i < s->len;) cps[k++] = nu_utf8_next_escaped(s->data, s->len, &i);
     *n = k;
     return cps;
 }
@@ -146,18 +146,18 @@ bool nu_jinja_slice(nu_jctx *C, const jnode *at, nu_jv obj, nu_jv start, nu_jv s
         return true;
     }
     nu_jstr *str = nu_jv_str(obj);
-    nu_jbuf buf = {.limit = C->limits.max_output};
+    nu_buf buf = {.limit = C->limits.max_output};
     if (str->nchars == str->len) { /* ASCII: characters are bytes */
         int64_t n = slice_len((int64_t)str->len, &b, &e, s, hb, he);
         if (s == 1) return nu_jv_new_str(C, at, str->data + b, (size_t)n, out);
-        for (int64_t i = 0, k = b; i < n; i++, k += s) nu_jbuf_putc(&buf, str->data[k]);
+        for (int64_t i = 0, k = b; i < n; i++, k += s) nu_buf_putc(&buf, str->data[k]);
         return nu_jv_new_str_from_buf(C, at, &buf, out);
     }
     size_t count;
     uint32_t *cps = decode_all(C, at, str, &count);
     if (!cps) return false;
     int64_t n = slice_len((int64_t)count, &b, &e, s, hb, he);
-    for (int64_t i = 0, k = b; i < n; i++, k += s) nu_utf8_encode(&buf, cps[k]);
+    for (int64_t i = 0, k = b; i < n; i++, k += s) nu_jinja_put_char(&buf, cps[k]);
     free(cps);
     return nu_jv_new_str_from_buf(C, at, &buf, out);
 }
@@ -179,7 +179,7 @@ static bool index_seq(nu_jctx *C, const jnode *at, nu_jv obj, int64_t i, nu_jv *
     nu_jstr *s = nu_jv_str(obj);
     size_t from = s->nchars == s->len ? (size_t)i : nu_utf8_offset(s->data, s->len, (size_t)i);
     size_t to = from;
-    if (from < s->len) nu_utf8_decode(s->data, s->len, &to);
+    if (from < s->len) nu_utf8_next_escaped(s->data, s->len, &to);
     return nu_jv_new_str(C, at, s->data + from, to - from, out);
 }
 
@@ -296,7 +296,7 @@ bool nu_jv_iterate(nu_jctx *C, const jnode *at, nu_jv v, nu_jv *out) {
         if (!nu_jv_new_list(C, at, s->nchars, out)) return false;
         for (size_t i = 0; i < s->len;) {
             size_t from = i;
-            nu_utf8_decode(s->data, s->len, &i);
+            nu_utf8_next_escaped(s->data, s->len, &i);
             nu_jv ch;
             if (!nu_jv_new_str(C, at, s->data + from, i - from, &ch)) return false;
             if (!nu_jlist_push(C, at, nu_jv_list(*out), ch)) return false;
@@ -373,10 +373,10 @@ static bool m_rstrip(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a,
  * capitalize, 4 swapcase. */
 bool nu_jinja_case(nu_jctx *C, const jnode *at, nu_jv self, int mode, nu_jv *out) {
     nu_jstr *s = nu_jv_str(self);
-    nu_jbuf b = {.limit = C->limits.max_output};
+    nu_buf b = {.limit = C->limits.max_output};
     bool prev_cased = false, first = true;
     for (size_t i = 0; i < s->len;) {
-        uint32_t cp = nu_utf8_decode(s->data, s->len, &i), m[3];
+        uint32_t cp = nu_utf8_next_escaped(s->data, s->len, &i), m[3];
         int k;
         if (mode == 0)
             k = nu_uni_upper(cp, m);
@@ -390,7 +390,7 @@ bool nu_jinja_case(nu_jctx *C, const jnode *at, nu_jv self, int mode, nu_jv *out
             k = nu_uni_isupper(cp)   ? nu_uni_lower(cp, m)
                 : nu_uni_islower(cp) ? nu_uni_upper(cp, m)
                                      : (m[0] = cp, 1);
-        for (int j = 0; j < k; j++) nu_utf8_encode(&b, m[j]);
+        for (int j = 0; j < k; j++) nu_jinja_put_char(&b, m[j]);
         prev_cased = nu_uni_iscased(cp);
         first = false;
     }
@@ -575,7 +575,7 @@ static bool m_splitlines(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs
     size_t start = 0, i = 0;
     while (i < s->len) {
         size_t at_break = i;
-        uint32_t c = nu_utf8_decode(s->data, s->len, &i);
+        uint32_t c = nu_utf8_next_escaped(s->data, s->len, &i);
         if (!is_line_break(c)) continue;
         if (c == '\r' && i < s->len && s->data[i] == '\n') i++;
         nu_jv line;
@@ -602,20 +602,20 @@ bool nu_jinja_replace(nu_jctx *C, const jnode *at, nu_jv self, nu_jv old, nu_jv 
         !need_str(C, at, new_, "replace() argument 2"))
         return false;
     nu_jstr *s = nu_jv_str(self), *o = nu_jv_str(old), *n = nu_jv_str(new_);
-    nu_jbuf b = {.limit = C->limits.max_output};
+    nu_buf b = {.limit = C->limits.max_output};
     size_t pos = 0;
     int64_t done = 0;
     if (o->len == 0) {
         for (size_t i = 0; i <= s->len; done++) {
             if (count >= 0 && done >= count) {
-                nu_jbuf_put(&b, s->data + i, s->len - i);
+                nu_buf_add(&b, s->data + i, s->len - i);
                 break;
             }
-            nu_jbuf_put(&b, n->data, n->len);
+            nu_buf_add(&b, n->data, n->len);
             if (i == s->len) break;
             size_t from = i;
-            nu_utf8_decode(s->data, s->len, &i);
-            nu_jbuf_put(&b, s->data + from, i - from);
+            nu_utf8_next_escaped(s->data, s->len, &i);
+            nu_buf_add(&b, s->data + from, i - from);
             if (b.failed) break;
         }
         return nu_jv_new_str_from_buf(C, at, &b, out);
@@ -623,12 +623,12 @@ bool nu_jinja_replace(nu_jctx *C, const jnode *at, nu_jv self, nu_jv old, nu_jv 
     while (count < 0 || done < count) {
         const char *hit = memmem(s->data + pos, s->len - pos, o->data, o->len);
         if (!hit || b.failed) break;
-        nu_jbuf_put(&b, s->data + pos, (size_t)(hit - s->data) - pos);
-        nu_jbuf_put(&b, n->data, n->len);
+        nu_buf_add(&b, s->data + pos, (size_t)(hit - s->data) - pos);
+        nu_buf_add(&b, n->data, n->len);
         pos = (size_t)(hit - s->data) + o->len;
         done++;
     }
-    nu_jbuf_put(&b, s->data + pos, s->len - pos);
+    nu_buf_add(&b, s->data + pos, s->len - pos);
     return nu_jv_new_str_from_buf(C, at, &b, out);
 }
 
@@ -667,7 +667,7 @@ static bool m_search(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a,
         for (size_t k = s->len + 1; k-- > 0 && !hit;)
             if (k + t->len <= s->len && memcmp(s->data + k, t->data, t->len) == 0)
                 hit = s->data + k;
-    *out = nu_jv_int(hit ? (int64_t)nu_utf8_count_chars(s->data, (size_t)(hit - s->data)) : -1);
+    *out = nu_jv_int(hit ? (int64_t)nu_jinja_count_chars(s->data, (size_t)(hit - s->data)) : -1);
     return true;
 }
 
@@ -688,7 +688,7 @@ static bool m_join(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, n
     if (!nu_jargs_bind(C, at, "join()", a, names, 1, &it) || !nu_jv_iterate(C, at, it, &items))
         return false;
     nu_jlist *l = nu_jv_list(items);
-    nu_jbuf b = {.limit = C->limits.max_output};
+    nu_buf b = {.limit = C->limits.max_output};
     bool ok = true;
     for (size_t i = 0; i < l->len && ok; i++) {
         if (l->items[i].type != JV_STR) {
@@ -696,12 +696,12 @@ static bool m_join(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, n
                           nu_jv_type_name(l->items[i]));
             break;
         }
-        if (i) nu_jbuf_put(&b, nu_jv_str(self)->data, nu_jv_str(self)->len);
-        nu_jbuf_put(&b, nu_jv_str(l->items[i])->data, nu_jv_str(l->items[i])->len);
+        if (i) nu_buf_add(&b, nu_jv_str(self)->data, nu_jv_str(self)->len);
+        nu_buf_add(&b, nu_jv_str(l->items[i])->data, nu_jv_str(l->items[i])->len);
     }
     nu_jv_unref(C, items);
     if (!ok) {
-        nu_jbuf_free(&b);
+        nu_buf_free(&b);
         return false;
     }
     return nu_jv_new_str_from_buf(C, at, &b, out);
@@ -714,7 +714,7 @@ static bool m_is(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a, nu_
     if (!nu_jargs_bind(C, at, "method", a, NULL, 0, NULL)) return false;
     nu_jstr *s = nu_jv_str(self);
     bool r = s->len > 0;
-    for (size_t i = 0; i < s->len && r;) r = pred(nu_utf8_decode(s->data, s->len, &i));
+    for (size_t i = 0; i < s->len && r;) r = pred(nu_utf8_next_escaped(s->data, s->len, &i));
     *out = nu_jv_bool(r);
     return true;
 }
@@ -739,7 +739,7 @@ static bool m_iscase(nu_jctx *C, const jnode *at, nu_jv self, const nu_jargs *a,
     nu_jstr *s = nu_jv_str(self);
     bool cased = false, ok = true;
     for (size_t i = 0; i < s->len && ok;) {
-        uint32_t c = nu_utf8_decode(s->data, s->len, &i);
+        uint32_t c = nu_utf8_next_escaped(s->data, s->len, &i);
         if (upper ? nu_uni_islower(c) : nu_uni_isupper(c)) ok = false;
         if (upper ? nu_uni_isupper(c) : nu_uni_islower(c)) cased = true;
     }
@@ -958,10 +958,10 @@ static bool g_dict(nu_jctx *C, const jnode *at, const nu_jargs *a, nu_jv *out, b
 
 /* raise_exception(message): the template refuses the input. */
 static bool g_raise(nu_jctx *C, const jnode *at, const nu_jargs *a) {
-    nu_jbuf b = {.limit = 4096};
+    nu_buf b = {.limit = 4096};
     if (a->n_pos >= 1) nu_jv_print(C, at, &b, a->pos[0]);
     bool r = nu_jfail_status(C, at, NU_ERR_INVALID_ARG, "%s", b.data ? b.data : "");
-    nu_jbuf_free(&b);
+    nu_buf_free(&b);
     return r;
 }
 
@@ -970,7 +970,7 @@ static bool g_strftime(nu_jctx *C, const jnode *at, const nu_jargs *a, nu_jv *ou
     nu_jv f;
     if (!nu_jargs_bind(C, at, "strftime_now()", a, names, 1, &f)) return false;
     if (!need_str(C, at, f, "strftime_now() argument")) return false;
-    nu_jbuf b = {.limit = C->limits.max_output};
+    nu_buf b = {.limit = C->limits.max_output};
     nu_jinja_strftime(&b, nu_jv_str(f)->data, nu_jv_str(f)->len, C->now);
     return nu_jv_new_str_from_buf(C, at, &b, out);
 }

@@ -66,70 +66,29 @@ void nu_jarena_free(nu_jarena *a) {
 /* Byte buffers and UTF-8                                                   */
 /* ------------------------------------------------------------------------ */
 
-void nu_jbuf_put(nu_jbuf *b, const char *s, size_t n) {
-    if (b->failed || n == 0) return;
-    if (b->limit && (n > b->limit || b->len > b->limit - n)) {
-        b->failed = true;
-        return;
-    }
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *p = realloc(b->data, cap);
-        if (!p) {
-            b->failed = true;
-            return;
-        }
-        b->data = p;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, s, n);
-    b->len += n;
-    b->data[b->len] = 0;
+void nu_jinja_put_char(nu_buf *b, uint32_t cp) {
+    char u[NU_UTF8_MAX];
+    size_t k = nu_utf8_put_escaped(cp, u);
+    if (k)
+        nu_buf_add(b, u, k);
+    else
+        nu_buf_puts(b, "\xEF\xBF\xBD"); /* U+FFFD */
 }
 
-void nu_jbuf_puts(nu_jbuf *b, const char *s) {
-    nu_jbuf_put(b, s, strlen(s));
-}
-
-void nu_jbuf_putc(nu_jbuf *b, char c) {
-    nu_jbuf_put(b, &c, 1);
-}
-
-void nu_jbuf_printf(nu_jbuf *b, const char *fmt, ...) {
-    char tmp[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n > 0) nu_jbuf_put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
-
-void nu_jbuf_free(nu_jbuf *b) {
-    free(b->data);
-    b->data = NULL;
-    b->len = b->cap = 0;
-}
-
-void nu_utf8_encode(nu_jbuf *b, uint32_t cp) {
-    char s[4];
-    nu_jbuf_put(b, s, nu_utf8_put(s, cp));
-}
-
-size_t nu_utf8_count_chars(const char *s, size_t n) {
+size_t nu_jinja_count_chars(const char *s, size_t n) {
     size_t count = 0;
     for (size_t i = 0; i < n; count++) {
         if ((unsigned char)s[i] < 0x80)
             i++; /* the common case, without a call */
         else
-            nu_utf8_decode(s, n, &i);
+            nu_utf8_next_escaped(s, n, &i);
     }
     return count;
 }
 
 size_t nu_utf8_offset(const char *s, size_t n, size_t ci) {
     size_t i = 0;
-    for (size_t c = 0; c < ci && i < n; c++) nu_utf8_decode(s, n, &i);
+    for (size_t c = 0; c < ci && i < n; c++) nu_utf8_next_escaped(s, n, &i);
     return i;
 }
 
@@ -144,7 +103,7 @@ void nu_jinja_position(const char *source, size_t len, size_t pos, int *line, in
         }
     }
     *line = l;
-    *column = (int)nu_utf8_count_chars(source + line_start, pos - line_start) + 1;
+    *column = (int)nu_jinja_count_chars(source + line_start, pos - line_start) + 1;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -365,7 +324,7 @@ bool nu_jv_new_str(nu_jctx *C, const jnode *at, const char *s, size_t n, nu_jv *
     if (n) memcpy(str->data, s, n);
     str->data[n] = 0;
     str->len = n;
-    str->nchars = nu_utf8_count_chars(s, n);
+    str->nchars = nu_jinja_count_chars(s, n);
     *out = nu_jv_obj(JV_STR, str);
     return true;
 }
@@ -386,19 +345,19 @@ bool nu_jv_concat_str(nu_jctx *C, const jnode *at, nu_jv a, nu_jv b, nu_jv *out)
      * when either side of it is ASCII (or empty) */
     bool seam_ascii = !x->len || !y->len || (unsigned char)x->data[x->len - 1] < 0x80 ||
                       (unsigned char)y->data[0] < 0x80;
-    s->nchars = seam_ascii ? x->nchars + y->nchars : nu_utf8_count_chars(s->data, n);
+    s->nchars = seam_ascii ? x->nchars + y->nchars : nu_jinja_count_chars(s->data, n);
     *out = nu_jv_obj(JV_STR, s);
     return true;
 }
 
-bool nu_jv_new_str_from_buf(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv *out) {
+bool nu_jv_new_str_from_buf(nu_jctx *C, const jnode *at, nu_buf *b, nu_jv *out) {
     if (b->failed) {
-        nu_jbuf_free(b);
+        nu_buf_free(b);
         return nu_jfail_status(C, at, NU_ERR_UNSUPPORTED, "string too long (limit %zu bytes)",
                                C->limits.max_output);
     }
     bool ok = nu_jv_new_str(C, at, b->data ? b->data : "", b->len, out);
-    nu_jbuf_free(b);
+    nu_buf_free(b);
     return ok;
 }
 
@@ -411,7 +370,7 @@ nu_jstr *nu_jstr_immortal(nu_jarena *a, const char *s, size_t n) {
     if (n) memcpy(str->data, s, n);
     str->data[n] = 0;
     str->len = n;
-    str->nchars = nu_utf8_count_chars(s, n);
+    str->nchars = nu_jinja_count_chars(s, n);
     return str;
 }
 
@@ -677,11 +636,11 @@ static int str_cmp(const nu_jstr *a, const nu_jstr *b) {
 }
 
 /* Lowercases a string into a buffer (for case-insensitive sorting). */
-static void lower_into(const nu_jstr *s, nu_jbuf *b) {
+static void lower_into(const nu_jstr *s, nu_buf *b) {
     for (size_t i = 0; i < s->len;) {
         uint32_t m[3];
-        int k = nu_uni_lower(nu_utf8_decode(s->data, s->len, &i), m);
-        for (int j = 0; j < k; j++) nu_utf8_encode(b, m[j]);
+        int k = nu_uni_lower(nu_utf8_next_escaped(s->data, s->len, &i), m);
+        for (int j = 0; j < k; j++) nu_jinja_put_char(b, m[j]);
     }
 }
 
@@ -719,14 +678,14 @@ static bool cmp3_depth(nu_jctx *C, const jnode *at, nu_jv a, nu_jv b, bool ci, i
             *res = str_cmp(nu_jv_str(a), nu_jv_str(b));
             return true;
         }
-        nu_jbuf x = {0}, y = {0};
+        nu_buf x = {0}, y = {0};
         lower_into(nu_jv_str(a), &x);
         lower_into(nu_jv_str(b), &y);
         size_t n = x.len < y.len ? x.len : y.len;
         int c = n ? memcmp(x.data, y.data, n) : 0;
         c = c ? (c < 0 ? -1 : 1) : (x.len < y.len ? -1 : x.len > y.len ? 1 : 0);
-        nu_jbuf_free(&x);
-        nu_jbuf_free(&y);
+        nu_buf_free(&x);
+        nu_buf_free(&y);
         *res = c;
         return true;
     }
@@ -778,10 +737,10 @@ bool nu_jv_length(nu_jctx *C, const jnode *at, nu_jv v, int64_t *out) {
 /* Printing: Python str() and repr()                                        */
 /* ------------------------------------------------------------------------ */
 
-void nu_jfloat_repr(nu_jbuf *b, double f) {
-    if (isnan(f)) return nu_jbuf_puts(b, "nan");
-    if (isinf(f)) return nu_jbuf_puts(b, f < 0 ? "-inf" : "inf");
-    if (f == 0) return nu_jbuf_puts(b, signbit(f) ? "-0.0" : "0.0");
+void nu_jfloat_repr(nu_buf *b, double f) {
+    if (isnan(f)) return nu_buf_puts(b, "nan");
+    if (isinf(f)) return nu_buf_puts(b, f < 0 ? "-inf" : "inf");
+    if (f == 0) return nu_buf_puts(b, signbit(f) ? "-0.0" : "0.0");
     char tmp[64];
     for (int prec = 1; prec <= 17; prec++) { /* the shortest digits that read back exactly */
         snprintf(tmp, sizeof tmp, "%.*e", prec - 1, f);
@@ -796,146 +755,146 @@ void nu_jfloat_repr(nu_jbuf *b, double f) {
         if (*p >= '0' && *p <= '9') digits[nd++] = *p;
     int decpt = atoi(p + 1) + 1; /* value = 0.digits * 10^decpt */
     while (nd > 1 && digits[nd - 1] == '0') nd--;
-    if (neg) nu_jbuf_putc(b, '-');
+    if (neg) nu_buf_putc(b, '-');
     if (decpt > -4 && decpt <= 16) {
         if (decpt <= 0) {
-            nu_jbuf_puts(b, "0.");
-            for (int i = 0; i < -decpt; i++) nu_jbuf_putc(b, '0');
-            nu_jbuf_put(b, digits, nd);
+            nu_buf_puts(b, "0.");
+            for (int i = 0; i < -decpt; i++) nu_buf_putc(b, '0');
+            nu_buf_add(b, digits, nd);
         } else if ((size_t)decpt >= nd) {
-            nu_jbuf_put(b, digits, nd);
-            for (size_t i = nd; i < (size_t)decpt; i++) nu_jbuf_putc(b, '0');
-            nu_jbuf_puts(b, ".0");
+            nu_buf_add(b, digits, nd);
+            for (size_t i = nd; i < (size_t)decpt; i++) nu_buf_putc(b, '0');
+            nu_buf_puts(b, ".0");
         } else {
-            nu_jbuf_put(b, digits, (size_t)decpt);
-            nu_jbuf_putc(b, '.');
-            nu_jbuf_put(b, digits + decpt, nd - (size_t)decpt);
+            nu_buf_add(b, digits, (size_t)decpt);
+            nu_buf_putc(b, '.');
+            nu_buf_add(b, digits + decpt, nd - (size_t)decpt);
         }
         return;
     }
-    nu_jbuf_putc(b, digits[0]);
+    nu_buf_putc(b, digits[0]);
     if (nd > 1) {
-        nu_jbuf_putc(b, '.');
-        nu_jbuf_put(b, digits + 1, nd - 1);
+        nu_buf_putc(b, '.');
+        nu_buf_add(b, digits + 1, nd - 1);
     }
     int e = decpt - 1;
-    nu_jbuf_printf(b, "e%c%02d", e < 0 ? '-' : '+', e < 0 ? -e : e);
+    nu_buf_printf(b, "e%c%02d", e < 0 ? '-' : '+', e < 0 ? -e : e);
 }
 
 /* Python's repr() of a string: quotes chosen like Python, non-printable
  * characters escaped. */
-static void str_repr(nu_jbuf *b, const nu_jstr *s) {
+static void str_repr(nu_buf *b, const nu_jstr *s) {
     bool has_single = memchr(s->data, '\'', s->len) != NULL;
     bool has_double = memchr(s->data, '"', s->len) != NULL;
     char q = has_single && !has_double ? '"' : '\'';
-    nu_jbuf_putc(b, q);
+    nu_buf_putc(b, q);
     for (size_t i = 0; i < s->len;) {
         size_t start = i;
-        uint32_t c = nu_utf8_decode(s->data, s->len, &i);
+        uint32_t c = nu_utf8_next_escaped(s->data, s->len, &i);
         if (c == (uint32_t)q || c == '\\') {
-            nu_jbuf_putc(b, '\\');
-            nu_jbuf_putc(b, (char)c);
+            nu_buf_putc(b, '\\');
+            nu_buf_putc(b, (char)c);
         } else if (c == '\n')
-            nu_jbuf_puts(b, "\\n");
+            nu_buf_puts(b, "\\n");
         else if (c == '\r')
-            nu_jbuf_puts(b, "\\r");
+            nu_buf_puts(b, "\\r");
         else if (c == '\t')
-            nu_jbuf_puts(b, "\\t");
+            nu_buf_puts(b, "\\t");
         else if (c < 0x20 || c == 0x7F)
-            nu_jbuf_printf(b, "\\x%02x", c);
+            nu_buf_printf(b, "\\x%02x", c);
         else if (c < 0x7F)
-            nu_jbuf_putc(b, (char)c);
+            nu_buf_putc(b, (char)c);
         else if (nu_uni_isprintable(c))
-            nu_jbuf_put(b, s->data + start, i - start);
+            nu_buf_add(b, s->data + start, i - start);
         else if (c <= 0xFF)
-            nu_jbuf_printf(b, "\\x%02x", c);
+            nu_buf_printf(b, "\\x%02x", c);
         else if (c <= 0xFFFF)
-            nu_jbuf_printf(b, "\\u%04x", c);
+            nu_buf_printf(b, "\\u%04x", c);
         else
-            nu_jbuf_printf(b, "\\U%08x", c);
+            nu_buf_printf(b, "\\U%08x", c);
     }
-    nu_jbuf_putc(b, q);
+    nu_buf_putc(b, q);
 }
 
-static bool print_depth(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v, bool repr, int depth);
+static bool print_depth(nu_jctx *C, const jnode *at, nu_buf *b, nu_jv v, bool repr, int depth);
 
 /* Python's repr of a list, tuple or dict. */
-static bool container_repr(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v, int depth) {
+static bool container_repr(nu_jctx *C, const jnode *at, nu_buf *b, nu_jv v, int depth) {
     if (v.type == JV_LIST) {
         nu_jlist *l = nu_jv_list(v);
         bool tuple = nu_jv_is_tuple(v);
-        nu_jbuf_putc(b, tuple ? '(' : '[');
+        nu_buf_putc(b, tuple ? '(' : '[');
         for (size_t i = 0; i < l->len; i++) {
-            if (i) nu_jbuf_puts(b, ", ");
+            if (i) nu_buf_puts(b, ", ");
             if (!print_depth(C, at, b, l->items[i], true, depth + 1)) return false;
         }
-        if (tuple && l->len == 1) nu_jbuf_putc(b, ',');
-        nu_jbuf_putc(b, tuple ? ')' : ']');
+        if (tuple && l->len == 1) nu_buf_putc(b, ',');
+        nu_buf_putc(b, tuple ? ')' : ']');
         return true;
     }
     nu_jdict *d = nu_jv_dict(v);
-    if (nu_jv_is_namespace(v)) nu_jbuf_puts(b, "<Namespace ");
-    nu_jbuf_putc(b, '{');
+    if (nu_jv_is_namespace(v)) nu_buf_puts(b, "<Namespace ");
+    nu_buf_putc(b, '{');
     for (size_t i = 0; i < d->len; i++) {
-        if (i) nu_jbuf_puts(b, ", ");
+        if (i) nu_buf_puts(b, ", ");
         if (!print_depth(C, at, b, d->keys[i], true, depth + 1)) return false;
-        nu_jbuf_puts(b, ": ");
+        nu_buf_puts(b, ": ");
         if (!print_depth(C, at, b, d->vals[i], true, depth + 1)) return false;
     }
-    nu_jbuf_putc(b, '}');
-    if (nu_jv_is_namespace(v)) nu_jbuf_putc(b, '>');
+    nu_buf_putc(b, '}');
+    if (nu_jv_is_namespace(v)) nu_buf_putc(b, '>');
     return true;
 }
 
-static bool print_depth(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v, bool repr, int depth) {
+static bool print_depth(nu_jctx *C, const jnode *at, nu_buf *b, nu_jv v, bool repr, int depth) {
     if (depth > MAX_NESTING) return nu_jfail(C, at, "value nested too deeply to print");
     switch (v.type) {
     case JV_UNDEF:
-        if (repr) nu_jbuf_puts(b, "Undefined");
+        if (repr) nu_buf_puts(b, "Undefined");
         return true;
-    case JV_NONE: nu_jbuf_puts(b, "None"); return true;
-    case JV_BOOL: nu_jbuf_puts(b, v.u.b ? "True" : "False"); return true;
-    case JV_INT: nu_jbuf_printf(b, "%lld", (long long)v.u.i); return true;
+    case JV_NONE: nu_buf_puts(b, "None"); return true;
+    case JV_BOOL: nu_buf_puts(b, v.u.b ? "True" : "False"); return true;
+    case JV_INT: nu_buf_printf(b, "%lld", (long long)v.u.i); return true;
     case JV_FLOAT: nu_jfloat_repr(b, v.u.f); return true;
     case JV_STR:
         if (repr)
             str_repr(b, nu_jv_str(v));
         else
-            nu_jbuf_put(b, nu_jv_str(v)->data, nu_jv_str(v)->len);
+            nu_buf_add(b, nu_jv_str(v)->data, nu_jv_str(v)->len);
         return true;
     case JV_LIST:
     case JV_DICT: return container_repr(C, at, b, v, depth);
     case JV_FUNC: {
         jfunc *f = (jfunc *)v.u.o;
         if (f->id == JF_METHOD)
-            nu_jbuf_printf(b, "<built-in method %s of %s object>", f->method,
-                           nu_jv_type_name(f->self));
+            nu_buf_printf(b, "<built-in method %s of %s object>", f->method,
+                          nu_jv_type_name(f->self));
         else
-            nu_jbuf_puts(b, "<built-in function>");
+            nu_buf_puts(b, "<built-in function>");
         return true;
     }
     case JV_MACRO: {
         const char *name = ((jmacro *)v.u.o)->node->name;
         if (name)
-            nu_jbuf_printf(b, "<Macro '%s'>", name);
+            nu_buf_printf(b, "<Macro '%s'>", name);
         else
-            nu_jbuf_puts(b, "<Macro anonymous>");
+            nu_buf_puts(b, "<Macro anonymous>");
         return true;
     }
     case JV_LOOP: {
         jloop *l = (jloop *)v.u.o;
-        nu_jbuf_printf(b, "<LoopContext %zu/%zu>", l->index0 + 1, nu_jv_list(l->items)->len);
+        nu_buf_printf(b, "<LoopContext %zu/%zu>", l->index0 + 1, nu_jv_list(l->items)->len);
         return true;
     }
     }
     return true;
 }
 
-bool nu_jv_print(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v) {
+bool nu_jv_print(nu_jctx *C, const jnode *at, nu_buf *b, nu_jv v) {
     return print_depth(C, at, b, v, false, 0);
 }
 
-bool nu_jv_repr(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v) {
+bool nu_jv_repr(nu_jctx *C, const jnode *at, nu_buf *b, nu_jv v) {
     return print_depth(C, at, b, v, true, 0);
 }
 
@@ -944,9 +903,9 @@ bool nu_jv_to_str(nu_jctx *C, const jnode *at, nu_jv v, nu_jv *out) {
         *out = nu_jv_ref(v);
         return true;
     }
-    nu_jbuf b = {.limit = C->limits.max_output};
+    nu_buf b = {.limit = C->limits.max_output};
     if (!nu_jv_print(C, at, &b, v)) {
-        nu_jbuf_free(&b);
+        nu_buf_free(&b);
         return false;
     }
     return nu_jv_new_str_from_buf(C, at, &b, out);
@@ -957,65 +916,65 @@ bool nu_jv_to_str(nu_jctx *C, const jnode *at, nu_jv v, nu_jv *out) {
 /* ------------------------------------------------------------------------ */
 
 /* A JSON string literal of s. */
-static void json_string(nu_jbuf *b, const char *s, size_t n, bool ascii) {
-    nu_jbuf_putc(b, '"');
+static void json_string(nu_buf *b, const char *s, size_t n, bool ascii) {
+    nu_buf_putc(b, '"');
     for (size_t i = 0; i < n;) {
         size_t start = i;
-        uint32_t c = nu_utf8_decode(s, n, &i);
+        uint32_t c = nu_utf8_next_escaped(s, n, &i);
         switch (c) {
-        case '"': nu_jbuf_puts(b, "\\\""); break;
-        case '\\': nu_jbuf_puts(b, "\\\\"); break;
-        case '\n': nu_jbuf_puts(b, "\\n"); break;
-        case '\r': nu_jbuf_puts(b, "\\r"); break;
-        case '\t': nu_jbuf_puts(b, "\\t"); break;
-        case '\b': nu_jbuf_puts(b, "\\b"); break;
-        case '\f': nu_jbuf_puts(b, "\\f"); break;
+        case '"': nu_buf_puts(b, "\\\""); break;
+        case '\\': nu_buf_puts(b, "\\\\"); break;
+        case '\n': nu_buf_puts(b, "\\n"); break;
+        case '\r': nu_buf_puts(b, "\\r"); break;
+        case '\t': nu_buf_puts(b, "\\t"); break;
+        case '\b': nu_buf_puts(b, "\\b"); break;
+        case '\f': nu_buf_puts(b, "\\f"); break;
         default:
             if (c < 0x20)
-                nu_jbuf_printf(b, "\\u%04x", c);
+                nu_buf_printf(b, "\\u%04x", c);
             else if (!ascii || c < 0x7F)
-                nu_jbuf_put(b, s + start, i - start);
+                nu_buf_add(b, s + start, i - start);
             else if (c < 0x10000)
-                nu_jbuf_printf(b, "\\u%04x", c);
+                nu_buf_printf(b, "\\u%04x", c);
             else {
                 uint32_t v = c - 0x10000;
-                nu_jbuf_printf(b, "\\u%04x\\u%04x", 0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF));
+                nu_buf_printf(b, "\\u%04x\\u%04x", 0xD800 + (v >> 10), 0xDC00 + (v & 0x3FF));
             }
         }
     }
-    nu_jbuf_putc(b, '"');
+    nu_buf_putc(b, '"');
 }
 
-static bool json_depth(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v, const jjson_opts *o,
+static bool json_depth(nu_jctx *C, const jnode *at, nu_buf *b, nu_jv v, const jjson_opts *o,
                        int level);
 
 /* Newline and indentation before an item at the given level. */
-static void json_newline(nu_jbuf *b, const jjson_opts *o, int level) {
-    nu_jbuf_putc(b, '\n');
-    for (int i = 0; i < level; i++) nu_jbuf_put(b, o->indent_str, o->indent_len);
+static void json_newline(nu_buf *b, const jjson_opts *o, int level) {
+    nu_buf_putc(b, '\n');
+    for (int i = 0; i < level; i++) nu_buf_add(b, o->indent_str, o->indent_len);
 }
 
-static void json_item_sep(nu_jbuf *b, const jjson_opts *o) {
+static void json_item_sep(nu_buf *b, const jjson_opts *o) {
     if (o->item_sep)
-        nu_jbuf_put(b, o->item_sep, o->item_sep_len);
+        nu_buf_add(b, o->item_sep, o->item_sep_len);
     else
-        nu_jbuf_puts(b, o->indent >= 0 ? "," : ", ");
+        nu_buf_puts(b, o->indent >= 0 ? "," : ", ");
 }
 
 /* A dict key as json.dumps writes it (str, or a scalar turned into one). */
-static bool json_key(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv k, const jjson_opts *o) {
-    nu_jbuf tmp = {0};
+static bool json_key(nu_jctx *C, const jnode *at, nu_buf *b, nu_jv k, const jjson_opts *o) {
+    nu_buf tmp = {0};
     switch (k.type) {
     case JV_STR:
         json_string(b, nu_jv_str(k)->data, nu_jv_str(k)->len, o->ensure_ascii);
         return true;
-    case JV_NONE: nu_jbuf_puts(b, "\"null\""); return true;
-    case JV_BOOL: nu_jbuf_puts(b, k.u.b ? "\"true\"" : "\"false\""); return true;
-    case JV_INT: nu_jbuf_printf(b, "\"%lld\"", (long long)k.u.i); return true;
+    case JV_NONE: nu_buf_puts(b, "\"null\""); return true;
+    case JV_BOOL: nu_buf_puts(b, k.u.b ? "\"true\"" : "\"false\""); return true;
+    case JV_INT: nu_buf_printf(b, "\"%lld\"", (long long)k.u.i); return true;
     case JV_FLOAT:
         nu_jfloat_repr(&tmp, k.u.f);
         json_string(b, tmp.data ? tmp.data : "", tmp.len, false);
-        nu_jbuf_free(&tmp);
+        nu_buf_free(&tmp);
         return true;
     default:
         return nu_jfail(C, at, "keys must be str, int, float, bool or None, not %s",
@@ -1041,41 +1000,41 @@ static bool json_order(nu_jctx *C, const jnode *at, nu_jdict *d, bool sort, size
     return true;
 }
 
-static bool json_dict(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jdict *d, const jjson_opts *o,
+static bool json_dict(nu_jctx *C, const jnode *at, nu_buf *b, nu_jdict *d, const jjson_opts *o,
                       int level) {
-    if (d->len == 0) return nu_jbuf_puts(b, "{}"), true;
+    if (d->len == 0) return nu_buf_puts(b, "{}"), true;
     size_t *idx = malloc(d->len * sizeof *idx);
     if (!idx) return nu_jfail_status(C, at, NU_ERR_NOMEM, "out of memory");
     bool ok = json_order(C, at, d, o->sort_keys, idx);
-    nu_jbuf_putc(b, '{');
+    nu_buf_putc(b, '{');
     for (size_t i = 0; ok && i < d->len; i++) {
         if (i) json_item_sep(b, o);
         if (o->indent >= 0) json_newline(b, o, level + 1);
         ok = json_key(C, at, b, d->keys[idx[i]], o);
         if (o->key_sep)
-            nu_jbuf_put(b, o->key_sep, o->key_sep_len);
+            nu_buf_add(b, o->key_sep, o->key_sep_len);
         else
-            nu_jbuf_puts(b, ": ");
+            nu_buf_puts(b, ": ");
         ok = ok && json_depth(C, at, b, d->vals[idx[i]], o, level + 1);
     }
     if (o->indent >= 0) json_newline(b, o, level);
-    nu_jbuf_putc(b, '}');
+    nu_buf_putc(b, '}');
     free(idx);
     return ok;
 }
 
-static bool json_depth(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v, const jjson_opts *o,
+static bool json_depth(nu_jctx *C, const jnode *at, nu_buf *b, nu_jv v, const jjson_opts *o,
                        int level) {
     if (level > MAX_NESTING) return nu_jfail(C, at, "value nested too deeply for tojson");
     switch (v.type) {
-    case JV_NONE: nu_jbuf_puts(b, "null"); return true;
-    case JV_BOOL: nu_jbuf_puts(b, v.u.b ? "true" : "false"); return true;
-    case JV_INT: nu_jbuf_printf(b, "%lld", (long long)v.u.i); return true;
+    case JV_NONE: nu_buf_puts(b, "null"); return true;
+    case JV_BOOL: nu_buf_puts(b, v.u.b ? "true" : "false"); return true;
+    case JV_INT: nu_buf_printf(b, "%lld", (long long)v.u.i); return true;
     case JV_FLOAT:
         if (isnan(v.u.f))
-            nu_jbuf_puts(b, "NaN");
+            nu_buf_puts(b, "NaN");
         else if (isinf(v.u.f))
-            nu_jbuf_puts(b, v.u.f < 0 ? "-Infinity" : "Infinity");
+            nu_buf_puts(b, v.u.f < 0 ? "-Infinity" : "Infinity");
         else
             nu_jfloat_repr(b, v.u.f);
         return true;
@@ -1084,15 +1043,15 @@ static bool json_depth(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v, const j
         return true;
     case JV_LIST: {
         nu_jlist *l = nu_jv_list(v);
-        if (l->len == 0) return nu_jbuf_puts(b, "[]"), true;
-        nu_jbuf_putc(b, '[');
+        if (l->len == 0) return nu_buf_puts(b, "[]"), true;
+        nu_buf_putc(b, '[');
         for (size_t i = 0; i < l->len; i++) {
             if (i) json_item_sep(b, o);
             if (o->indent >= 0) json_newline(b, o, level + 1);
             if (!json_depth(C, at, b, l->items[i], o, level + 1)) return false;
         }
         if (o->indent >= 0) json_newline(b, o, level);
-        nu_jbuf_putc(b, ']');
+        nu_buf_putc(b, ']');
         return true;
     }
     case JV_DICT:
@@ -1103,7 +1062,7 @@ static bool json_depth(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v, const j
     return nu_jfail(C, at, "Object of type %s is not JSON serializable", nu_jv_type_name(v));
 }
 
-bool nu_jv_tojson(nu_jctx *C, const jnode *at, nu_jbuf *b, nu_jv v, const jjson_opts *o) {
+bool nu_jv_tojson(nu_jctx *C, const jnode *at, nu_buf *b, nu_jv v, const jjson_opts *o) {
     return json_depth(C, at, b, v, o, 0);
 }
 

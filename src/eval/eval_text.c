@@ -40,7 +40,7 @@ void nu_cps_free(nu_cps *c) {
 bool nu_cps_decode(nu_cps *c, const char *s, size_t n) {
     c->n = 0;
     if (!cps_reserve(c, n + 1)) return false; /* never more code points than bytes */
-    for (size_t i = 0; i < n;) c->v[c->n++] = nu_utf8_decode(s, n, &i);
+    for (size_t i = 0; i < n;) c->v[c->n++] = nu_utf8_next_escaped(s, n, &i);
     return true;
 }
 

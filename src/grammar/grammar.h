@@ -1,7 +1,7 @@
 /* grammar.h - constrained generation (internal).
  *
  * The pieces, bottom to top:
- *   nu_gram_buf      a growable text buffer; the converters write GBNF with it.
+ *   nu_buf (base/buf.h) the growable text buffer the converters write GBNF with.
  *   nu_gram_program  a GBNF grammar compiled to flat arrays: every rule is a list
  *                 of alternatives, every alternative a sequence of elements
  *                 (a character class over code points, or a reference to a
@@ -27,40 +27,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "buf.h"
 #include "nucleus.h"
+#include "utf8.h"
 
 /* ------------------------------------------------------------------------ */
 /* Text buffer                                                              */
 /* ------------------------------------------------------------------------ */
 
-/* A NUL-terminated growable string. An allocation failure sets `failed` and
- * makes every later append a no-op, so callers check once at the end. */
-typedef struct nu_gram_buf {
-    char *data;
-    size_t len, cap;
-    bool failed;
-} nu_gram_buf;
-
-void nu_gram_buf_init(nu_gram_buf *b);
-void nu_gram_buf_free(nu_gram_buf *b);
-void nu_gram_buf_add(nu_gram_buf *b, const char *s, size_t n);
-void nu_gram_buf_puts(nu_gram_buf *b, const char *s);
-void nu_gram_buf_printf(nu_gram_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Appends s as a GBNF string literal ("..." with escapes); s is UTF-8. */
-void nu_gram_buf_literal(nu_gram_buf *b, const char *s, size_t n);
+void nu_gram_buf_literal(nu_buf *b, const char *s, size_t n);
 /* Appends one code point as it must be written inside a GBNF [...] class. */
-void nu_gram_buf_class_char(nu_gram_buf *b, uint32_t cp);
-/* Decodes the UTF-8 character at s (at most n > 0 bytes): its length, or 0
- * if it is not valid UTF-8. */
-size_t nu_gram_utf8_decode(const char *s, size_t n, uint32_t *cp);
-/* Is s[0..n) valid UTF-8 (no overlongs, surrogates or code points past
- * U+10FFFF)? If not, *bad is the offset of the first bad byte. */
-bool nu_gram_utf8_valid(const char *s, size_t n, size_t *bad);
+void nu_gram_buf_class_char(nu_buf *b, uint32_t cp);
 /* Replaces control characters in an error message (which may quote
  * schema keys or regex text) so that it stays on one line. */
 void nu_gram_one_line(nu_error *err);
 /* Hands the text to the caller (free() it); NULL if an append failed. */
-char *nu_gram_buf_take(nu_gram_buf *b);
+char *nu_gram_buf_take(nu_buf *b);
 
 /* ------------------------------------------------------------------------ */
 /* Compiled grammar                                                         */
@@ -234,19 +217,19 @@ typedef enum nu_gram_regex_mode { GRAM_REGEX_FULL, GRAM_REGEX_JSON_STRING } nu_g
 /* Appends GBNF rules to b defining rule `name` (and helpers named
  * "<name>-..."): for FULL, exactly the texts the regex matches; for
  * JSON_STRING, the inside of a JSON string (without the quotes). */
-nu_status nu_gram_regex_rules(nu_gram_buf *b, const char *name, const char *regex,
+nu_status nu_gram_regex_rules(nu_buf *b, const char *name, const char *regex,
                               nu_gram_regex_mode mode, nu_error *err);
 
 /* An expression for one of the n strings (valid UTF-8), prefixes factored
  * out when there are many; and the whole grammar "root ::= ..." of them
  * (grammar_choices.c). */
-void nu_gram_choices_expr(nu_gram_buf *b, const char *const *choices, size_t n);
-void nu_gram_choices_gbnf(nu_gram_buf *b, const char *const *choices, size_t n);
+void nu_gram_choices_expr(nu_buf *b, const char *const *choices, size_t n);
+void nu_gram_choices_gbnf(nu_buf *b, const char *const *choices, size_t n);
 
 /* The whole GBNF grammar for a JSON Schema (root rule "root"). */
-nu_status nu_gram_json_schema_gbnf(const char *schema, const nu_json_options *opt, nu_gram_buf *out,
+nu_status nu_gram_json_schema_gbnf(const char *schema, const nu_json_options *opt, nu_buf *out,
                                    nu_error *err);
 /* The grammar of any JSON object ("root"). */
-nu_status nu_gram_json_any_gbnf(const nu_json_options *opt, nu_gram_buf *out, nu_error *err);
+nu_status nu_gram_json_any_gbnf(const nu_json_options *opt, nu_buf *out, nu_error *err);
 
 #endif

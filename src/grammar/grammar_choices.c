@@ -20,7 +20,8 @@ static int cmp_str(const void *a, const void *b) {
 
 /* Bytes of the UTF-8 character starting with byte c (1 for stray bytes). */
 static size_t char_len(unsigned char c) {
-    return c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    size_t k = nu_utf8_lead_len(c);
+    return k ? k : 1;
 }
 
 /* Does s have the same character as t at byte d? */
@@ -44,11 +45,11 @@ static size_t common_prefix(const char *const *s, size_t n, size_t d) {
 /* Writes the choices s[0..n) (sorted, all sharing their first d bytes) from
  * byte d on: one alternative per next character, each its shared run as a
  * literal followed by the tree of what differs after it. */
-static void write_tree(nu_gram_buf *b, const char *const *s, size_t n, size_t d) {
+static void write_tree(nu_buf *b, const char *const *s, size_t n, size_t d) {
     size_t i = 0, alts = 0;
-    nu_gram_buf_puts(b, "(");
+    nu_buf_puts(b, "(");
     if (!s[0][d]) {
-        nu_gram_buf_puts(b, "\"\"");
+        nu_buf_puts(b, "\"\"");
         alts++;
         while (i < n && !s[i][d]) i++;
     }
@@ -56,21 +57,21 @@ static void write_tree(nu_gram_buf *b, const char *const *s, size_t n, size_t d)
         size_t j = i + 1;
         while (j < n && same_char(s[j], s[i], d)) j++;
         size_t end = common_prefix(s + i, j - i, d);
-        nu_gram_buf_puts(b, alts++ ? " | " : "");
+        nu_buf_puts(b, alts++ ? " | " : "");
         nu_gram_buf_literal(b, s[i] + d, end - d);
         if (j - i > 1) {
-            nu_gram_buf_puts(b, " ");
+            nu_buf_puts(b, " ");
             write_tree(b, s + i, j - i, end);
         }
         i = j;
     }
-    nu_gram_buf_puts(b, ")");
+    nu_buf_puts(b, ")");
 }
 
-void nu_gram_choices_expr(nu_gram_buf *b, const char *const *choices, size_t n) {
+void nu_gram_choices_expr(nu_buf *b, const char *const *choices, size_t n) {
     if (n <= FLAT_CHOICES) {
         for (size_t i = 0; i < n; i++) {
-            nu_gram_buf_puts(b, i ? " | " : "");
+            nu_buf_puts(b, i ? " | " : "");
             nu_gram_buf_literal(b, choices[i], strlen(choices[i]));
         }
         return;
@@ -86,8 +87,8 @@ void nu_gram_choices_expr(nu_gram_buf *b, const char *const *choices, size_t n) 
     free(sorted);
 }
 
-void nu_gram_choices_gbnf(nu_gram_buf *b, const char *const *choices, size_t n) {
-    nu_gram_buf_puts(b, "root ::= ");
+void nu_gram_choices_gbnf(nu_buf *b, const char *const *choices, size_t n) {
+    nu_buf_puts(b, "root ::= ");
     nu_gram_choices_expr(b, choices, n);
-    nu_gram_buf_puts(b, "\n");
+    nu_buf_puts(b, "\n");
 }

@@ -90,53 +90,53 @@ const char *nu_gram_json_ws(int32_t max_ws) {
 }
 
 /* Writes a definition, replacing %W by the whitespace reference. */
-static void write_def(nu_gram_buf *b, const char *text, const char *ws) {
+static void write_def(nu_buf *b, const char *text, const char *ws) {
     for (const char *p = text; *p; p++) {
         if (p[0] == '%' && p[1] == 'W') {
-            nu_gram_buf_puts(b, ws);
+            nu_buf_puts(b, ws);
             p++;
         } else {
-            nu_gram_buf_add(b, p, 1);
+            nu_buf_add(b, p, 1);
         }
     }
 }
 
-void nu_gram_json_write_prims(nu_gram_buf *b, uint32_t set, int32_t max_ws) {
+void nu_gram_json_write_prims(nu_buf *b, uint32_t set, int32_t max_ws) {
     set = nu_gram_json_need(set, 0);
     for (size_t i = 0; i < sizeof prims / sizeof *prims; i++)
         if (set & prims[i].bit) write_def(b, prims[i].text, nu_gram_json_ws(max_ws));
-    if (max_ws > 0) nu_gram_buf_printf(b, "ws ::= [ \\t\\n]{0,%d}\n", max_ws);
+    if (max_ws > 0) nu_buf_printf(b, "ws ::= [ \\t\\n]{0,%d}\n", max_ws);
 }
 
 /* JSON-encodes s as a string ("..." with escapes) into out. */
-void nu_gram_json_encode_string(nu_gram_buf *out, const char *s) {
-    nu_gram_buf_add(out, "\"", 1);
+void nu_gram_json_encode_string(nu_buf *out, const char *s) {
+    nu_buf_add(out, "\"", 1);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         if (*p == '"' || *p == '\\')
-            nu_gram_buf_printf(out, "\\%c", *p);
+            nu_buf_printf(out, "\\%c", *p);
         else if (*p == '\n')
-            nu_gram_buf_puts(out, "\\n");
+            nu_buf_puts(out, "\\n");
         else if (*p == '\r')
-            nu_gram_buf_puts(out, "\\r");
+            nu_buf_puts(out, "\\r");
         else if (*p == '\t')
-            nu_gram_buf_puts(out, "\\t");
+            nu_buf_puts(out, "\\t");
         else if (*p < 0x20)
-            nu_gram_buf_printf(out, "\\u%04x", *p);
+            nu_buf_printf(out, "\\u%04x", *p);
         else
-            nu_gram_buf_add(out, (const char *)p, 1);
+            nu_buf_add(out, (const char *)p, 1);
     }
-    nu_gram_buf_add(out, "\"", 1);
+    nu_buf_add(out, "\"", 1);
 }
 
-void nu_gram_json_string_literal(nu_gram_buf *b, const char *s) {
-    nu_gram_buf enc;
-    nu_gram_buf_init(&enc);
+void nu_gram_json_string_literal(nu_buf *b, const char *s) {
+    nu_buf enc;
+    nu_buf_init(&enc);
     nu_gram_json_encode_string(&enc, s);
     if (enc.failed)
         b->failed = true;
     else
         nu_gram_buf_literal(b, enc.data, enc.len);
-    nu_gram_buf_free(&enc);
+    nu_buf_free(&enc);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -145,9 +145,9 @@ void nu_gram_json_string_literal(nu_gram_buf *b, const char *s) {
 
 /* Digit strings of equal length n from x to y (x <= y): split on the first
  * digit into the lower edge, a free middle and the upper edge. */
-static void same_length(nu_gram_buf *b, const char *x, const char *y, size_t n) {
+static void same_length(nu_buf *b, const char *x, const char *y, size_t n) {
     if (n == 0) {
-        nu_gram_buf_puts(b, "\"\"");
+        nu_buf_puts(b, "\"\"");
         return;
     }
     if (strncmp(x, y, n) == 0) {
@@ -155,7 +155,7 @@ static void same_length(nu_gram_buf *b, const char *x, const char *y, size_t n) 
         return;
     }
     if (x[0] == y[0]) {
-        nu_gram_buf_printf(b, "\"%c\" ", x[0]);
+        nu_buf_printf(b, "\"%c\" ", x[0]);
         same_length(b, x + 1, y + 1, n - 1);
         return;
     }
@@ -165,27 +165,27 @@ static void same_length(nu_gram_buf *b, const char *x, const char *y, size_t n) 
     bool x_low = strspn(x + 1, "0") >= n - 1, y_high = strspn(y + 1, "9") >= n - 1;
     char lo = x_low ? x[0] : (char)(x[0] + 1), hi = y_high ? y[0] : (char)(y[0] - 1);
     bool first = true;
-    nu_gram_buf_puts(b, "(");
+    nu_buf_puts(b, "(");
     if (!x_low) {
-        nu_gram_buf_printf(b, "\"%c\" ", x[0]);
+        nu_buf_printf(b, "\"%c\" ", x[0]);
         same_length(b, x + 1, nines, n - 1);
         first = false;
     }
     if (lo <= hi) {
-        nu_gram_buf_puts(b, first ? "" : " | ");
+        nu_buf_puts(b, first ? "" : " | ");
         if (lo == hi)
-            nu_gram_buf_printf(b, "\"%c\"", lo);
+            nu_buf_printf(b, "\"%c\"", lo);
         else
-            nu_gram_buf_printf(b, "[%c-%c]", lo, hi);
-        if (n > 1) nu_gram_buf_printf(b, " [0-9]{%zu}", n - 1);
+            nu_buf_printf(b, "[%c-%c]", lo, hi);
+        if (n > 1) nu_buf_printf(b, " [0-9]{%zu}", n - 1);
         first = false;
     }
     if (!y_high) {
-        nu_gram_buf_puts(b, first ? "" : " | ");
-        nu_gram_buf_printf(b, "\"%c\" ", y[0]);
+        nu_buf_puts(b, first ? "" : " | ");
+        nu_buf_printf(b, "\"%c\" ", y[0]);
         same_length(b, zeros, y + 1, n - 1);
     }
-    nu_gram_buf_puts(b, ")");
+    nu_buf_puts(b, ")");
 }
 
 static int64_t pow10i(int k) {
@@ -201,8 +201,8 @@ static int n_digits(int64_t v) {
 }
 
 /* Non-negative integers a..b in canonical form (no leading zeros). */
-static void positive_range(nu_gram_buf *b, int64_t a, int64_t c) {
-    nu_gram_buf_puts(b, "(");
+static void positive_range(nu_buf *b, int64_t a, int64_t c) {
+    nu_buf_puts(b, "(");
     for (int len = n_digits(a); len <= n_digits(c); len++) {
         int64_t lo = len == 1 ? 0 : pow10i(len - 1), hi = pow10i(len) - 1;
         if (lo < a) lo = a;
@@ -210,24 +210,24 @@ static void positive_range(nu_gram_buf *b, int64_t a, int64_t c) {
         char x[24], y[24];
         snprintf(x, sizeof x, "%lld", (long long)lo);
         snprintf(y, sizeof y, "%lld", (long long)hi);
-        nu_gram_buf_puts(b, len > n_digits(a) ? " | " : "");
+        nu_buf_puts(b, len > n_digits(a) ? " | " : "");
         same_length(b, x, y, (size_t)len);
     }
-    nu_gram_buf_puts(b, ")");
+    nu_buf_puts(b, ")");
 }
 
-void nu_gram_json_int_range(nu_gram_buf *b, int64_t lo, int64_t hi) {
+void nu_gram_json_int_range(nu_buf *b, int64_t lo, int64_t hi) {
     if (lo >= 0) {
         positive_range(b, lo, hi);
     } else if (hi < 0) {
-        nu_gram_buf_puts(b, "\"-\" ");
+        nu_buf_puts(b, "\"-\" ");
         positive_range(b, -hi, -lo);
     } else {
-        nu_gram_buf_puts(b, "(\"-\" ");
+        nu_buf_puts(b, "(\"-\" ");
         positive_range(b, 1, -lo);
-        nu_gram_buf_puts(b, " | ");
+        nu_buf_puts(b, " | ");
         positive_range(b, 0, hi);
-        nu_gram_buf_puts(b, ")");
+        nu_buf_puts(b, ")");
     }
 }
 
@@ -291,7 +291,7 @@ static bool dec_from_double(double v, dec *d) {
  * value as 0.D lies between 0.lo and 0.hi (NULL: that side is open; the
  * flags say whether the bound itself is allowed). False, writing nothing,
  * if there are none. */
-static bool frac_digits(nu_gram_buf *b, const char *lo, bool li, const char *hi, bool hc, int n);
+static bool frac_digits(nu_buf *b, const char *lo, bool li, const char *hi, bool hc, int n);
 
 /* Does zero satisfy the bounds? */
 static bool zero_ok(const char *lo, bool li, const char *hi, bool hc) {
@@ -300,81 +300,81 @@ static bool zero_ok(const char *lo, bool li, const char *hi, bool hc) {
 
 /* The continuation after a fixed digit: any digits (0..n) within the rest
  * of the bounds. */
-static bool frac_rest(nu_gram_buf *b, const char *lo, bool li, const char *hi, bool hc, int n) {
+static bool frac_rest(nu_buf *b, const char *lo, bool li, const char *hi, bool hc, int n) {
     if (lo && !lo[0] && li) lo = NULL;
     bool empty = zero_ok(lo, li, hi, hc);
-    nu_gram_buf sub;
-    nu_gram_buf_init(&sub);
+    nu_buf sub;
+    nu_buf_init(&sub);
     bool more = n > 0 && frac_digits(&sub, lo, li, hi, hc, n);
-    if (more) nu_gram_buf_printf(b, " (%s)%s", sub.data, empty ? "?" : "");
+    if (more) nu_buf_printf(b, " (%s)%s", sub.data, empty ? "?" : "");
     if (sub.failed) b->failed = true;
-    nu_gram_buf_free(&sub);
+    nu_buf_free(&sub);
     return more || empty;
 }
 
-static bool frac_digits(nu_gram_buf *b, const char *lo, bool li, const char *hi, bool hc, int n) {
+static bool frac_digits(nu_buf *b, const char *lo, bool li, const char *hi, bool hc, int n) {
     int l0 = lo ? (lo[0] ? lo[0] - '0' : 0) : -1, h0 = hi ? (hi[0] ? hi[0] - '0' : 0) : 10;
     const char *lr = lo && lo[0] ? lo + 1 : "", *hr = hi && hi[0] ? hi + 1 : "";
     bool any = false;
     if (l0 + 1 <= h0 - 1) { /* free digits: any continuation */
         int a = l0 + 1, z = h0 - 1 > 9 ? 9 : h0 - 1;
         if (a == z)
-            nu_gram_buf_printf(b, "\"%d\"", a);
+            nu_buf_printf(b, "\"%d\"", a);
         else
-            nu_gram_buf_printf(b, "[%d-%d]", a, z);
-        if (n > 1) nu_gram_buf_printf(b, " [0-9]{0,%d}", n - 1);
+            nu_buf_printf(b, "[%d-%d]", a, z);
+        if (n > 1) nu_buf_printf(b, " [0-9]{0,%d}", n - 1);
         any = true;
     }
     for (int d = 0; d <= 9; d++) {
         bool lt = d == l0, ht = d == h0;
         if (!lt && !ht) continue;
         if ((lo && d < l0) || (hi && d > h0)) continue;
-        nu_gram_buf alt;
-        nu_gram_buf_init(&alt);
-        nu_gram_buf_printf(&alt, "\"%d\"", d);
+        nu_buf alt;
+        nu_buf_init(&alt);
+        nu_buf_printf(&alt, "\"%d\"", d);
         bool ok = frac_rest(&alt, lt ? lr : NULL, li, ht ? hr : NULL, hc, n - 1);
         if (ok) {
-            nu_gram_buf_puts(b, any ? " | " : "");
-            nu_gram_buf_add(b, alt.data, alt.len);
+            nu_buf_puts(b, any ? " | " : "");
+            nu_buf_add(b, alt.data, alt.len);
             any = true;
         }
         if (alt.failed) b->failed = true;
-        nu_gram_buf_free(&alt);
+        nu_buf_free(&alt);
     }
     return any;
 }
 
 /* The optional fraction part ("" or "." digits) within the bounds; false if
  * no fraction (not even none) fits. */
-static bool fraction(nu_gram_buf *b, const char *lo, bool li, const char *hi, bool hc, int n) {
+static bool fraction(nu_buf *b, const char *lo, bool li, const char *hi, bool hc, int n) {
     if (lo && !lo[0] && li) lo = NULL;
     bool empty = zero_ok(lo, li, hi, hc);
-    nu_gram_buf sub;
-    nu_gram_buf_init(&sub);
+    nu_buf sub;
+    nu_buf_init(&sub);
     bool more = n > 0 && frac_digits(&sub, lo, li, hi, hc, n);
-    if (more) nu_gram_buf_printf(b, " (\".\" (%s))%s", sub.data, empty ? "?" : "");
+    if (more) nu_buf_printf(b, " (\".\" (%s))%s", sub.data, empty ? "?" : "");
     if (sub.failed) b->failed = true;
-    nu_gram_buf_free(&sub);
+    nu_buf_free(&sub);
     return more || empty;
 }
 
 /* Magnitudes from a to z (a <= z): the integer part of a with a fraction at
  * least a's, the integers strictly between with any fraction, and the
  * integer part of z with a fraction at most z's. */
-static bool magnitude_range(nu_gram_buf *b, const dec *a, bool ai, const dec *z, bool zi, int n) {
-    nu_gram_buf alts;
-    nu_gram_buf_init(&alts);
+static bool magnitude_range(nu_buf *b, const dec *a, bool ai, const dec *z, bool zi, int n) {
+    nu_buf alts;
+    nu_buf_init(&alts);
     bool any = false;
     for (int part = 0; part < 3; part++) {
-        nu_gram_buf one;
-        nu_gram_buf_init(&one);
+        nu_buf one;
+        nu_buf_init(&one);
         bool ok;
         if (a->ip == z->ip) {
             if (part > 0) break;
-            nu_gram_buf_printf(&one, "\"%lld\"", (long long)a->ip);
+            nu_buf_printf(&one, "\"%lld\"", (long long)a->ip);
             ok = fraction(&one, a->frac, ai, z->frac, zi, n);
         } else if (part == 0) {
-            nu_gram_buf_printf(&one, "\"%lld\"", (long long)a->ip);
+            nu_buf_printf(&one, "\"%lld\"", (long long)a->ip);
             ok = fraction(&one, a->frac, ai, NULL, false, n);
         } else if (part == 1) {
             ok = a->ip + 1 <= z->ip - 1;
@@ -383,23 +383,23 @@ static bool magnitude_range(nu_gram_buf *b, const dec *a, bool ai, const dec *z,
                 fraction(&one, NULL, true, NULL, false, n);
             }
         } else {
-            nu_gram_buf_printf(&one, "\"%lld\"", (long long)z->ip);
+            nu_buf_printf(&one, "\"%lld\"", (long long)z->ip);
             ok = fraction(&one, "", true, z->frac, zi, n);
         }
         if (ok) {
-            nu_gram_buf_printf(&alts, "%s(%s)", any ? " | " : "", one.data ? one.data : "");
+            nu_buf_printf(&alts, "%s(%s)", any ? " | " : "", one.data ? one.data : "");
             any = true;
         }
         if (one.failed) alts.failed = true;
-        nu_gram_buf_free(&one);
+        nu_buf_free(&one);
     }
-    if (any) nu_gram_buf_printf(b, "(%s)", alts.data);
+    if (any) nu_buf_printf(b, "(%s)", alts.data);
     if (alts.failed) b->failed = true;
-    nu_gram_buf_free(&alts);
+    nu_buf_free(&alts);
     return any;
 }
 
-nu_status nu_gram_json_number_range(nu_gram_buf *b, const nu_gram_json_bounds *bd, nu_error *err) {
+nu_status nu_gram_json_number_range(nu_buf *b, const nu_gram_json_bounds *bd, nu_error *err) {
     dec lo = {0}, hi = {0};
     bool li = !bd->lo_excl, hc = !bd->hi_excl;
     int f = 6;
@@ -432,20 +432,20 @@ nu_status nu_gram_json_number_range(nu_gram_buf *b, const nu_gram_json_bounds *b
     if (dec_cmp(&lo, &zero) >= 0) {
         ok = magnitude_range(b, &lo, li, &hi, hc, f);
     } else if (dec_cmp(&hi, &zero) <= 0) {
-        nu_gram_buf_puts(b, "\"-\" ");
+        nu_buf_puts(b, "\"-\" ");
         ok = magnitude_range(b, &hi, hc, &lo, li, f);
     } else {
-        nu_gram_buf_puts(b, "(\"-\" ");
+        nu_buf_puts(b, "(\"-\" ");
         ok = magnitude_range(b, &zero, false, &lo, li, f);
-        nu_gram_buf_puts(b, " | ");
+        nu_buf_puts(b, " | ");
         ok = magnitude_range(b, &zero, true, &hi, hc, f) && ok;
-        nu_gram_buf_puts(b, ")");
+        nu_buf_puts(b, ")");
     }
     if (!ok) return nu_fail(err, NU_ERR_INVALID_ARG, "no number satisfies the bounds");
     return NU_OK;
 }
 
-nu_status nu_gram_json_integer_range(nu_gram_buf *b, const nu_gram_json_bounds *bd, nu_error *err) {
+nu_status nu_gram_json_integer_range(nu_buf *b, const nu_gram_json_bounds *bd, nu_error *err) {
     const double cap = 999999999999999.0; /* 10^15 - 1 */
     double lo = -cap, hi = cap;
     if (bd->has_lo) {

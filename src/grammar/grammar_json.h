@@ -28,15 +28,15 @@ enum {
 /* have plus what plus everything their definitions use. */
 uint32_t nu_gram_json_need(uint32_t have, uint32_t what);
 /* Writes the definitions of the rules in set (and of ws when max_ws > 0). */
-void nu_gram_json_write_prims(nu_gram_buf *b, uint32_t set, int32_t max_ws);
+void nu_gram_json_write_prims(nu_buf *b, uint32_t set, int32_t max_ws);
 /* " ws" when whitespace is allowed, else "": appended after each place
  * JSON allows whitespace. */
 const char *nu_gram_json_ws(int32_t max_ws);
 
 /* JSON-encodes s ("..." with escapes) into b. */
-void nu_gram_json_encode_string(nu_gram_buf *b, const char *s);
+void nu_gram_json_encode_string(nu_buf *b, const char *s);
 /* A GBNF literal matching the JSON encoding of the string s. */
-void nu_gram_json_string_literal(nu_gram_buf *b, const char *s);
+void nu_gram_json_string_literal(nu_buf *b, const char *s);
 
 /* Numeric bounds of a schema. */
 typedef struct nu_gram_json_bounds {
@@ -46,10 +46,10 @@ typedef struct nu_gram_json_bounds {
 } nu_gram_json_bounds;
 
 /* A GBNF expression for the integers lo..hi (lo <= hi). */
-void nu_gram_json_int_range(nu_gram_buf *b, int64_t lo, int64_t hi);
+void nu_gram_json_int_range(nu_buf *b, int64_t lo, int64_t hi);
 /* Expressions for the integers / decimal numbers within bounds (see
  * grammar_json.c for the digit limits); errors when nothing fits. */
-nu_status nu_gram_json_integer_range(nu_gram_buf *b, const nu_gram_json_bounds *bd, nu_error *err);
-nu_status nu_gram_json_number_range(nu_gram_buf *b, const nu_gram_json_bounds *bd, nu_error *err);
+nu_status nu_gram_json_integer_range(nu_buf *b, const nu_gram_json_bounds *bd, nu_error *err);
+nu_status nu_gram_json_number_range(nu_buf *b, const nu_gram_json_bounds *bd, nu_error *err);
 
 #endif

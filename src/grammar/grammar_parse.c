@@ -175,7 +175,7 @@ static bool at_rule_head(const gp *g) {
 
 /* Decodes one UTF-8 character at the current position; 0 bytes if invalid. */
 static size_t decode_utf8(const gp *g, uint32_t *cp) {
-    return nu_gram_utf8_decode(g->src + g->pos, g->len - g->pos, cp);
+    return nu_utf8_decode(g->src + g->pos, g->len - g->pos, cp);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -313,7 +313,8 @@ static void normalise_tmp(gp *g, bool negate) {
     free(out);
 }
 
-static uint32_t nu_utf8_len(uint32_t cp) {
+/* Bytes of cp's UTF-8 form (surrogates counted as 3, like their neighbours). */
+static uint32_t utf8_len_of(uint32_t cp) {
     return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
 }
 
@@ -359,7 +360,7 @@ static uint32_t intern_tmp(gp *g) {
     memset(k, 0, sizeof *k);
     k->first = g->n_ranges;
     k->count = g->n_tmp;
-    k->min_bytes = g->n_tmp ? nu_utf8_len(g->tmp[0].lo) : GRAM_INF;
+    k->min_bytes = g->n_tmp ? utf8_len_of(g->tmp[0].lo) : GRAM_INF;
     for (uint32_t i = 0; i < g->n_tmp; i++) {
         g->ranges[g->n_ranges++] = g->tmp[i];
         for (uint32_t cp = g->tmp[i].lo; cp <= g->tmp[i].hi && cp < 128; cp++)

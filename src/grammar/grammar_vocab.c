@@ -286,12 +286,12 @@ nu_json_options nu_json_default_options(void) {
 }
 
 /* Moves a finished buffer to *gbnf. */
-static nu_status take_text(nu_status st, nu_gram_buf *b, char **gbnf, nu_error *err) {
+static nu_status take_text(nu_status st, nu_buf *b, char **gbnf, nu_error *err) {
     if (st == NU_OK) {
         *gbnf = nu_gram_buf_take(b);
         if (!*gbnf) st = nu_fail(err, NU_ERR_NOMEM, "out of memory writing a grammar");
     }
-    nu_gram_buf_free(b);
+    nu_buf_free(b);
     return st;
 }
 
@@ -300,24 +300,24 @@ nu_status nu_json_schema_to_gbnf(const char *schema, const nu_json_options *opt,
     *gbnf = NULL;
     if (!schema) return nu_fail(err, NU_ERR_INVALID_ARG, "no JSON schema given");
     nu_json_options o = opt ? *opt : nu_json_default_options();
-    nu_gram_buf b;
-    nu_gram_buf_init(&b);
+    nu_buf b;
+    nu_buf_init(&b);
     return take_text(nu_gram_json_schema_gbnf(schema, &o, &b, err), &b, gbnf, err);
 }
 
 nu_status nu_json_object_to_gbnf(const nu_json_options *opt, char **gbnf, nu_error *err) {
     *gbnf = NULL;
     nu_json_options o = opt ? *opt : nu_json_default_options();
-    nu_gram_buf b;
-    nu_gram_buf_init(&b);
+    nu_buf b;
+    nu_buf_init(&b);
     return take_text(nu_gram_json_any_gbnf(&o, &b, err), &b, gbnf, err);
 }
 
 nu_status nu_regex_to_gbnf(const char *regex, char **gbnf, nu_error *err) {
     *gbnf = NULL;
     if (!regex) return nu_fail(err, NU_ERR_INVALID_ARG, "no regular expression given");
-    nu_gram_buf b;
-    nu_gram_buf_init(&b);
+    nu_buf b;
+    nu_buf_init(&b);
     return take_text(nu_gram_regex_rules(&b, "root", regex, GRAM_REGEX_FULL, err), &b, gbnf, err);
 }
 
@@ -326,11 +326,11 @@ nu_status nu_choices_to_gbnf(const char *const *choices, size_t n, char **gbnf, 
     if (n == 0) return nu_fail(err, NU_ERR_INVALID_ARG, "no choices given");
     for (size_t i = 0; i < n; i++) {
         if (!choices[i]) return nu_fail(err, NU_ERR_INVALID_ARG, "choice %zu is NULL", i);
-        if (!nu_gram_utf8_valid(choices[i], strlen(choices[i]), NULL))
+        if (!nu_utf8_valid(choices[i], strlen(choices[i]), NULL))
             return nu_fail(err, NU_ERR_INVALID_ARG, "choice %zu is not valid UTF-8", i);
     }
-    nu_gram_buf b;
-    nu_gram_buf_init(&b);
+    nu_buf b;
+    nu_buf_init(&b);
     nu_gram_choices_gbnf(&b, choices, n);
     return take_text(NU_OK, &b, gbnf, err);
 }

@@ -82,7 +82,7 @@ typedef struct js {
     const cJSON *root;
     int32_t max_ws;
     const char *W; /* whitespace reference: " ws" or "" */
-    nu_gram_buf *out;
+    nu_buf *out;
     nu_error *err;
     nu_status st;
     js_memo *memo;
@@ -451,7 +451,7 @@ static uint32_t inferred_types(const cJSON *s) {
 /* ------------------------------------------------------------------------ */
 
 static const char *js_rule(js *c, const cJSON *s, const char *path, const char *hint);
-static void js_body(js *c, const cJSON *s, const char *path, const char *name, nu_gram_buf *b);
+static void js_body(js *c, const cJSON *s, const char *path, const char *name, nu_buf *b);
 static cJSON *js_merge(js *c, const cJSON *const *parts, int n, const char *path);
 
 /* Marks fixed rules as used and returns the name. */
@@ -482,15 +482,14 @@ static const char *js_rule(js *c, const cJSON *s, const char *path, const char *
     if (!name || !js_grow(c, (void **)&c->memo, &c->cap_memo, c->n_memo + 1, sizeof *c->memo))
         return NULL;
     c->memo[c->n_memo++] = (js_memo){s, (char *)name};
-    nu_gram_buf body;
-    nu_gram_buf_init(&body);
+    nu_buf body;
+    nu_buf_init(&body);
     c->depth++;
     js_body(c, s, path, name, &body);
     c->depth--;
     if (body.failed) js_nomem(c);
-    if (c->st == NU_OK)
-        nu_gram_buf_printf(c->out, "%s ::= %s\n", name, body.data ? body.data : "\"\"");
-    nu_gram_buf_free(&body);
+    if (c->st == NU_OK) nu_buf_printf(c->out, "%s ::= %s\n", name, body.data ? body.data : "\"\"");
+    nu_buf_free(&body);
     return c->st ? NULL : name;
 }
 
@@ -532,7 +531,7 @@ static bool values_alone(js *c, const cJSON *s, const char *path) {
 
 /* const / enum: their values (of an allowed type) as compact JSON, one of
  * them (common prefixes factored when there are many). */
-static void js_values(js *c, const cJSON *s, const char *path, uint32_t types, nu_gram_buf *b) {
+static void js_values(js *c, const cJSON *s, const char *path, uint32_t types, nu_buf *b) {
     const cJSON *k = cJSON_GetObjectItemCaseSensitive(s, "const");
     const cJSON *e = cJSON_GetObjectItemCaseSensitive(s, "enum");
     if (!values_alone(c, s, path)) return;
@@ -573,10 +572,11 @@ static bool in_string_array(const cJSON *a, const char *s) {
 #define KEY_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-"
 
 /* A trie of the declared keys made only of KEY_CHARS. */
+enum { KEY_TRIE_MAX = 1024 /* nodes: characters of all declared keys, plus the root */ };
 typedef struct key_trie {
-    char ch[1024];
-    int parent[1024];
-    bool word[1024];
+    char ch[KEY_TRIE_MAX];
+    int parent[KEY_TRIE_MAX];
+    bool word[KEY_TRIE_MAX];
     int n;
 } key_trie;
 
@@ -592,27 +592,26 @@ static int trie_child(const key_trie *t, int node, char ch) {
  * declared key continues with, or follow one that does. */
 static void write_key_rules(js *c, const key_trie *t, const char *name) {
     for (int v = 0; v < t->n; v++) {
-        nu_gram_buf_printf(c->out, "%s-k%d ::= ", name, v);
+        nu_buf_printf(c->out, "%s-k%d ::= ", name, v);
         bool any = false;
         if (v > 0 && !t->word[v]) {
-            nu_gram_buf_puts(c->out, "\"\"");
+            nu_buf_puts(c->out, "\"\"");
             any = true;
         }
-        nu_gram_buf_puts(c->out, any ? " | [" : "[");
+        nu_buf_puts(c->out, any ? " | [" : "[");
         size_t before = c->out->len;
         for (const char *p = KEY_CHARS; *p; p++) {
             if (trie_child(t, v, *p) >= 0) continue;
             if (*p == '-')
-                nu_gram_buf_puts(c->out, "\\-");
+                nu_buf_puts(c->out, "\\-");
             else
-                nu_gram_buf_add(c->out, p, 1);
+                nu_buf_add(c->out, p, 1);
         }
-        nu_gram_buf_printf(c->out, "] [%s]*", KEY_CHARS);
+        nu_buf_printf(c->out, "] [%s]*", KEY_CHARS);
         if (c->out->len - before == 0) c->out->failed = true; /* cannot happen: 64 > children */
         for (int k = 1; k < t->n; k++)
-            if (t->parent[k] == v)
-                nu_gram_buf_printf(c->out, " | \"%c\" %s-k%d", t->ch[k], name, k);
-        nu_gram_buf_puts(c->out, "\n");
+            if (t->parent[k] == v) nu_buf_printf(c->out, " | \"%c\" %s-k%d", t->ch[k], name, k);
+        nu_buf_puts(c->out, "\n");
     }
 }
 
@@ -633,7 +632,7 @@ static const char *extra_key_rule(js *c, const char *obj, const js_prop *props, 
         const char *k = props[i].key;
         if (!*k || strspn(k, KEY_CHARS) != strlen(k)) continue;
         int node = 0;
-        for (const char *p = k; *p && t->n < 1024; p++) {
+        for (const char *p = k; *p && t->n < KEY_TRIE_MAX; p++) {
             int next = trie_child(t, node, *p);
             if (next < 0) {
                 next = t->n++;
@@ -645,27 +644,28 @@ static const char *extra_key_rule(js *c, const char *obj, const js_prop *props, 
         }
         t->word[node] = true;
     }
-    if (t->n >= 1024) js_fail(c, "#", NU_ERR_UNSUPPORTED, "too many declared property names");
+    if (t->n >= KEY_TRIE_MAX)
+        js_fail(c, "#", NU_ERR_UNSUPPORTED, "too many declared property names");
     write_key_rules(c, t, name);
-    nu_gram_buf_printf(c->out, "%s ::= \"\\\"\" %s-k0 \"\\\"\"\n", name, name);
+    nu_buf_printf(c->out, "%s ::= \"\\\"\" %s-k0 \"\\\"\"\n", name, name);
     free(t);
     return name;
 }
 
 /* "key" : value, as GBNF. */
-static void write_member(js *c, nu_gram_buf *b, const char *key_expr, const char *rule) {
-    nu_gram_buf_printf(b, "%s%s \":\"%s %s%s", key_expr, c->W, c->W, rule, c->W);
+static void write_member(js *c, nu_buf *b, const char *key_expr, const char *rule) {
+    nu_buf_printf(b, "%s%s \":\"%s %s%s", key_expr, c->W, c->W, rule, c->W);
 }
 
 /* The member text of property i: "key" : value, as GBNF (caller frees). */
 static char *member_text(js *c, const js_prop *p) {
-    nu_gram_buf key, m;
-    nu_gram_buf_init(&key);
-    nu_gram_buf_init(&m);
+    nu_buf key, m;
+    nu_buf_init(&key);
+    nu_buf_init(&m);
     nu_gram_json_string_literal(&key, p->key);
     write_member(c, &m, key.data ? key.data : "\"\"", p->rule);
     if (key.failed) m.failed = true;
-    nu_gram_buf_free(&key);
+    nu_buf_free(&key);
     return nu_gram_buf_take(&m);
 }
 
@@ -688,29 +688,28 @@ static bool chain_names(js *c, const char *obj, const js_prop *props, uint32_t n
  * properties i.. with no comma before the first present one, rest-i the
  * same after something was written (each one preceded by a comma). */
 static void write_chain(js *c, const char *obj, const js_prop *props, char **members, uint32_t n,
-                        const char *extra, nu_gram_buf *b) {
+                        const char *extra, nu_buf *b) {
     const char **first = calloc(n + 1, sizeof *first), **rest = calloc(n + 1, sizeof *rest);
     if (!first || !rest) js_nomem(c);
     if (first && rest && chain_names(c, obj, props, n, first, rest)) {
         for (uint32_t i = 0; i < n; i++) {
             bool opt = !props[i].required;
             if (first[i])
-                nu_gram_buf_printf(c->out, "%s ::= %s %s%s%s\n", first[i], members[i], rest[i + 1],
-                                   opt ? " | " : "", opt ? first[i + 1] : "");
+                nu_buf_printf(c->out, "%s ::= %s %s%s%s\n", first[i], members[i], rest[i + 1],
+                              opt ? " | " : "", opt ? first[i + 1] : "");
             if (rest[i])
-                nu_gram_buf_printf(c->out, "%s ::= \",\"%s %s %s%s%s\n", rest[i], c->W, members[i],
-                                   rest[i + 1], opt ? " | " : "", opt ? rest[i + 1] : "");
+                nu_buf_printf(c->out, "%s ::= \",\"%s %s %s%s%s\n", rest[i], c->W, members[i],
+                              rest[i + 1], opt ? " | " : "", opt ? rest[i + 1] : "");
         }
         if (first[n] && extra)
-            nu_gram_buf_printf(c->out, "%s ::= (%s (\",\"%s %s)*)?\n", first[n], extra, c->W,
-                               extra);
+            nu_buf_printf(c->out, "%s ::= (%s (\",\"%s %s)*)?\n", first[n], extra, c->W, extra);
         else if (first[n])
-            nu_gram_buf_printf(c->out, "%s ::= \"\"\n", first[n]);
+            nu_buf_printf(c->out, "%s ::= \"\"\n", first[n]);
         if (n > 0 && extra)
-            nu_gram_buf_printf(c->out, "%s ::= (\",\"%s %s)*\n", rest[n], c->W, extra);
+            nu_buf_printf(c->out, "%s ::= (\",\"%s %s)*\n", rest[n], c->W, extra);
         else if (n > 0)
-            nu_gram_buf_printf(c->out, "%s ::= \"\"\n", rest[n]);
-        nu_gram_buf_printf(b, "\"{\"%s %s \"}\"", c->W, first[0]);
+            nu_buf_printf(c->out, "%s ::= \"\"\n", rest[n]);
+        nu_buf_printf(b, "\"{\"%s %s \"}\"", c->W, first[0]);
     }
     free(first);
     free(rest);
@@ -719,7 +718,7 @@ static void write_chain(js *c, const char *obj, const js_prop *props, char **mem
 /* Declared (and extra) properties: all required and no extras written
  * inline, else as a chain of rules. */
 static void write_properties(js *c, const char *obj, const js_prop *props, uint32_t n,
-                             const char *extra, nu_gram_buf *b) {
+                             const char *extra, nu_buf *b) {
     char **members = calloc(n + 1, sizeof *members);
     bool chain = extra != NULL;
     for (uint32_t i = 0; members && i < n; i++) {
@@ -731,10 +730,10 @@ static void write_properties(js *c, const char *obj, const js_prop *props, uint3
     } else if (chain) {
         write_chain(c, obj, props, members, n, extra, b);
     } else {
-        nu_gram_buf_printf(b, "\"{\"%s", c->W);
+        nu_buf_printf(b, "\"{\"%s", c->W);
         for (uint32_t i = 0; i < n; i++)
-            nu_gram_buf_printf(b, i ? " \",\"%s %s" : "%s %s", i ? c->W : "", members[i]);
-        nu_gram_buf_puts(b, " \"}\"");
+            nu_buf_printf(b, i ? " \",\"%s %s" : "%s %s", i ? c->W : "", members[i]);
+        nu_buf_puts(b, " \"}\"");
     }
     for (uint32_t i = 0; members && i < n; i++) free(members[i]);
     free(members);
@@ -788,7 +787,7 @@ static uint32_t collect_properties(js *c, const cJSON *s, const char *path, cons
     return n;
 }
 
-static void js_object(js *c, const cJSON *s, const char *path, const char *name, nu_gram_buf *b) {
+static void js_object(js *c, const cJSON *s, const char *path, const char *name, nu_buf *b) {
     const cJSON *pr = cJSON_GetObjectItemCaseSensitive(s, "properties");
     const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
     const cJSON *addl = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
@@ -800,7 +799,7 @@ static void js_object(js *c, const cJSON *s, const char *path, const char *name,
     if (!pr && !req && (!addl || cJSON_IsTrue(addl)) &&
         !cJSON_GetObjectItemCaseSensitive(s, "minProperties") &&
         !cJSON_GetObjectItemCaseSensitive(s, "maxProperties")) {
-        nu_gram_buf_puts(b, prim(c, JP_OBJECT, "object")); /* nothing declared: any object */
+        nu_buf_puts(b, prim(c, JP_OBJECT, "object")); /* nothing declared: any object */
         return;
     }
     uint32_t cap = (uint32_t)cJSON_GetArraySize(pr) + (uint32_t)cJSON_GetArraySize(req) + 1;
@@ -813,8 +812,8 @@ static void js_object(js *c, const cJSON *s, const char *path, const char *name,
     for (uint32_t i = 0; i < n; i++) n_req += props[i].required;
     bool extras = cJSON_IsObject(addl) || cJSON_IsTrue(addl);
     check_property_counts(c, s, path, n_req, n, extras);
-    nu_gram_buf member;
-    nu_gram_buf_init(&member);
+    nu_buf member;
+    nu_buf_init(&member);
     if (extras && !c->st) {
         const char *key = extra_key_rule(c, name, props, n);
         const char *val = cJSON_IsObject(addl)
@@ -823,7 +822,7 @@ static void js_object(js *c, const cJSON *s, const char *path, const char *name,
         if (key && val) write_member(c, &member, key, val);
     }
     if (!c->st) write_properties(c, name, props, n, extras ? member.data : NULL, b);
-    nu_gram_buf_free(&member);
+    nu_buf_free(&member);
     free(props);
 }
 
@@ -898,37 +897,37 @@ static const char *element(const array_shape *a, long i) {
 
 /* Elements from i on, each after a comma: required ones up to min, then
  * optional positional ones nested, then the optional extra ones. */
-static void write_tail(js *c, nu_gram_buf *b, const array_shape *a, long i) {
+static void write_tail(js *c, nu_buf *b, const array_shape *a, long i) {
     long last = a->extra ? a->max : (a->max >= 0 && a->max < a->n_prefix ? a->max : a->n_prefix);
-    for (; i < a->min; i++) nu_gram_buf_printf(b, " \",\"%s %s%s", c->W, element(a, i), c->W);
+    for (; i < a->min; i++) nu_buf_printf(b, " \",\"%s %s%s", c->W, element(a, i), c->W);
     long nested = 0;
     for (; i < a->n_prefix && (last < 0 || i < last); i++, nested++)
-        nu_gram_buf_printf(b, " (\",\"%s %s%s", c->W, element(a, i), c->W);
+        nu_buf_printf(b, " (\",\"%s %s%s", c->W, element(a, i), c->W);
     if (a->extra && (last < 0 || i < last)) {
-        nu_gram_buf_printf(b, " (\",\"%s %s%s)", c->W, a->extra, c->W);
+        nu_buf_printf(b, " (\",\"%s %s%s)", c->W, a->extra, c->W);
         if (last < 0)
-            nu_gram_buf_puts(b, "*");
+            nu_buf_puts(b, "*");
         else
-            nu_gram_buf_printf(b, "{0,%ld}", last - i);
+            nu_buf_printf(b, "{0,%ld}", last - i);
     }
-    for (; nested > 0; nested--) nu_gram_buf_puts(b, ")?");
+    for (; nested > 0; nested--) nu_buf_puts(b, ")?");
 }
 
-static void js_array(js *c, const cJSON *s, const char *path, const char *name, nu_gram_buf *b) {
+static void js_array(js *c, const cJSON *s, const char *path, const char *name, nu_buf *b) {
     array_shape a = {0};
     const cJSON *uniq = cJSON_GetObjectItemCaseSensitive(s, "uniqueItems");
     if (array_shape_read(c, s, path, name, &a)) {
         long most = a.extra ? a.max : (a.max >= 0 && a.max < a.n_prefix ? a.max : a.n_prefix);
         if (cJSON_IsTrue(uniq) && (most < 0 || most > 1))
             js_fail(c, path, NU_ERR_UNSUPPORTED, "uniqueItems is only supported with maxItems 1");
-        nu_gram_buf_printf(b, "\"[\"%s ", c->W);
+        nu_buf_printf(b, "\"[\"%s ", c->W);
         if (most != 0) {
-            if (a.min == 0) nu_gram_buf_puts(b, "(");
-            nu_gram_buf_printf(b, "%s%s", element(&a, 0), c->W);
+            if (a.min == 0) nu_buf_puts(b, "(");
+            nu_buf_printf(b, "%s%s", element(&a, 0), c->W);
             write_tail(c, b, &a, 1);
-            if (a.min == 0) nu_gram_buf_puts(b, ")?");
+            if (a.min == 0) nu_buf_puts(b, ")?");
         }
-        nu_gram_buf_puts(b, " \"]\"");
+        nu_buf_puts(b, " \"]\"");
     }
     free(a.prefix);
 }
@@ -938,7 +937,7 @@ static void js_array(js *c, const cJSON *s, const char *path, const char *name, 
 /* ------------------------------------------------------------------------ */
 
 /* A string in one of the supported formats. */
-static void js_format(js *c, const cJSON *fmt, const char *path, nu_gram_buf *b) {
+static void js_format(js *c, const cJSON *fmt, const char *path, nu_buf *b) {
     static const struct {
         const char *name;
         uint32_t bit;
@@ -949,7 +948,7 @@ static void js_format(js *c, const cJSON *fmt, const char *path, nu_gram_buf *b)
                    {"email", JP_EMAIL}};
     for (size_t i = 0; cJSON_IsString(fmt) && i < sizeof formats / sizeof *formats; i++)
         if (!strcmp(fmt->valuestring, formats[i].name)) {
-            nu_gram_buf_printf(b, "\"\\\"\" %s \"\\\"\"", prim(c, formats[i].bit, formats[i].name));
+            nu_buf_printf(b, "\"\\\"\" %s \"\\\"\"", prim(c, formats[i].bit, formats[i].name));
             return;
         }
     js_fail(c, path, NU_ERR_UNSUPPORTED,
@@ -959,8 +958,7 @@ static void js_format(js *c, const cJSON *fmt, const char *path, nu_gram_buf *b)
 
 /* A string whose contents match a regex (rules "<name>-pattern" and its
  * "-any" helper). */
-static void js_pattern(js *c, const cJSON *pat, const char *path, const char *name,
-                       nu_gram_buf *b) {
+static void js_pattern(js *c, const cJSON *pat, const char *path, const char *name, nu_buf *b) {
     char hint[160];
     snprintf(hint, sizeof hint, "%s-pattern", name);
     const char *rule = unique_name(c, hint);
@@ -974,11 +972,11 @@ static void js_pattern(js *c, const cJSON *pat, const char *path, const char *na
     if (st)
         js_fail(c, path, st, "pattern: %s", e.message);
     else
-        nu_gram_buf_printf(b, "\"\\\"\" %s \"\\\"\"", rule);
+        nu_buf_printf(b, "\"\\\"\" %s \"\\\"\"", rule);
 }
 
 /* A string of minLength..maxLength characters. */
-static void js_lengths(js *c, const cJSON *s, const char *path, nu_gram_buf *b) {
+static void js_lengths(js *c, const cJSON *s, const char *path, nu_buf *b) {
     long mn = count_keyword(c, s, path, "minLength", 0);
     long mx = count_keyword(c, s, path, "maxLength", -1);
     if (c->st) return;
@@ -987,13 +985,13 @@ static void js_lengths(js *c, const cJSON *s, const char *path, nu_gram_buf *b) 
         return;
     }
     if (mx < 0)
-        nu_gram_buf_printf(b, "\"\\\"\" char{%ld,} \"\\\"\"", mn);
+        nu_buf_printf(b, "\"\\\"\" char{%ld,} \"\\\"\"", mn);
     else
-        nu_gram_buf_printf(b, "\"\\\"\" char{%ld,%ld} \"\\\"\"", mn, mx);
+        nu_buf_printf(b, "\"\\\"\" char{%ld,%ld} \"\\\"\"", mn, mx);
     prim(c, JP_CHAR, "char");
 }
 
-static void js_string(js *c, const cJSON *s, const char *path, const char *name, nu_gram_buf *b) {
+static void js_string(js *c, const cJSON *s, const char *path, const char *name, nu_buf *b) {
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(s, "format");
     const cJSON *pat = cJSON_GetObjectItemCaseSensitive(s, "pattern");
     bool lengths = cJSON_GetObjectItemCaseSensitive(s, "minLength") ||
@@ -1008,7 +1006,7 @@ static void js_string(js *c, const cJSON *s, const char *path, const char *name,
     else if (lengths)
         js_lengths(c, s, path, b);
     else
-        nu_gram_buf_puts(b, prim(c, JP_STRING, "string"));
+        nu_buf_puts(b, prim(c, JP_STRING, "string"));
 }
 
 /* Reads the numeric bounds (draft-4 boolean exclusives too). */
@@ -1033,7 +1031,7 @@ static bool read_bounds(js *c, const cJSON *s, const char *path, nu_gram_json_bo
     return true;
 }
 
-static void js_number(js *c, const cJSON *s, const char *path, bool integer, nu_gram_buf *b) {
+static void js_number(js *c, const cJSON *s, const char *path, bool integer, nu_buf *b) {
     const cJSON *mult = cJSON_GetObjectItemCaseSensitive(s, "multipleOf");
     if (mult && !(integer && cJSON_IsNumber(mult) && mult->valuedouble == 1)) {
         js_fail(c, path, NU_ERR_UNSUPPORTED, "multipleOf is only supported as 1 on integers");
@@ -1042,8 +1040,7 @@ static void js_number(js *c, const cJSON *s, const char *path, bool integer, nu_
     nu_gram_json_bounds bd;
     if (!read_bounds(c, s, path, &bd)) return;
     if (!bd.has_lo && !bd.has_hi) {
-        nu_gram_buf_puts(b,
-                         integer ? prim(c, JP_INTEGER, "integer") : prim(c, JP_NUMBER, "number"));
+        nu_buf_puts(b, integer ? prim(c, JP_INTEGER, "integer") : prim(c, JP_NUMBER, "number"));
         return;
     }
     nu_error e = {0};
@@ -1258,7 +1255,7 @@ static cJSON *js_merge(js *c, const cJSON *const *parts, int n, const char *path
 
 /* $ref: the target's rule, with sibling keywords merged in. */
 static void js_ref(js *c, const cJSON *s, const cJSON *ref, const char *path, const char *name,
-                   nu_gram_buf *b) {
+                   nu_buf *b) {
     if (!cJSON_IsString(ref)) {
         js_fail(c, path, NU_ERR_FORMAT, "'$ref' must be a string");
         return;
@@ -1276,10 +1273,10 @@ static void js_ref(js *c, const cJSON *s, const cJSON *ref, const char *path, co
         snprintf(hint, sizeof hint, "def-%s", slash ? slash + 1 : "root");
         rule = t ? js_rule(c, t, ref->valuestring, hint) : NULL;
     }
-    if (rule) nu_gram_buf_puts(b, rule);
+    if (rule) nu_buf_puts(b, rule);
 }
 
-static void js_all_of(js *c, const cJSON *s, const char *path, const char *name, nu_gram_buf *b) {
+static void js_all_of(js *c, const cJSON *s, const char *path, const char *name, nu_buf *b) {
     const cJSON *all = cJSON_GetObjectItemCaseSensitive(s, "allOf");
     if (!cJSON_IsArray(all) || !all->child) {
         js_fail(c, path, NU_ERR_FORMAT, "'allOf' must be a non-empty array");
@@ -1289,7 +1286,7 @@ static void js_all_of(js *c, const cJSON *s, const char *path, const char *name,
     char hint[160];
     snprintf(hint, sizeof hint, "%s-all", name);
     const char *rule = m ? js_rule(c, m, path, hint) : NULL;
-    if (rule) nu_gram_buf_puts(b, rule);
+    if (rule) nu_buf_puts(b, rule);
 }
 
 /* Has the schema a const or enum? */
@@ -1387,7 +1384,7 @@ static bool excludes(js *c, const cJSON *a, const cJSON *b) {
 }
 
 /* anyOf / oneOf: one alternative per branch (siblings merged in). */
-static void js_any_of(js *c, const cJSON *s, const char *path, const char *name, nu_gram_buf *b) {
+static void js_any_of(js *c, const cJSON *s, const char *path, const char *name, nu_buf *b) {
     const cJSON *any = cJSON_GetObjectItemCaseSensitive(s, "anyOf");
     const cJSON *one = cJSON_GetObjectItemCaseSensitive(s, "oneOf");
     const char *key = one ? "oneOf" : "anyOf";
@@ -1411,7 +1408,7 @@ static void js_any_of(js *c, const cJSON *s, const char *path, const char *name,
         sub_path_i(p, path, key, i);
         snprintf(h, sizeof h, "%s-%d", name, i);
         const char *rule = branch[i] ? js_rule(c, branch[i], p, h) : NULL;
-        if (rule) nu_gram_buf_printf(b, "%s%s", i ? " | " : "", rule);
+        if (rule) nu_buf_printf(b, "%s%s", i ? " | " : "", rule);
     }
     for (int x = 0; one && x < n && !c->st; x++)
         for (int y = 0; y < n && !c->st; y++)
@@ -1424,22 +1421,22 @@ static void js_any_of(js *c, const cJSON *s, const char *path, const char *name,
 }
 
 /* One alternative per type allowed. */
-static void js_typed(js *c, const cJSON *s, const char *path, const char *name, nu_gram_buf *b) {
+static void js_typed(js *c, const cJSON *s, const char *path, const char *name, nu_buf *b) {
     uint32_t t = declared_types(c, s, path);
     if (!cJSON_GetObjectItemCaseSensitive(s, "type")) t = inferred_types(s);
     if (!t) return;
     if (t == T_ALL && !has_constraints(s, NULL, NULL)) {
-        nu_gram_buf_puts(b, prim(c, JP_VALUE, "value"));
+        nu_buf_puts(b, prim(c, JP_VALUE, "value"));
         return;
     }
     bool any = false;
     for (uint32_t bit = 1; bit <= T_INTEGER && !c->st; bit <<= 1) {
         if (!(t & bit) || (bit == T_INTEGER && (t & T_NUMBER))) continue;
-        nu_gram_buf_puts(b, any ? " | " : "");
+        nu_buf_puts(b, any ? " | " : "");
         any = true;
         switch (bit) {
-        case T_NULL: nu_gram_buf_puts(b, prim(c, JP_NULL, "null")); break;
-        case T_BOOLEAN: nu_gram_buf_puts(b, prim(c, JP_BOOLEAN, "boolean")); break;
+        case T_NULL: nu_buf_puts(b, prim(c, JP_NULL, "null")); break;
+        case T_BOOLEAN: nu_buf_puts(b, prim(c, JP_BOOLEAN, "boolean")); break;
         case T_OBJECT: js_object(c, s, path, name, b); break;
         case T_ARRAY: js_array(c, s, path, name, b); break;
         case T_STRING: js_string(c, s, path, name, b); break;
@@ -1449,7 +1446,7 @@ static void js_typed(js *c, const cJSON *s, const char *path, const char *name, 
     }
 }
 
-static void js_body(js *c, const cJSON *s, const char *path, const char *name, nu_gram_buf *b) {
+static void js_body(js *c, const cJSON *s, const char *path, const char *name, nu_buf *b) {
     if (!check_keywords(c, s, path)) return;
     const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
     if (ref) {
@@ -1487,12 +1484,12 @@ static nu_status check_options(const nu_json_options *opt, nu_error *err) {
     return NU_OK;
 }
 
-nu_status nu_gram_json_schema_gbnf(const char *schema, const nu_json_options *opt, nu_gram_buf *out,
+nu_status nu_gram_json_schema_gbnf(const char *schema, const nu_json_options *opt, nu_buf *out,
                                    nu_error *err) {
     nu_status st = check_options(opt, err);
     if (st) return st;
     size_t bad;
-    if (!nu_gram_utf8_valid(schema, strlen(schema), &bad))
+    if (!nu_utf8_valid(schema, strlen(schema), &bad))
         return nu_fail(err, NU_ERR_FORMAT, "the JSON schema is not valid UTF-8 (byte %zu)", bad);
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithOpts(schema, &end, true);
@@ -1508,7 +1505,7 @@ nu_status nu_gram_json_schema_gbnf(const char *schema, const nu_json_options *op
             .err = err};
     const char *top = js_rule(&c, root, "#", "root");
     if (c.st == NU_OK && top && strcmp(top, "root") != 0)
-        nu_gram_buf_printf(out, "root ::= %s\n", top); /* the root schema was `true` */
+        nu_buf_printf(out, "root ::= %s\n", top); /* the root schema was `true` */
     if (c.st == NU_OK) nu_gram_json_write_prims(out, c.prims, c.max_ws);
     st = c.st;
     js_free(&c);
@@ -1517,10 +1514,10 @@ nu_status nu_gram_json_schema_gbnf(const char *schema, const nu_json_options *op
     return st;
 }
 
-nu_status nu_gram_json_any_gbnf(const nu_json_options *opt, nu_gram_buf *out, nu_error *err) {
+nu_status nu_gram_json_any_gbnf(const nu_json_options *opt, nu_buf *out, nu_error *err) {
     nu_status st = check_options(opt, err);
     if (st) return st;
-    nu_gram_buf_puts(out, "root ::= object\n");
+    nu_buf_puts(out, "root ::= object\n");
     nu_gram_json_write_prims(out, JP_OBJECT, opt->max_whitespace);
     return out->failed ? nu_fail(err, NU_ERR_NOMEM, "out of memory") : NU_OK;
 }

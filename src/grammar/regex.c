@@ -210,7 +210,7 @@ static char rx_peek(const rx *r) {
 
 /* One UTF-8 character of the pattern. */
 static bool rx_utf8(rx *r, uint32_t *cp) {
-    size_t k = nu_gram_utf8_decode(r->src + r->pos, r->len - r->pos, cp);
+    size_t k = nu_utf8_decode(r->src + r->pos, r->len - r->pos, cp);
     if (k == 0) {
         rx_fail(r, r->pos, "invalid UTF-8");
         return false;
@@ -632,46 +632,26 @@ static uint32_t nonempty(rx *r, uint32_t id) {
 /* ------------------------------------------------------------------------ */
 
 /* Writes ranges as the members of a GBNF class. */
-static void emit_members(nu_gram_buf *b, const nu_gram_range *rg, uint32_t n) {
+static void emit_members(nu_buf *b, const nu_gram_range *rg, uint32_t n) {
     for (uint32_t i = 0; i < n; i++) {
         nu_gram_buf_class_char(b, rg[i].lo);
         if (rg[i].hi == rg[i].lo) continue;
-        nu_gram_buf_puts(b, "-");
+        nu_buf_puts(b, "-");
         nu_gram_buf_class_char(b, rg[i].hi);
     }
 }
 
-/* A single character as a GBNF literal. */
-static void emit_char(nu_gram_buf *b, uint32_t cp) {
-    char u[4];
-    size_t k;
-    if (cp < 0x80) {
-        u[0] = (char)cp;
-        k = 1;
-    } else if (cp < 0x800) {
-        u[0] = (char)(0xC0 | (cp >> 6));
-        u[1] = (char)(0x80 | (cp & 0x3F));
-        k = 2;
-    } else if (cp < 0x10000) {
-        u[0] = (char)(0xE0 | (cp >> 12));
-        u[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        u[2] = (char)(0x80 | (cp & 0x3F));
-        k = 3;
-    } else {
-        u[0] = (char)(0xF0 | (cp >> 18));
-        u[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-        u[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        u[3] = (char)(0x80 | (cp & 0x3F));
-        k = 4;
-    }
-    nu_gram_buf_literal(b, u, k);
+/* A single character (never a surrogate: the caller checks) as a GBNF literal. */
+static void emit_char(nu_buf *b, uint32_t cp) {
+    char u[NU_UTF8_MAX];
+    nu_gram_buf_literal(b, u, nu_utf8_encode(cp, u));
 }
 
 /* Writes ranges as a GBNF class (negated when the complement is shorter),
  * or a literal for a single character. */
-static void emit_ranges(rx *r, nu_gram_buf *b, const nu_gram_range *rg, uint32_t n) {
+static void emit_ranges(rx *r, nu_buf *b, const nu_gram_range *rg, uint32_t n) {
     if (n == 0) {
-        nu_gram_buf_puts(b, "[^\\x00-\\U0010FFFF]");
+        nu_buf_puts(b, "[^\\x00-\\U0010FFFF]");
         return;
     }
     if (n == 1 && rg[0].lo == rg[0].hi && !(rg[0].lo >= 0xD800 && rg[0].lo <= 0xDFFF)) {
@@ -687,17 +667,17 @@ static void emit_ranges(rx *r, nu_gram_buf *b, const nu_gram_range *rg, uint32_t
     }
     if (ok && next <= GRAM_MAX_CP) ok = set_add(r, &c, next, GRAM_MAX_CP);
     bool neg = ok && c.n > 0 && c.n < n;
-    nu_gram_buf_puts(b, neg ? "[^" : "[");
+    nu_buf_puts(b, neg ? "[^" : "[");
     if (neg)
         emit_members(b, c.r, c.n);
     else
         emit_members(b, rg, n);
-    nu_gram_buf_puts(b, "]");
+    nu_buf_puts(b, "]");
     free(c.r);
 }
 
 /* The escape JSON writes for a character that cannot appear raw. */
-static void json_escape_literal(nu_gram_buf *b, uint32_t cp) {
+static void json_escape_literal(nu_buf *b, uint32_t cp) {
     char esc[8];
     switch (cp) {
     case '"': strcpy(esc, "\\\""); break;
@@ -714,20 +694,20 @@ static void json_escape_literal(nu_gram_buf *b, uint32_t cp) {
 
 /* A class inside a JSON string: the raw members JSON allows, and one
  * escape sequence for each member that must be escaped. */
-static void emit_json_class(rx *r, nu_gram_buf *b, const nu_gram_range *rg, uint32_t n) {
+static void emit_json_class(rx *r, nu_buf *b, const nu_gram_range *rg, uint32_t n) {
     rx_set raw = {0};
-    nu_gram_buf_puts(b, "(");
+    nu_buf_puts(b, "(");
     bool any = false;
     for (uint32_t i = 0; i < n; i++) {
         for (uint32_t cp = rg[i].lo; cp <= rg[i].hi && cp < 0x20; cp++) {
-            nu_gram_buf_puts(b, any ? " | " : "");
+            nu_buf_puts(b, any ? " | " : "");
             json_escape_literal(b, cp);
             any = true;
         }
         uint32_t lo = rg[i].lo < 0x20 ? 0x20 : rg[i].lo;
         for (uint32_t cp = lo; cp <= rg[i].hi; cp++) {
             if (cp == '"' || cp == '\\') {
-                nu_gram_buf_puts(b, any ? " | " : "");
+                nu_buf_puts(b, any ? " | " : "");
                 json_escape_literal(b, cp);
                 any = true;
             } else {
@@ -742,27 +722,27 @@ static void emit_json_class(rx *r, nu_gram_buf *b, const nu_gram_range *rg, uint
         }
     }
     if (raw.n || !any) {
-        nu_gram_buf_puts(b, any ? " | " : "");
+        nu_buf_puts(b, any ? " | " : "");
         emit_ranges(r, b, raw.r, raw.n);
     }
-    nu_gram_buf_puts(b, ")");
+    nu_buf_puts(b, ")");
     free(raw.r);
 }
 
-static void emit_node(rx *r, nu_gram_buf *b, uint32_t id);
+static void emit_node(rx *r, nu_buf *b, uint32_t id);
 
-static void emit_class(rx *r, nu_gram_buf *b, const rx_node *n) {
+static void emit_class(rx *r, nu_buf *b, const rx_node *n) {
     if (r->mode == GRAM_REGEX_JSON_STRING)
         emit_json_class(r, b, r->ranges + n->first, n->count);
     else
         emit_ranges(r, b, r->ranges + n->first, n->count);
 }
 
-static void emit_repeat(rx *r, nu_gram_buf *b, uint32_t id) {
+static void emit_repeat(rx *r, nu_buf *b, uint32_t id) {
     rx_node n = r->nodes[id];
     uint32_t kid = n.kids[0];
     if (n.max == 0) {
-        nu_gram_buf_puts(b, "\"\"");
+        nu_buf_puts(b, "\"\"");
         return;
     }
     if (nullable(r, kid)) {
@@ -770,72 +750,72 @@ static void emit_repeat(rx *r, nu_gram_buf *b, uint32_t id) {
         n.min = 0;
         if (kid == RX_NONE) return;
     }
-    nu_gram_buf_puts(b, "(");
+    nu_buf_puts(b, "(");
     emit_node(r, b, kid);
-    nu_gram_buf_puts(b, ")");
+    nu_buf_puts(b, ")");
     if (n.min == 0 && n.max == GRAM_INF)
-        nu_gram_buf_puts(b, "*");
+        nu_buf_puts(b, "*");
     else if (n.min == 1 && n.max == GRAM_INF)
-        nu_gram_buf_puts(b, "+");
+        nu_buf_puts(b, "+");
     else if (n.min == 0 && n.max == 1)
-        nu_gram_buf_puts(b, "?");
+        nu_buf_puts(b, "?");
     else if (n.max == GRAM_INF)
-        nu_gram_buf_printf(b, "{%u,}", n.min);
+        nu_buf_printf(b, "{%u,}", n.min);
     else if (n.min == n.max)
-        nu_gram_buf_printf(b, "{%u}", n.min);
+        nu_buf_printf(b, "{%u}", n.min);
     else
-        nu_gram_buf_printf(b, "{%u,%u}", n.min, n.max);
+        nu_buf_printf(b, "{%u,%u}", n.min, n.max);
 }
 
 /* Writes a node as a GBNF expression (parenthesised where it matters). */
-static void emit_node(rx *r, nu_gram_buf *b, uint32_t id) {
+static void emit_node(rx *r, nu_buf *b, uint32_t id) {
     if (r->st) return;
     const rx_node n = r->nodes[id];
     switch (n.kind) {
-    case RX_EMPTY: nu_gram_buf_puts(b, "\"\""); return;
+    case RX_EMPTY: nu_buf_puts(b, "\"\""); return;
     case RX_CLASS: emit_class(r, b, &r->nodes[id]); return;
     case RX_REPEAT: emit_repeat(r, b, id); return;
     case RX_CONCAT:
-        if (n.n_kids == 0) nu_gram_buf_puts(b, "\"\"");
+        if (n.n_kids == 0) nu_buf_puts(b, "\"\"");
         for (uint32_t i = 0; i < n.n_kids; i++) {
-            nu_gram_buf_puts(b, i ? " " : "");
+            nu_buf_puts(b, i ? " " : "");
             emit_node(r, b, r->nodes[id].kids[i]);
         }
         return;
     case RX_ALT:
-        nu_gram_buf_puts(b, "(");
+        nu_buf_puts(b, "(");
         for (uint32_t i = 0; i < n.n_kids; i++) {
-            nu_gram_buf_puts(b, i ? " | " : "");
+            nu_buf_puts(b, i ? " | " : "");
             emit_node(r, b, r->nodes[id].kids[i]);
         }
-        nu_gram_buf_puts(b, ")");
+        nu_buf_puts(b, ")");
         return;
     }
 }
 
 /* The top level: alternatives, padded with "any characters" on the sides
  * that are not anchored when the regex searches a JSON string. */
-static void emit_top(rx *r, nu_gram_buf *b, const char *name, uint32_t top) {
+static void emit_top(rx *r, nu_buf *b, const char *name, uint32_t top) {
     bool search = r->mode == GRAM_REGEX_JSON_STRING;
-    nu_gram_buf_printf(b, "%s ::= ", name);
+    nu_buf_printf(b, "%s ::= ", name);
     for (uint32_t i = 0; i < r->nodes[top].n_kids; i++) {
         uint32_t seq = r->nodes[top].kids[i];
-        nu_gram_buf_puts(b, i ? "\n    | " : "");
-        if (search && !r->nodes[seq].min) nu_gram_buf_printf(b, "%s-any ", name);
-        nu_gram_buf_puts(b, "(");
+        nu_buf_puts(b, i ? "\n    | " : "");
+        if (search && !r->nodes[seq].min) nu_buf_printf(b, "%s-any ", name);
+        nu_buf_puts(b, "(");
         emit_node(r, b, seq);
-        nu_gram_buf_puts(b, ")");
-        if (search && !r->nodes[seq].max) nu_gram_buf_printf(b, " %s-any", name);
+        nu_buf_puts(b, ")");
+        if (search && !r->nodes[seq].max) nu_buf_printf(b, " %s-any", name);
     }
-    nu_gram_buf_puts(b, "\n");
+    nu_buf_puts(b, "\n");
     if (search)
-        nu_gram_buf_printf(b,
-                           "%s-any ::= ([^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" "
-                           "([0-9a-cA-CefEF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2})))*\n",
-                           name);
+        nu_buf_printf(b,
+                      "%s-any ::= ([^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" "
+                      "([0-9a-cA-CefEF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2})))*\n",
+                      name);
 }
 
-nu_status nu_gram_regex_rules(nu_gram_buf *b, const char *name, const char *regex,
+nu_status nu_gram_regex_rules(nu_buf *b, const char *name, const char *regex,
                               nu_gram_regex_mode mode, nu_error *err) {
     rx r = {.src = regex, .len = strlen(regex), .mode = mode, .err = err};
     /* ranges is never NULL, so offsets into it are always defined */

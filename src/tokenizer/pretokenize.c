@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "utf8.h"
 
 /* ------------------------------------------------------------------------ */
 /* The families                                                             */
@@ -315,13 +316,8 @@ static nu_status run_stage(const cut_ctx *c, int k, const char *text, size_t len
 
 /* Length of the character at s: a well-formed UTF-8 sequence, or one byte. */
 static size_t char_len_at(const unsigned char *s, size_t n) {
-    unsigned b = s[0];
-    size_t k = b < 0xC0 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
-    if (k > n) return 1;
-    for (size_t i = 1; i < k; i++) {
-        if ((s[i] & 0xC0) != 0x80) return 1;
-    }
-    return k;
+    size_t k = nu_utf8_decode((const char *)s, n, NULL);
+    return k ? k : 1;
 }
 
 /* Stage k as a regex split: matches and the stretches between them go on

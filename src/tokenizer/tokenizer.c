@@ -141,8 +141,8 @@ static nu_status build_bigrams(nu_vocab *v, nu_error *err) {
         const unsigned char *s = (const unsigned char *)v->pool + v->offset[id];
         size_t n = v->length[id], k0 = 0;
         for (size_t i = 0; i < n; i += k0) {
-            k0 = nu_utf8_char_len(s + i, n - i);
-            size_t k1 = i + k0 < n ? nu_utf8_char_len(s + i + k0, n - i - k0) : 0;
+            k0 = nu_utf8_decode((const char *)s + i, n - i, NULL);
+            size_t k1 = i + k0 < n ? nu_utf8_decode((const char *)s + i + k0, n - i - k0, NULL) : 0;
             if (k1 == 0) break;
             uint64_t key = bigram_key(char_key(s + i, k0), char_key(s + i + k0, k1));
             if (!bigram_add(v, key)) return nu_fail(err, NU_ERR_NOMEM, "out of memory");
@@ -790,10 +790,9 @@ static size_t spm_escape(spm_work *w, const char *s, size_t n, bool prefix) {
 /* Splits the escaped text into characters (a byte that does not start a
  * well-formed character is a character of its own) and returns their count. */
 static int32_t spm_split(spm_work *w, size_t len) {
-    const unsigned char *u = (const unsigned char *)w->text;
     int32_t n = 0;
     for (size_t i = 0; i < len; n++) {
-        size_t k = nu_utf8_char_len(u + i, len - i);
+        size_t k = nu_utf8_decode(w->text + i, len - i, NULL);
         if (k == 0) k = 1;
         w->symbols[n] = (spm_symbol){(uint32_t)i, (uint32_t)k, (uint32_t)k, n - 1, n + 1, ~n};
         i += k;
@@ -940,12 +939,13 @@ typedef void (*byte_fn)(void *ctx, unsigned char b);
 static void send_normal_text(const nu_vocab *v, const char *s, size_t n, byte_fn fn, void *ctx) {
     const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < n;) {
-        size_t k = nu_utf8_char_len(u + i, n - i);
+        uint32_t cp = u[i];
+        size_t k = nu_utf8_decode(s + i, n - i, &cp);
         if (k == 0) k = 1;
         if (v->kind == VOCAB_SPM && k == 3 && memcmp(u + i, "\xE2\x96\x81", 3) == 0) {
             fn(ctx, ' ');
-        } else if (v->kind == VOCAB_BPE && nu_bpe_byte_of_char(nu_utf8_decode(u + i, k)) >= 0) {
-            fn(ctx, (unsigned char)nu_bpe_byte_of_char(nu_utf8_decode(u + i, k)));
+        } else if (v->kind == VOCAB_BPE && nu_bpe_byte_of_char(cp) >= 0) {
+            fn(ctx, (unsigned char)nu_bpe_byte_of_char(cp));
         } else {
             for (size_t j = 0; j < k; j++) fn(ctx, u[i + j]);
         }
@@ -1016,13 +1016,8 @@ static void detok_write_replacement(detok_out *o) {
     detok_write(o, 0xBD);
 }
 
-/* The length a lead byte announces (2..4), or 0 if it cannot start one. */
-static size_t nu_utf8_lead_len(unsigned char c) {
-    return c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
-}
-
 /* Whether b can follow the pending bytes p[0..n) of a character. */
-static bool nu_utf8_can_continue(const unsigned char *p, size_t n, unsigned char b) {
+static bool detok_can_continue(const unsigned char *p, size_t n, unsigned char b) {
     if ((b & 0xC0) != 0x80) return false;
     if (n != 1) return true;
     if (p[0] == 0xE0) return b >= 0xA0;
@@ -1039,7 +1034,7 @@ static void detok_feed(void *ctx, unsigned char b) {
     detok_out *o = ctx;
     nu_detokenizer *d = o->d;
     if (d->n_pending > 0) {
-        if (nu_utf8_can_continue(d->pending, d->n_pending, b)) {
+        if (detok_can_continue(d->pending, d->n_pending, b)) {
             d->pending[d->n_pending++] = b;
             if (d->n_pending == nu_utf8_lead_len(d->pending[0])) {
                 for (size_t i = 0; i < d->n_pending; i++) detok_write(o, d->pending[i]);

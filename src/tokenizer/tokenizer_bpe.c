@@ -74,14 +74,10 @@ int nu_bpe_byte_of_char(uint32_t cp) {
 
 /* Writes the UTF-8 of byte b's character (1 or 2 bytes) to out. */
 static size_t put_byte_char(unsigned b, char *out) {
-    uint32_t cp = nu_bpe_char_of_byte(b);
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    out[0] = (char)(0xC0 | (cp >> 6));
-    out[1] = (char)(0x80 | (cp & 0x3F));
-    return 2;
+    char u[NU_UTF8_MAX];
+    size_t n = nu_utf8_encode(nu_bpe_char_of_byte(b), u); /* below U+0144: 1 or 2 bytes */
+    memcpy(out, u, n);
+    return n;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -11,8 +11,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "tokenizer.h"
+#include "utf8.h"
 
 /* The byte-level BPE part of a vocabulary (tokenizer_bpe.c). */
 typedef struct nu_bpe_vocab nu_bpe_vocab;
@@ -84,51 +86,11 @@ struct nu_vocab {
 /* UTF-8                                                                    */
 /* ------------------------------------------------------------------------ */
 
-/* Length of the well-formed UTF-8 character at s (n bytes available), or 0
- * when the bytes there are not one (bad lead byte, truncated, overlong,
- * surrogate or beyond U+10FFFF). */
-static inline size_t nu_utf8_char_len(const unsigned char *s, size_t n) {
-    unsigned c = s[0];
-    if (c < 0x80) return 1;
-    size_t len;
-    unsigned lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
-    if (c >= 0xC2 && c <= 0xDF) {
-        len = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3;
-        if (c == 0xE0) lo = 0xA0;
-        if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4;
-        if (c == 0xF0) lo = 0x90;
-        if (c == 0xF4) hi = 0x8F;
-    } else {
-        return 0;
-    }
-    if (n < len || s[1] < lo || s[1] > hi) return 0;
-    for (size_t i = 2; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80) return 0;
-    }
-    return len;
-}
+/* The decoder is base's (utf8.h). */
 
 /* True when s[0..n) is well-formed UTF-8 without NUL bytes. */
 static inline bool nu_utf8_valid_text(const char *s, size_t n) {
-    const unsigned char *u = (const unsigned char *)s;
-    for (size_t i = 0; i < n;) {
-        size_t k = nu_utf8_char_len(u + i, n - i);
-        if (k == 0 || u[i] == 0) return false;
-        i += k;
-    }
-    return true;
-}
-
-/* Decodes the well-formed character at s (length len from nu_utf8_char_len). */
-static inline uint32_t nu_utf8_decode(const unsigned char *s, size_t len) {
-    if (len == 1) return s[0];
-    uint32_t cp = s[0] & (0x7F >> len);
-    for (size_t i = 1; i < len; i++) cp = (cp << 6) | (s[i] & 0x3F);
-    return cp;
+    return memchr(s, 0, n) == NULL && nu_utf8_valid(s, n, NULL);
 }
 
 /* ------------------------------------------------------------------------ */

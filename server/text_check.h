@@ -1,20 +1,13 @@
-/* utf8.h - checking and repairing UTF-8 text for the server: request bodies
+/* text_check.h - checking and repairing UTF-8 text for the server: request bodies
  * must be valid UTF-8 JSON, and token pieces that end inside a character
  * must not make the responses invalid. */
-#ifndef NU_SRV_UTF8_H
-#define NU_SRV_UTF8_H
+#ifndef NU_SRV_TEXT_CHECK_H
+#define NU_SRV_TEXT_CHECK_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
-/* Length (1..4) of the valid UTF-8 character at s (n bytes available), or 0
- * when the bytes there are not one: overlong forms, surrogates and values
- * past U+10FFFF are refused. */
-size_t utf8_char_len(const unsigned char *s, size_t n);
-
-/* True when all n bytes are valid UTF-8; *bad gets the offset of the first
- * invalid byte otherwise. */
-bool utf8_valid(const char *s, size_t n, size_t *bad);
+#include "utf8.h"
 
 /* A malloc'd NUL-terminated copy of n bytes with each invalid byte replaced
  * by U+FFFD and NUL bytes dropped, or NULL when out of memory. */
