@@ -33,6 +33,8 @@
 #include "threadpool.h"
 #include "nucleus.h"
 
+#include "bench_util.h"
+
 #define COLD_BYTES (256u << 20)
 #define MAX_BATCHES 8
 
@@ -47,22 +49,6 @@ typedef struct options {
     int threads;       /* 0: 1 and 2 */
     int idle;          /* 0: do not wait for an idle machine */
 } options;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* Idle and total jiffies of all CPUs so far (Linux /proc/stat). */
 static int cpu_times(unsigned long long *idle, unsigned long long *total) {

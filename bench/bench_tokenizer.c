@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "nucleus.h"
 
 #define MAX_REPS 101
@@ -28,22 +29,6 @@ typedef struct options {
     double mb;
     int reps;
 } options;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* ------------------------------------------------------------------------ */
 /* The generated text                                                       */

@@ -69,10 +69,15 @@ def cased(c):
     return c.isupper() or c.islower() or c.istitle()
 
 
+def emit_rows(w, items, per_line):
+    """Writes the initialisers several to a line (the tables stay short to read)."""
+    for i in range(0, len(items), per_line):
+        w("    " + " ".join(items[i:i + per_line]) + "\n")
+
+
 def emit_ranges(w, name, rs):
     w(f"static const uint32_t {name}[][2] = {{\n")
-    for a, b in rs:
-        w(f"    {{0x{a:X}, 0x{b:X}}},\n")
+    emit_rows(w, [f"{{0x{a:X}, 0x{b:X}}}," for a, b in rs], 6)
     w("};\n\n")
 
 
@@ -99,15 +104,13 @@ def main():
         emit_ranges(w, name, ranges(lambda c: unicodedata.category(c)[0] == cat))
     for name, fn in (("upper_runs", str.upper), ("lower_runs", str.lower)):
         w(f"static const case_run {name}[] = {{\n")
-        for a, b, d, s in case_runs(fn):
-            w(f"    {{0x{a:X}, 0x{b:X}, {d}, {s}}},\n")
+        emit_rows(w, [f"{{0x{a:X}, 0x{b:X}, {d}, {s}}}," for a, b, d, s in case_runs(fn)], 4)
         w("};\n\n")
     for name, sp in (("upper_special", specials(str.upper)),
                      ("lower_special", specials(str.lower)),
                      ("title_special", specials(str.title, str.upper))):
         w(f"static const case_special {name}[] = {{\n")
-        for cp, m in sp:
-            w(f"    {{0x{cp:X}, {{0x{m[0]:X}, 0x{m[1]:X}, 0x{m[2]:X}}}}},\n")
+        emit_rows(w, [f"{{0x{cp:X}, {{0x{m[0]:X}, 0x{m[1]:X}, 0x{m[2]:X}}}}}," for cp, m in sp], 3)
         w("};\n\n")
     w("/* clang-format on */\n\n#endif\n")
     with open(out, "w") as f:

@@ -14,16 +14,7 @@ unset http_proxy HTTP_PROXY https_proxy HTTPS_PROXY all_proxy ALL_PROXY HF_TOKEN
 # No network: downloads go to a loopback port that nothing listens on.
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 export NUCLEUS_HF_ENDPOINT=http://127.0.0.1:$port NUCLEUS_CACHE=$tmp/cache
-fail=0 n=0
-
-check() { # check DESCRIPTION CONDITION...
-  local what=$1; shift
-  n=$((n + 1))
-  if ! "$@"; then
-    echo "FAIL: $what"
-    fail=$((fail + 1))
-  fi
-}
+. "$(dirname "$0")/cli_lib.sh"
 
 # The continuation another GGUF implementation gives for this file, greedy
 # (models/PROVENANCE.md).
@@ -85,5 +76,4 @@ check "the message says what to do ($out)" \
 check "the failed download left nothing ($(find "$NUCLEUS_CACHE" -mindepth 1 2>/dev/null | head -3))" \
   test -z "$(find "$NUCLEUS_CACHE" -mindepth 1 2>/dev/null)"
 
-echo "$((n - fail)) passed, $fail failed"
-[ "$fail" -eq 0 ]
+check_report

@@ -26,17 +26,8 @@ fi
 rm -rf "$tmp" && mkdir -p "$tmp"
 unset http_proxy HTTP_PROXY https_proxy HTTPS_PROXY all_proxy ALL_PROXY
 STEP_MS=10
-fail=0 n=0
+. "$(dirname "$0")/cli_lib.sh"
 pids=()
-
-check() { # check DESCRIPTION CONDITION...
-  local what=$1; shift
-  n=$((n + 1))
-  if ! "$@"; then
-    echo "FAIL: $what"
-    fail=$((fail + 1))
-  fi
-}
 
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
@@ -181,5 +172,4 @@ for _ in $(seq 100); do kill -0 "$pid_b" 2>/dev/null || break; sleep 0.1; done
 wait "$pid_b"; rc=$?
 check "the drained replica exited 0 (rc=$rc)" test "$rc" -eq 0
 
-echo "$((n - fail)) passed, $fail failed"
-[ "$fail" -eq 0 ]
+check_report

@@ -14,17 +14,9 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 unit=$src/packaging/nucleus.service env_file=$src/packaging/nucleus.env
 rm -rf "$tmp" && mkdir -p "$tmp"
 unset http_proxy HTTP_PROXY all_proxy ALL_PROXY
-fail=0 n=0
+. "$(dirname "$0")/cli_lib.sh"
 server_pid=
 
-check() { # check DESCRIPTION CONDITION...
-  local what=$1; shift
-  n=$((n + 1))
-  if ! "$@"; then
-    echo "FAIL: $what"
-    fail=$((fail + 1))
-  fi
-}
 trap '[ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null' EXIT
 
 # The unit, with ExecStart pointing at the built executable.
@@ -94,5 +86,4 @@ for lib in $(objdump -p "$nucleus" | awk '/NEEDED/{print $2}'); do
 done
 check "the build context leaves out build directories" grep -qx '/build\*/' "$src/.containerignore"
 
-echo "$((n - fail)) passed, $fail failed"
-[ "$fail" -eq 0 ]
+check_report

@@ -14,17 +14,8 @@ rm -rf "$tmp" && mkdir -p "$tmp"
 unset http_proxy HTTP_PROXY https_proxy HTTPS_PROXY all_proxy ALL_PROXY HF_TOKEN
 export no_proxy=127.0.0.1 NO_PROXY=127.0.0.1
 export NUCLEUS_CACHE=$tmp/cache
-fail=0 n=0
+. "$(dirname "$0")/cli_lib.sh"
 server_pid=
-
-check() { # check DESCRIPTION CONDITION...
-  local what=$1; shift
-  n=$((n + 1))
-  if ! "$@"; then
-    echo "FAIL: $what"
-    fail=$((fail + 1))
-  fi
-}
 
 stop_server() {
   if [ -n "$server_pid" ]; then
@@ -139,5 +130,4 @@ text=$(timeout 120 "$nucleus" generate -m "$ref" -p "Once upon a time" -n 8 --te
 check "generate -m $ref (rc=$rc, $(head -c 300 "$tmp/err3"))" test "$rc" -eq 0
 check "generate prints text" test -n "$(tr -d '[:space:]' <<<"$text")"
 
-echo "$((n - fail)) passed, $fail failed"
-[ "$fail" -eq 0 ]
+check_report
