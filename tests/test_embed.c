@@ -8,19 +8,6 @@
 
 #include "test_support.h"
 
-static nu_model *model;
-
-static int setup(void **state) {
-    (void)state;
-    return nu_test_load_model("models/stories260K.gguf", &model);
-}
-
-static int teardown(void **state) {
-    (void)state;
-    nu_model_free(model);
-    return 0;
-}
-
 static nu_context *embed_context(int32_t n_batch) {
     nu_context_params p = nu_context_default_params();
     p.n_ctx = 128;
@@ -29,14 +16,15 @@ static nu_context *embed_context(int32_t n_batch) {
     p.embeddings = true;
     nu_context *c;
     nu_error err;
-    if (nu_context_new(model, &p, &c, &err) != NU_OK) fail_msg("%s", err.message);
+    if (nu_context_new(nu_test_demo, &p, &c, &err) != NU_OK) fail_msg("%s", err.message);
     return c;
 }
 
 static size_t tokens_of(const char *text, int32_t *toks, size_t cap) {
     size_t n;
     assert_int_equal(
-        nu_tokenize(model, text, strlen(text), NU_TOKENIZE_ADD_BOS, toks, cap, &n, NULL), NU_OK);
+        nu_tokenize(nu_test_demo, text, strlen(text), NU_TOKENIZE_ADD_BOS, toks, cap, &n, NULL),
+        NU_OK);
     return n;
 }
 
@@ -46,7 +34,7 @@ static void test_mean_is_mean_of_prefix_ends(void **state) {
     size_t n = tokens_of("Once upon a time there was a little dog named Max.", toks, 64);
     assert_true(n > 8);
     nu_context *c = embed_context(512);
-    int32_t d = nu_model_n_embd(model);
+    int32_t d = nu_model_n_embd(nu_test_demo);
     float *mean = malloc(sizeof(float) * (size_t)d), *last = malloc(sizeof(float) * (size_t)d);
     double *want = calloc((size_t)d, sizeof *want);
     assert_int_equal(nu_embed(c, toks, (int32_t)n, NU_POOLING_MEAN, false, mean, NULL), NU_OK);
@@ -71,7 +59,7 @@ static void test_batches_and_normalisation(void **state) {
     int32_t toks[64];
     size_t n = tokens_of("The sun was warm and the grass was green.", toks, 64);
     nu_context *whole = embed_context(512), *small = embed_context(3);
-    int32_t d = nu_model_n_embd(model);
+    int32_t d = nu_model_n_embd(nu_test_demo);
     float *a = malloc(sizeof(float) * (size_t)d), *b = malloc(sizeof(float) * (size_t)d);
     float *raw = malloc(sizeof(float) * (size_t)d);
     /* chunks of 3 tokens: the same bits (results do not depend on the batch) */
@@ -116,7 +104,7 @@ static void test_refusals(void **state) {
     assert_non_null(nu_embedding(c, 0));
     nu_context_free(c);
     nu_context *plain;
-    assert_int_equal(nu_context_new(model, NULL, &plain, NULL), NU_OK);
+    assert_int_equal(nu_context_new(nu_test_demo, NULL, &plain, NULL), NU_OK);
     assert_int_equal(nu_embed(plain, toks, 3, NU_POOLING_MEAN, true, out, &err),
                      NU_ERR_INVALID_ARG);
     assert_int_equal(nu_decode(plain, &e, 1, NULL), NU_OK);
@@ -131,5 +119,5 @@ int main(void) {
         cmocka_unit_test(test_batches_and_normalisation),
         cmocka_unit_test(test_refusals),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, nu_test_demo_setup, nu_test_demo_teardown);
 }

@@ -10,19 +10,6 @@
 #include "nucleus.h"
 #include "test_support.h"
 
-static nu_model *model;
-
-static int setup(void **state) {
-    (void)state;
-    return nu_test_load_model("models/stories260K.gguf", &model);
-}
-
-static int teardown(void **state) {
-    (void)state;
-    nu_model_free(model);
-    return 0;
-}
-
 static nu_context *make_context(int32_t threads, int32_t n_seq, int32_t n_batch) {
     nu_context_params cp = nu_context_default_params();
     cp.n_ctx = 512;
@@ -30,7 +17,7 @@ static nu_context *make_context(int32_t threads, int32_t n_seq, int32_t n_batch)
     cp.n_seq_max = n_seq;
     cp.n_batch = n_batch;
     nu_context *ctx;
-    assert_int_equal(nu_context_new(model, &cp, &ctx, NULL), NU_OK);
+    assert_int_equal(nu_context_new(nu_test_demo, &cp, &ctx, NULL), NU_OK);
     return ctx;
 }
 
@@ -313,5 +300,5 @@ int main(void) {
         cmocka_unit_test(test_prefix_reuse),
         cmocka_unit_test(test_bad_params),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, nu_test_demo_setup, nu_test_demo_teardown);
 }

@@ -14,19 +14,6 @@
 #include "test_support.h"
 #include "watermark.h"
 
-static nu_model *model;
-
-static int setup(void **state) {
-    (void)state;
-    return nu_test_load_model("models/stories260K.gguf", &model);
-}
-
-static int teardown(void **state) {
-    (void)state;
-    nu_model_free(model);
-    return 0;
-}
-
 static nu_watermark_params params(const char *key, float gamma, int32_t h) {
     nu_watermark_params p = nu_watermark_default_params();
     p.key = key;
@@ -433,7 +420,7 @@ static void test_invalid_params(void **state) {
     /* ids outside the vocabulary, a threshold that is not a number */
     p = params("k", 0.25f, 1);
     int32_t toks[3] = {1, 512, 3};
-    assert_int_equal(nu_watermark_detect(model, &p, toks, 3, 4, NULL, &r, &err),
+    assert_int_equal(nu_watermark_detect(nu_test_demo, &p, toks, 3, 4, NULL, &r, &err),
                      NU_ERR_INVALID_ARG);
     assert_non_null(strstr(err.message, "vocabulary"));
     toks[1] = -1;
@@ -450,7 +437,7 @@ static nu_context *make_context(int32_t threads) {
     cp.n_ctx = 512;
     cp.n_threads = threads;
     nu_context *ctx;
-    assert_int_equal(nu_context_new(model, &cp, &ctx, NULL), NU_OK);
+    assert_int_equal(nu_context_new(nu_test_demo, &cp, &ctx, NULL), NU_OK);
     return ctx;
 }
 
@@ -484,12 +471,14 @@ static void test_generation_is_detected(void **state) {
             assert_int_equal(nu_generate(ctx, "Once upon a time", &p, &r, &err), NU_OK);
             assert_int_equal(r.n_tokens, 200);
             nu_watermark_result d, text, wrong;
-            assert_int_equal(nu_watermark_detect(model, &wm, r.tokens, 200, 4, NULL, &d, &err),
-                             NU_OK);
             assert_int_equal(
-                nu_watermark_detect_text(model, &wm, r.text, r.text_len, 4, &text, &err), NU_OK);
+                nu_watermark_detect(nu_test_demo, &wm, r.tokens, 200, 4, NULL, &d, &err), NU_OK);
             assert_int_equal(
-                nu_watermark_detect(model, &other, r.tokens, 200, 4, NULL, &wrong, &err), NU_OK);
+                nu_watermark_detect_text(nu_test_demo, &wm, r.text, r.text_len, 4, &text, &err),
+                NU_OK);
+            assert_int_equal(
+                nu_watermark_detect(nu_test_demo, &other, r.tokens, 200, 4, NULL, &wrong, &err),
+                NU_OK);
             assert_true(d.scored > 100);
             assert_int_equal(d.scored + d.repeated, 199);
             if (marked) {
@@ -520,7 +509,7 @@ static void test_threads_and_batch_do_not_change_marks(void **state) {
     nu_context_params cp = nu_context_default_params();
     cp.n_ctx = 512, cp.n_threads = 3, cp.n_seq_max = 3;
     nu_context *ctx;
-    assert_int_equal(nu_context_new(model, &cp, &ctx, NULL), NU_OK);
+    assert_int_equal(nu_context_new(nu_test_demo, &cp, &ctx, NULL), NU_OK);
     nu_scheduler *s;
     assert_int_equal(nu_scheduler_new(ctx, &s, NULL), NU_OK);
     nu_generate_params plain = sampling(9, NULL);
@@ -570,7 +559,8 @@ static void test_speculative_keeps_the_watermark(void **state) {
         nu_generate_result_free(&spec);
     }
     nu_watermark_result d;
-    assert_int_equal(nu_watermark_detect(model, &wm, marked.tokens, 80, 4, NULL, &d, NULL), NU_OK);
+    assert_int_equal(nu_watermark_detect(nu_test_demo, &wm, marked.tokens, 80, 4, NULL, &d, NULL),
+                     NU_OK);
     assert_true(d.detected);
     nu_generate_result_free(&plain);
     nu_generate_result_free(&marked);
@@ -595,5 +585,5 @@ int main(void) {
         cmocka_unit_test(test_threads_and_batch_do_not_change_marks),
         cmocka_unit_test(test_speculative_keeps_the_watermark),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, nu_test_demo_setup, nu_test_demo_teardown);
 }

@@ -41,6 +41,20 @@ int nu_test_exists(const char *path) {
     return stat(path, &st) == 0;
 }
 
+nu_model *nu_test_demo;
+
+int nu_test_demo_setup(void **state) {
+    (void)state;
+    return nu_test_load_model("models/stories260K.gguf", &nu_test_demo);
+}
+
+int nu_test_demo_teardown(void **state) {
+    (void)state;
+    nu_model_free(nu_test_demo);
+    nu_test_demo = NULL;
+    return 0;
+}
+
 int nu_test_load_model(const char *rel, nu_model **model) {
     nu_error err;
     if (nu_model_load(nu_test_shared(rel), NULL, model, &err) != NU_OK) {

@@ -22,5 +22,11 @@ int nu_test_exists(const char *path);
 /* Loads the model "<shared>/<rel>" into *model: 0, or -1 after printing why
  * (what a cmocka group setup returns). */
 int nu_test_load_model(const char *rel, nu_model **model);
+/* The demo model (models/stories260K.gguf) for a whole test group:
+ * cmocka_run_group_tests(tests, nu_test_demo_setup, nu_test_demo_teardown)
+ * loads it into nu_test_demo before the first test and frees it after the last. */
+extern nu_model *nu_test_demo;
+int nu_test_demo_setup(void **state);
+int nu_test_demo_teardown(void **state);
 
 #endif
