@@ -1,6 +1,6 @@
-/* cmd_score.c - `nucleus score bleu`: text metrics of hypotheses against
- * references, one segment per line, as the reference tools compute them
- * (nu_bleu_*). */
+/* cmd_score.c - `nucleus score bleu | rouge`: text metrics of hypotheses
+ * against references, one segment per line, as the reference tools compute
+ * them (nu_bleu_*, nu_rouge*). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,6 +11,7 @@
 #include "cli_json.h"
 
 #define SCORE_MAX_REFS 16
+#define SCORE_MAX_TYPES 16
 
 typedef struct score_opts {
     const char *hyp;
@@ -27,10 +28,17 @@ typedef struct score_opts {
     bool lowercase, effective_order, auto_reweigh;
     double weights[NU_BLEU_MAX_ORDER];
     int n_weights;
+    /* rouge */
+    const char *types;
+    bool stemmer, whole_file;
+    long bootstrap;
+    double confidence;
+    long long seed;
 } score_opts;
 
 static int run_score(int argc, char **argv);
 static int run_bleu(int argc, char **argv);
+static int run_rouge(int argc, char **argv);
 
 static const cli_option io_options[] = {
     {.name = "--hyp",
@@ -62,7 +70,7 @@ static const cli_option io_options[] = {
      .max = 17,
      .placeholder = "N",
      .help = "decimals of the scores printed",
-     .default_text = "2 for sacreBLEU's 0-100 scale, 4 for NLTK's 0-1"},
+     .default_text = "bleu: 2 for sacreBLEU's 0-100 scale, 4 for NLTK's 0-1; rouge: 5"},
     {0},
 };
 
@@ -206,12 +214,76 @@ static const cli_command bleu_command = {
     .run = run_bleu,
 };
 
-static const cli_command *const score_subcommands[] = {&bleu_command, NULL};
+static const cli_option rouge_options[] = {
+    {.name = "--types",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(score_opts, types),
+     .nonempty = true,
+     .placeholder = "LIST",
+     .help = "comma-separated: rouge1 .. rouge9, rougeL, rougeLsum",
+     .default_text = "rouge1,rouge2,rougeL,rougeLsum"},
+    {.name = "--stemmer",
+     .alias = "--use-stemmer",
+     .kind = CLI_FLAG,
+     .field = CLI_FIELD(score_opts, stemmer),
+     .help = "stem tokens longer than 3 letters with NLTK's Porter stemmer, as rouge-score's "
+             "use_stemmer"},
+    {.name = "--whole-file",
+     .kind = CLI_FLAG,
+     .field = CLI_FIELD(score_opts, whole_file),
+     .help = "score each file as one text (its lines are rougeLsum's sentences) instead of line "
+             "by line"},
+    {.name = "--bootstrap",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(score_opts, bootstrap),
+     .min = 1,
+     .max = 1000000,
+     .placeholder = "N",
+     .help = "resamples of the confidence intervals (rouge-score's BootstrapAggregator)"},
+    {.name = "--confidence",
+     .kind = CLI_FLOAT,
+     .field = CLI_FIELD(score_opts, confidence),
+     .fmin = 0,
+     .fmax = 1,
+     .placeholder = "X",
+     .help = "the intervals' confidence"},
+    {.name = "--seed",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(score_opts, seed),
+     .min = 0,
+     .max = INT64_MAX,
+     .placeholder = "N",
+     .help = "seed of the resampling"},
+    {0},
+};
+
+static const cli_section rouge_sections[] = {
+    CLI_OWN_SECTION(NULL, io_options),
+    CLI_OWN_SECTION("ROUGE", rouge_options),
+    {0},
+};
+
+static const cli_command rouge_command = {
+    .name = "score rouge",
+    .summary = "ROUGE of hypotheses against references, as Google's rouge-score computes it",
+    .usage = "nucleus score rouge --hyp FILE --ref FILE [--ref FILE ...] [options]",
+    .about =
+        "Precision, recall and F-measure of each ROUGE type, as rouge-score's RougeScorer\n"
+        "computes them: its tokenizer (lowercase, runs of a-z0-9), --stemmer (NLTK's Porter),\n"
+        "the best reference per hypothesis by F-measure. Line i of each file is segment i; the\n"
+        "figures printed are the means over the segments with rouge-score's bootstrap\n"
+        "confidence intervals (low - high), or with --sentence each line's scores. With\n"
+        "--whole-file each file is one text whose lines are rougeLsum's sentences.\n",
+    .sections = rouge_sections,
+    .run = run_rouge,
+};
+
+static const cli_command *const score_subcommands[] = {&bleu_command, &rouge_command, NULL};
 
 const cli_command score_command = {
     .name = "score",
-    .summary = "text metrics of hypotheses against references (BLEU)",
-    .usage = "nucleus score bleu [options]   (nucleus score bleu --help)",
+    .summary = "text metrics of hypotheses against references (BLEU, ROUGE)",
+    .usage = "nucleus score (bleu | rouge) [options]   (nucleus score bleu --help ...)",
     .subcommands = score_subcommands,
     .run = run_score,
 };
@@ -219,7 +291,7 @@ const cli_command score_command = {
 static int run_score(int argc, char **argv) {
     int rc = cli_dispatch(&score_command, argc, argv, NULL);
     if (rc != CLI_NO_SUBCOMMAND) return rc;
-    cli_error("score needs a metric: bleu (see nucleus score --help)");
+    cli_error("score needs a metric: bleu or rouge (see nucleus score --help)");
     return CLI_EXIT_USAGE;
 }
 
@@ -408,6 +480,193 @@ static int run_bleu(int argc, char **argv) {
     rc = 0;
 done:
     free(seg_refs);
+    lines_free(&hyp);
+    for (int k = 0; k < SCORE_MAX_REFS; k++) lines_free(&refs[k]);
+    return rc;
+}
+
+/* ---- rouge ---------------------------------------------------------------- */
+
+static const char *rouge_name(int32_t type, char buf[16]) {
+    if (type == NU_ROUGE_L) return "rougeL";
+    if (type == NU_ROUGE_LSUM) return "rougeLsum";
+    snprintf(buf, 16, "rouge%d", type);
+    return buf;
+}
+
+/* The --types list; false after an error. */
+static bool rouge_types(const char *list, int32_t *types, int32_t *n) {
+    char name[32];
+    *n = 0;
+    for (const char *s = list; *s;) {
+        const size_t len = strcspn(s, ",");
+        if (len == 0 || len >= sizeof name) {
+            cli_error("--types: '%s' is not a comma-separated list of types", list);
+            return false;
+        }
+        memcpy(name, s, len);
+        name[len] = 0;
+        nu_error err;
+        if (*n == SCORE_MAX_TYPES) {
+            cli_error("--types: at most %d types", SCORE_MAX_TYPES);
+            return false;
+        }
+        if (nu_rouge_type(name, &types[*n], &err) != NU_OK) {
+            cli_error("--types: %s", err.message);
+            return false;
+        }
+        (*n)++;
+        s += len;
+        if (*s == ',' && !*++s) {
+            cli_error("--types: '%s' ends with a comma", list);
+            return false;
+        }
+    }
+    return true;
+}
+
+static void print_rouge_score_json(const nu_rouge_score *s) {
+    printf("{\"precision\": ");
+    json_number(stdout, s->precision);
+    printf(", \"recall\": ");
+    json_number(stdout, s->recall);
+    printf(", \"fmeasure\": ");
+    json_number(stdout, s->fmeasure);
+    printf("}");
+}
+
+/* One line of scores (no intervals), text or JSON. */
+static void print_rouge_line(const score_opts *o, const int32_t *types, int32_t n_types,
+                             const nu_rouge_score *s) {
+    char buf[16];
+    const int w = (int)o->width;
+    for (int32_t t = 0; t < n_types; t++) {
+        const char *name = rouge_name(types[t], buf);
+        if (o->json) {
+            printf(t ? ", \"%s\": " : "{\"%s\": ", name);
+            print_rouge_score_json(&s[t]);
+        } else {
+            printf("%s%s P %.*f R %.*f F %.*f", t ? "  " : "", name, w, s[t].precision, w,
+                   s[t].recall, w, s[t].fmeasure);
+        }
+    }
+    printf(o->json ? "}\n" : "\n");
+}
+
+static void print_rouge_intervals(const score_opts *o, const int32_t *types, int32_t n_types,
+                                  const nu_rouge_interval *iv, size_t n_segments) {
+    char buf[16];
+    const int w = (int)o->width;
+    if (o->json) printf("{");
+    for (int32_t t = 0; t < n_types; t++) {
+        const char *name = rouge_name(types[t], buf);
+        const nu_rouge_interval *v = &iv[t];
+        if (o->json) {
+            printf("\"%s\": {\"precision\": ", name);
+            json_number(stdout, v->mid.precision);
+            printf(", \"recall\": ");
+            json_number(stdout, v->mid.recall);
+            printf(", \"fmeasure\": ");
+            json_number(stdout, v->mid.fmeasure);
+            printf(", \"low\": ");
+            print_rouge_score_json(&v->low);
+            printf(", \"high\": ");
+            print_rouge_score_json(&v->high);
+            printf("}, ");
+        } else {
+            printf("%-9s P %.*f (%.*f - %.*f)  R %.*f (%.*f - %.*f)  F %.*f (%.*f - %.*f)\n", name,
+                   w, v->mid.precision, w, v->low.precision, w, v->high.precision, w, v->mid.recall,
+                   w, v->low.recall, w, v->high.recall, w, v->mid.fmeasure, w, v->low.fmeasure, w,
+                   v->high.fmeasure);
+        }
+    }
+    if (o->json)
+        printf("\"segments\": %zu, \"bootstrap\": {\"samples\": %ld, \"confidence\": %g, "
+               "\"seed\": %lld}}\n",
+               n_segments, o->bootstrap, o->confidence, o->seed);
+    else
+        printf("(%zu segments; mid: the median of %ld bootstrap means, %g%% interval, seed %lld)\n",
+               n_segments, o->bootstrap, 100 * o->confidence, o->seed);
+}
+
+/* The whole files as one prediction against each reference file. */
+static int rouge_whole_files(const score_opts *o, const int32_t *types, int32_t n_types) {
+    size_t len;
+    char *hyp = cli_read_file(o->hyp, &len);
+    char *refs[SCORE_MAX_REFS] = {0};
+    int rc = 1;
+    if (!hyp) return 1;
+    for (int k = 0; k < o->n_refs; k++)
+        if (!(refs[k] = cli_read_file(o->refs[k], &len))) goto done;
+    nu_rouge_score s[SCORE_MAX_TYPES];
+    nu_error err;
+    if (nu_rouge(types, n_types, o->stemmer, (const char *const *)refs, o->n_refs, hyp, s, &err) !=
+        NU_OK) {
+        cli_error("%s", err.message);
+        goto done;
+    }
+    print_rouge_line(o, types, n_types, s);
+    rc = 0;
+done:
+    free(hyp);
+    for (int k = 0; k < o->n_refs; k++) free(refs[k]);
+    return rc;
+}
+
+static int run_rouge(int argc, char **argv) {
+    score_opts o = {.width = -1, .bootstrap = 1000, .confidence = 0.95};
+    int rc;
+    if (!cli_parse(&rouge_command, argc, argv, &o, &rc)) return rc;
+    if (o.width < 0) o.width = 5;
+    int32_t types[SCORE_MAX_TYPES], n_types;
+    if (!rouge_types(o.types ? o.types : "rouge1,rouge2,rougeL,rougeLsum", types, &n_types))
+        return CLI_EXIT_USAGE;
+    if (!o.hyp || o.n_refs == 0) {
+        cli_error("give the hypotheses (--hyp FILE) and at least one --ref FILE");
+        return CLI_EXIT_USAGE;
+    }
+    if (o.whole_file) return rouge_whole_files(&o, types, n_types);
+    lines hyp = {0}, refs[SCORE_MAX_REFS] = {{0}};
+    nu_rouge_score *scores = NULL, *column = NULL;
+    nu_rouge_interval iv[SCORE_MAX_TYPES];
+    const char *seg_refs[SCORE_MAX_REFS];
+    nu_error err;
+    rc = 1;
+    if (!streams_read(&o, &hyp, refs)) goto done;
+    if (hyp.n == 0) {
+        cli_error("%s has no lines to score", o.hyp);
+        goto done;
+    }
+    scores = malloc(hyp.n * (size_t)n_types * sizeof *scores);
+    column = malloc(hyp.n * sizeof *column);
+    if (!scores || !column) {
+        cli_error("out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < hyp.n; i++) {
+        for (int k = 0; k < o.n_refs; k++) seg_refs[k] = refs[k].line[i];
+        nu_rouge_score *s = scores + i * (size_t)n_types;
+        if (nu_rouge(types, n_types, o.stemmer, seg_refs, o.n_refs, hyp.line[i], s, &err)) {
+            cli_error("line %zu: %s", i + 1, err.message);
+            goto done;
+        }
+        if (o.sentence) print_rouge_line(&o, types, n_types, s);
+    }
+    if (!o.sentence) {
+        for (int32_t t = 0; t < n_types; t++) {
+            for (size_t i = 0; i < hyp.n; i++) column[i] = scores[i * (size_t)n_types + t];
+            if (nu_rouge_bootstrap(column, (int64_t)hyp.n, o.confidence, (int32_t)o.bootstrap,
+                                   (uint64_t)o.seed, &iv[t], &err)) {
+                cli_error("%s", err.message);
+                goto done;
+            }
+        }
+        print_rouge_intervals(&o, types, n_types, iv, hyp.n);
+    }
+    rc = 0;
+done:
+    free(scores);
+    free(column);
     lines_free(&hyp);
     for (int k = 0; k < SCORE_MAX_REFS; k++) lines_free(&refs[k]);
     return rc;

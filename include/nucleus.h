@@ -1267,6 +1267,59 @@ NU_API nu_status nu_bleu_signature(const nu_bleu_params *params, const nu_bleu_s
                                    char *buf, size_t cap, nu_error *err);
 
 /* ------------------------------------------------------------------------ */
+/* Text metrics: ROUGE                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* ROUGE (Lin, 2004) of a prediction against targets, as Google's
+ * rouge-score (rouge_score.rouge_scorer) computes it. Its tokenizer
+ * lowercases the text (Python's str.lower()), keeps runs of a-z and 0-9 as
+ * tokens (everything else separates them) and, with the stemmer, stems the
+ * tokens longer than three letters with NLTK's Porter stemmer
+ * (PorterStemmer's default NLTK_EXTENSIONS mode). Types:
+ *   1..9 (rouge1..rouge9): clipped n-gram overlap; precision = overlap /
+ *     max(prediction n-grams, 1), recall = overlap / max(target n-grams, 1);
+ *   NU_ROUGE_L (rougeL): the longest common subsequence of the token lists
+ *     over their lengths;
+ *   NU_ROUGE_LSUM (rougeLsum): summary-level LCS over the texts' lines (a
+ *     newline ends a sentence): for each target sentence the union of its
+ *     LCS with every prediction sentence, each union token a hit while both
+ *     texts have an unused copy of it; over the texts' token counts.
+ * F-measure = 2PR / (P + R) (0 when both are 0). With several targets each
+ * type takes the target of highest F-measure (the first of equals), as
+ * score_multi does. */
+#define NU_ROUGE_L 10
+#define NU_ROUGE_LSUM 11
+
+typedef struct nu_rouge_score {
+    double precision, recall, fmeasure;
+} nu_rouge_score;
+
+/* The type of a name: "rouge1" .. "rouge9", "rougeL", "rougeLsum"
+ * (NU_ERR_INVALID_ARG otherwise: rouge-score refuses "rougen", "rouge0"). */
+NU_API nu_status nu_rouge_type(const char *name, int32_t *type, nu_error *err);
+
+/* out[i] = the score of types[i] for the prediction against the n_targets
+ * targets (UTF-8, NUL-terminated; NULL counts as empty). */
+NU_API nu_status nu_rouge(const int32_t *types, int32_t n_types, bool stemmer,
+                          const char *const *targets, int32_t n_targets, const char *prediction,
+                          nu_rouge_score *out, nu_error *err);
+
+/* Bootstrap confidence intervals of the mean of n scores, as rouge-score's
+ * BootstrapAggregator: n_samples resamples (n draws with replacement each,
+ * from a generator seeded by seed; rouge-score's default is 1000), and per
+ * measure the (1-confidence)/2, 50% and (1+confidence)/2 percentiles of the
+ * resample means (numpy's linear percentile). The draws are nucleus's own,
+ * so low and high agree with rouge-score's to the bootstrap's noise, not to
+ * the digit. */
+typedef struct nu_rouge_interval {
+    nu_rouge_score low, mid, high;
+} nu_rouge_interval;
+
+NU_API nu_status nu_rouge_bootstrap(const nu_rouge_score *scores, int64_t n, double confidence,
+                                    int32_t n_samples, uint64_t seed, nu_rouge_interval *out,
+                                    nu_error *err);
+
+/* ------------------------------------------------------------------------ */
 /* Machine                                                                  */
 /* ------------------------------------------------------------------------ */
 

@@ -227,7 +227,8 @@ expect = {"generate": {"-p", "--prompt", "--temp", "--temperature", "--stop", "-
           "watermark detect": {"--watermark", "--key", "-p", "--text", "--tokens"},
           "watermark cost": {"--steps", "--watermark-gamma"},
           "pull": {"-q", "--quiet"}, "grammar": {"--gbnf", "--ws"},
-          "score bleu": {"-tok", "--tokenize", "-lc", "--smooth-method", "--weights"}}
+          "score bleu": {"-tok", "--tokenize", "-lc", "--smooth-method", "--weights"},
+          "score rouge": {"--types", "--stemmer", "--whole-file", "--bootstrap", "--seed"}}
 for c, names in expect.items():
     if not names <= accepted.get(c, set()):
         problems.append(f"{c}: the help lacks {sorted(names - accepted.get(c, set()))}")

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# `nucleus score bleu` on sacreBLEU's README example (the expected figures
+# `nucleus score bleu` and `nucleus score rouge`. BLEU on sacreBLEU's README example (the expected figures
 # are mjpost/sacrebleu test/test_bleu.py's @ 785d26bb42ff5cc738c8aa06efb288cf407fc4fd:
 # 48.530827 for the default settings, 49.1919566 with -tok none, and the
 # max-order table's "77.65" for order 1), its text and JSON output, one
 # score per line, NLTK's flavour (nltk/translate/bleu_score.py's doctest
 # 0.4118... for sentence_bleu([reference1], hypothesis1), NLTK 3.8), and
-# the errors a user can make.
+# the errors a user can make. ROUGE on rouge-score's test data
+# (tests/eval/rouge; the figures are rouge/rouge_scorer_test.py's
+# @ da0c44e0b13f46c6483b01608c3e7ba014655858, ROUGE-1.5.5's to 5 places).
 set -uo pipefail
 nucleus=$1 tmp=$3/cli_score
+data=$(cd "$(dirname "$0")" && pwd)/eval/rouge
 mkdir -p "$tmp"
 cd "$tmp" || exit 1
 fail=0
@@ -75,5 +78,49 @@ expect_error 2 "--tokenize" -i hyp -r ref1 -tok 14a
 echo "a b c d" >abcd
 echo "a b x y" >abxy
 expect_error 1 "method6 needs a non-zero trigram" --flavor nltk -s method6 -i abcd -r abxy
+
+# ROUGE: line by line with the stemmer (testRouge1AgainstRouge155WithStemming)
+out=$("$nucleus" score rouge --hyp "$data/prediction.txt" --ref "$data/target.txt" --sentence \
+  --stemmer --types rouge1,rougeL)
+want="rouge1 P 0.68750 R 0.40741 F 0.51163  rougeL P 0.68750 R 0.40741 F 0.51163
+rouge1 P 0.69231 R 0.42857 F 0.52941  rougeL P 0.69231 R 0.42857 F 0.52941"
+[ "$out" = "$want" ] && r=ok || r="rouge --sentence: $out"
+check rouge-lines "$r"
+# the whole files, their lines as sentences (testRougeLSumAgainstRouge155WithStemming)
+json=$("$nucleus" score rouge --hyp "$data/prediction_multi.0.txt" --ref "$data/target_multi.0.txt" \
+  --whole-file --stemmer --types rougeLsum --json)
+python3 - "$json" <<'PY' && r=ok || r="rouge --whole-file: $json"
+import json, sys
+d = json.loads(sys.argv[1])["rougeLsum"]
+assert round(d["precision"] - 0.66667, 5) == 0 and round(d["recall"] - 0.36538, 5) == 0
+assert round(d["fmeasure"] - 0.47205, 5) == 0
+PY
+check rouge-whole-file "$r"
+# aggregated: the intervals hold the two lines' scores, the mid lies between
+json=$("$nucleus" score rouge --hyp "$data/prediction.txt" --ref "$data/target.txt" --json --seed 7)
+python3 - "$json" <<'PY' && r=ok || r="rouge aggregate: $json"
+import json, sys
+d = json.loads(sys.argv[1])
+assert d["segments"] == 2 and set(d) >= {"rouge1", "rouge2", "rougeL", "rougeLsum"}
+r1 = d["rouge1"]
+assert round(r1["low"]["precision"] - 0.65385, 5) == 0 and round(r1["high"]["precision"] - 0.68750, 5) == 0
+assert r1["low"]["fmeasure"] <= r1["fmeasure"] <= r1["high"]["fmeasure"]
+PY
+check rouge-aggregate "$r"
+expect_rouge_error() { # expect_rouge_error PATTERN ARGS...
+  local pat=$1
+  shift
+  local err
+  err=$("$nucleus" score rouge "$@" 2>&1 >/dev/null)
+  local rc=$?
+  if [ $rc -ne 2 ] || ! grep -q -- "$pat" <<<"$err"; then
+    echo "FAIL: score rouge $*: status $rc, message '$err'"
+    fail=1
+  fi
+}
+expect_rouge_error "unknown ROUGE type 'rouge0'" -i hyp -r ref1 --types rouge1,rouge0
+expect_rouge_error "ends with a comma" -i hyp -r ref1 --types rouge1,
+expect_rouge_error "at least one --ref" -i hyp
+expect_rouge_error "--confidence" -i hyp -r ref1 --confidence 1.5
 [ $fail -eq 0 ] && echo "cli_score: all checks passed"
 exit $fail

@@ -76,6 +76,18 @@ static bool is_dash(uint32_t c) {
 
 typedef bool (*char_class)(uint32_t c);
 
+/* A pass's end: c becomes out when the pass went well (ok), else out is
+ * dropped. Returns ok. */
+static bool replace_with(nu_cps *c, nu_cps *out, bool ok) {
+    if (ok) {
+        nu_cps_free(c);
+        *c = *out;
+    } else {
+        nu_cps_free(out);
+    }
+    return ok;
+}
+
 /* One pass of re.sub over a pair pattern (a)(b): each match, left to right
  * and not overlapping, becomes its two characters with a space before the
  * first (space_first), between them (always) and after the second
@@ -95,13 +107,7 @@ static bool sub_pair(nu_cps *c, char_class a, char_class b, bool space_first, bo
             ok = nu_cps_push(&out, c->v[i++]);
         }
     }
-    if (!ok) {
-        nu_cps_free(&out);
-        return false;
-    }
-    nu_cps_free(c);
-    *c = out;
-    return true;
+    return replace_with(c, &out, ok);
 }
 
 /* One pass of a one-character pattern (a) -> " \1 ". */
@@ -112,13 +118,7 @@ static bool sub_one(nu_cps *c, char_class a) {
         ok = a(c->v[i])
                  ? nu_cps_push(&out, ' ') && nu_cps_push(&out, c->v[i]) && nu_cps_push(&out, ' ')
                  : nu_cps_push(&out, c->v[i]);
-    if (!ok) {
-        nu_cps_free(&out);
-        return false;
-    }
-    nu_cps_free(c);
-    *c = out;
-    return true;
+    return replace_with(c, &out, ok);
 }
 
 /* str.replace(from, to) with ASCII from and to. */
@@ -137,13 +137,7 @@ static bool replace_all(nu_cps *c, const char *from, const char *to) {
             ok = nu_cps_push(&out, c->v[i++]);
         }
     }
-    if (!ok) {
-        nu_cps_free(&out);
-        return false;
-    }
-    nu_cps_free(c);
-    *c = out;
-    return true;
+    return replace_with(c, &out, ok);
 }
 
 /* The rules 13a and zh share (sacreBLEU's TokenizerRegexp). */
@@ -160,14 +154,9 @@ static bool tokenize_13a(nu_cps *c) {
     for (size_t i = 0; i < sizeof repl / sizeof *repl; i++)
         if (!replace_all(c, repl[i][0], repl[i][1])) return false;
     nu_cps padded = {0};
-    if (!nu_cps_push(&padded, ' ') || !nu_cps_append(&padded, c->v, c->n) ||
-        !nu_cps_push(&padded, ' ')) {
-        nu_cps_free(&padded);
-        return false;
-    }
-    nu_cps_free(c);
-    *c = padded;
-    return regexp_rules(c);
+    bool ok = nu_cps_push(&padded, ' ') && nu_cps_append(&padded, c->v, c->n) &&
+              nu_cps_push(&padded, ' ');
+    return replace_with(c, &padded, ok) && regexp_rules(c);
 }
 
 static bool tokenize_zh(nu_cps *c) {
@@ -194,13 +183,7 @@ bool nu_bleu_tokenize(nu_bleu_tokenizer tok, bool lowercase, const char *text, n
         bool ok = true;
         for (size_t i = 0; ok && i < c->n; i++)
             ok = (i == 0 || nu_cps_push(&out, ' ')) && nu_cps_push(&out, c->v[i]);
-        if (!ok) {
-            nu_cps_free(&out);
-            return false;
-        }
-        nu_cps_free(c);
-        *c = out;
-        return true;
+        return replace_with(c, &out, ok);
     }
     case NU_BLEU_TOK_NONE: return true;
     }

@@ -11,4 +11,9 @@
  * False when out of memory. */
 bool nu_bleu_tokenize(nu_bleu_tokenizer tok, bool lowercase, const char *text, nu_cps *c);
 
+/* The Porter stemmer as NLTK's PorterStemmer (NLTK_EXTENSIONS) applies it,
+ * on the n lowercase ASCII letters and digits of s, in place; returns the
+ * stem's length (never more than n) (porter.c). */
+size_t nu_porter_stem(char *s, size_t n);
+
 #endif
