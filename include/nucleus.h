@@ -143,7 +143,8 @@ NU_API uint64_t nu_model_weight_bytes(const nu_model *model);
 /* What a context with these sizes will need, in bytes. */
 typedef struct nu_memory_estimate {
     uint64_t weights;  /* mapped tensor data */
-    uint64_t kv_cache; /* keys and values for n_ctx cells */
+    uint64_t kv_cache; /* keys and values for n_ctx cells, and recurrent layers' states (every
+                        * sequence's and the default checkpoints) */
     uint64_t scratch;  /* activations and logits for one batch */
     uint64_t total;
 } nu_memory_estimate;
@@ -242,13 +243,19 @@ typedef struct nu_context_params {
     int32_t n_seq_max; /* sequences that may live in the cache at once (1..64) */
     int32_t n_threads; /* worker threads for the forward pass (0: all cores) */
     nu_kv_type kv_type;
-    bool embeddings; /* entries asking for logits get their final hidden state
-                      * (nu_embedding) instead, and no logits (the LM head is
-                      * skipped): a context for nu_embed */
+    bool embeddings;             /* entries asking for logits get their final hidden state
+                                  * (nu_embedding) instead, and no logits (the LM head is
+                                  * skipped): a context for nu_embed */
+    int32_t n_state_checkpoints; /* models with recurrent layers (Qwen 3.5): states kept
+                                  * besides each sequence's current one, so that removing
+                                  * positions (speculative decoding, prefix reuse) goes back
+                                  * to one instead of reading the positions again (0: default
+                                  * n_seq_max + 8; at least n_seq_max, at most 4096) */
 } nu_context_params;
 
 /* Defaults: n_ctx 0 capped at 4096, n_batch 512, n_seq_max 1, n_threads 0, f16 cache
- * (half the memory of f32; attention then multiplies in half precision). */
+ * (half the memory of f32; attention then multiplies in half precision),
+ * n_state_checkpoints 0 (n_seq_max + 8). */
 NU_API nu_context_params nu_context_default_params(void);
 
 NU_API nu_status nu_context_new(const nu_model *model, const nu_context_params *params,
@@ -312,7 +319,14 @@ typedef enum nu_pooling {
 NU_API nu_status nu_embed(nu_context *ctx, const int32_t *tokens, int32_t n_tokens,
                           nu_pooling pooling, bool normalize, float *out, nu_error *err);
 
-/* KV cache per sequence. Positions are [p0, p1); p1 < 0 means "to the end". */
+/* KV cache per sequence. Positions are [p0, p1); p1 < 0 means "to the end".
+ * With recurrent layers (Qwen 3.5) a sequence's state depends on every
+ * position before, so removing a range removes everything from p0 on, and a
+ * sequence's positions are read in order: each batch continues it at
+ * nu_kv_seq_pos_max + 1. Removing positions returns to a kept state
+ * (n_state_checkpoints) where there is one, and otherwise the next
+ * nu_decode of the sequence reads the kept tokens again from the nearest
+ * earlier one, before its batch (same results, more time). */
 NU_API void nu_kv_clear(nu_context *ctx);
 NU_API void nu_kv_seq_remove(nu_context *ctx, int32_t seq, int32_t p0, int32_t p1);
 /* dst shares src's cells in [p0, p1) without copying them. */

@@ -2,8 +2,10 @@
  * each against a plain double-precision reference written here from the
  * published formula: RMSNorm, LayerNorm, per-head norms, RoPE tables (plain,
  * linear, YaRN, frequency factors) and rotations in both layouts with
- * partial rotary dimensions, the activations, soft-capping and expert
- * routing. */
+ * partial rotary dimensions, the activations, soft-capping, expert
+ * routing, and Gated DeltaNet's steps (the causal convolution against the
+ * whole-sequence convolution, the delta rule against the paper's matrix
+ * recurrence). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,12 +217,106 @@ static void test_route(void **state) {
     }
 }
 
+/* The convolution stepped token by token with its window equals the causal
+ * convolution of the whole sequence (inputs before the start are 0). */
+static void test_conv_step(void **state) {
+    (void)state;
+    rng r = {7};
+    enum { D = 4, CH = 37, T = 9 };
+    float w[CH * D], x[T][CH], out[T][CH], win[(D - 1) * CH], win2[(D - 1) * CH];
+    fill(w, CH * D, &r, 1);
+    fill(&x[0][0], T * CH, &r, 2);
+    for (int t = 0; t < T; t++) {
+        /* two parts of the channels; the window moved in place, or into another buffer */
+        float *next = t % 2 ? win2 : win;
+        nu_conv_step(w, t ? win : NULL, next, x[t], out[t], D, CH, 0, 20);
+        nu_conv_step(w, t ? win : NULL, next, x[t], out[t], D, CH, 20, CH);
+        if (next != win) memcpy(win, next, sizeof win);
+    }
+    for (int t = 0; t < T; t++)
+        for (int c = 0; c < CH; c++) {
+            double want = 0;
+            for (int k = 0; k < D; k++) {
+                int src = t - (D - 1) + k;
+                if (src >= 0) want += (double)x[src][c] * w[c * D + k];
+            }
+            assert_close(out[t][c], want, 1e-5);
+        }
+}
+
+/* Gated DeltaNet (Yang et al. 2025), eq. 10: S_t = S_{t-1} a_t (I - b_t
+ * k_t k_t^T) + b_t v_t k_t^T with S of dv x dk, output S_t q_t; in double
+ * with whole matrices, against nu_delta_step token by token (from a zero
+ * state, in place and into another buffer). */
+static void test_delta_rule(void **state) {
+    (void)state;
+    rng r = {8};
+    enum { DK = 24, DV = 20, T = 7 };
+    static float q[T][DK], k[T][DK], v[T][DV], g[T], b[T], m[2][DV * DK], o[DV];
+    static double S[DV][DK], next[DV][DK];
+    fill(&q[0][0], T * DK, &r, 1);
+    fill(&k[0][0], T * DK, &r, 1);
+    fill(&v[0][0], T * DV, &r, 2);
+    for (int t = 0; t < T; t++) {
+        g[t] = (float)(-0.05 - 0.5 * (rng_sym(&r) + 1));
+        b[t] = (float)(0.5 + 0.5 * rng_sym(&r));
+        nu_l2_norm_heads(k[t], 1, DK, 1e-6f);
+    }
+    memset(S, 0, sizeof S);
+    const float scale = 0.25f;
+    for (int t = 0; t < T; t++) {
+        double a = exp(g[t]);
+        for (int j = 0; j < DV; j++)
+            for (int i = 0; i < DK; i++) {
+                double sum = 0; /* (S (I - b k k^T))_ji */
+                for (int l = 0; l < DK; l++)
+                    sum += S[j][l] * ((l == i ? 1.0 : 0.0) - (double)b[t] * k[t][l] * k[t][i]);
+                next[j][i] = a * sum + (double)b[t] * v[t][j] * k[t][i];
+            }
+        memcpy(S, next, sizeof S);
+        const float *in = t == 0 ? NULL : m[(t - 1) % 2];
+        float *out = t == 4 ? (float *)in : m[t % 2];
+        nu_delta_step(out, in, q[t], k[t], v[t], g[t], b[t], scale, DK, DV, o);
+        if (out != m[t % 2]) memcpy(m[t % 2], out, sizeof m[0]);
+        for (int j = 0; j < DV; j++) {
+            double want = 0;
+            for (int i = 0; i < DK; i++) {
+                want += S[j][i] * q[t][i];
+                assert_close(m[t % 2][j * DK + i], S[j][i], 1e-5);
+            }
+            assert_close(o[j], scale * want, 1e-5);
+        }
+    }
+}
+
+static void test_recurrent_helpers(void **state) {
+    (void)state;
+    const float x[] = {-30, -3, -0.5f, 0, 0.25f, 4, 19, 21, 60};
+    for (int i = 0; i < 9; i++) {
+        assert_close(nu_sigmoid(x[i]), 1 / (1 + exp(-x[i])), 1e-6);
+        assert_close(nu_softplus(x[i]), log1p(exp(x[i])), 1e-6);
+    }
+    float h[2 * 8];
+    rng r = {9};
+    fill(h, 16, &r, 3);
+    float copy[16];
+    memcpy(copy, h, sizeof h);
+    nu_l2_norm_heads(h, 2, 8, 1e-6f);
+    for (int hd = 0; hd < 2; hd++) {
+        double ss = 0;
+        for (int i = 0; i < 8; i++) ss += (double)copy[hd * 8 + i] * copy[hd * 8 + i];
+        for (int i = 0; i < 8; i++)
+            assert_close(h[hd * 8 + i], copy[hd * 8 + i] / sqrt(ss + 1e-6), 1e-6);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rms_norm),    cmocka_unit_test(test_layer_norm),
         cmocka_unit_test(test_rope_table),  cmocka_unit_test(test_rope_apply),
         cmocka_unit_test(test_activations), cmocka_unit_test(test_softcap),
-        cmocka_unit_test(test_route),
+        cmocka_unit_test(test_route),       cmocka_unit_test(test_conv_step),
+        cmocka_unit_test(test_delta_rule),  cmocka_unit_test(test_recurrent_helpers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

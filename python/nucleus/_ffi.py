@@ -132,6 +132,7 @@ class nu_context_params(Structure):
         ("n_threads", c_int32),
         ("kv_type", c_int),
         ("embeddings", c_bool),
+        ("n_state_checkpoints", c_int32),
     ]
 
 

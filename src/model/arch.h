@@ -67,15 +67,31 @@ typedef enum nu_tensor_id {
     NU_T_PL_POST_NORM,        /* per-layer embeddings: the output norm */
     NU_T_ATTN_Q_NORM_FULL,    /* Q normed over the whole projection, not per head (OLMo 2) */
     NU_T_ATTN_K_NORM_FULL,    /* K likewise */
+    NU_T_ATTN_Q_GATED,        /* attn_q giving each head's query and then its output gate */
+    NU_T_SSM_QKV,             /* Gated DeltaNet: the convolved channels (q, k, v) */
+    NU_T_SSM_Z,               /* Gated DeltaNet: the output gate z (attn_gate) */
+    NU_T_SSM_CONV,            /* Gated DeltaNet: the causal convolution, d_conv per channel */
+    NU_T_SSM_DT,              /* Gated DeltaNet: the decay's bias per value head */
+    NU_T_SSM_A,               /* Gated DeltaNet: -exp(A_log) per value head */
+    NU_T_SSM_BETA,            /* Gated DeltaNet: the write strength's projection */
+    NU_T_SSM_ALPHA,           /* Gated DeltaNet: the decay's projection */
+    NU_T_SSM_NORM,            /* Gated DeltaNet: the gated norm's weight (one head) */
+    NU_T_SSM_OUT,             /* Gated DeltaNet: back to the hidden state */
+    NU_T_FFN_SHEXP_ROUTER,    /* the shared expert's gate: one logit per token */
+    NU_T_FFN_GATE_SHEXP,
+    NU_T_FFN_UP_SHEXP,
+    NU_T_FFN_DOWN_SHEXP,
     NU_T_COUNT
 } nu_tensor_id;
 
 /* How a manifest uses a tensor. */
 enum {
-    NU_REQ = 1,      /* the layer must have it */
-    NU_OPT = 2,      /* it may have it */
-    NU_IF_MOE = 4,   /* with NU_REQ: required when the model has experts */
-    NU_IF_DENSE = 8, /* with NU_REQ: required when it does not */
+    NU_REQ = 1,           /* the layer must have it */
+    NU_OPT = 2,           /* it may have it */
+    NU_IF_MOE = 4,        /* with NU_REQ: required when the model has experts */
+    NU_IF_DENSE = 8,      /* with NU_REQ: required when it does not */
+    NU_IF_RECURRENT = 16, /* only in recurrent layers (a hybrid's Gated DeltaNet layers) */
+    NU_IF_ATTENTION = 32, /* only in attention layers (of a hybrid) */
 };
 
 typedef struct nu_tensor_use {
@@ -122,6 +138,8 @@ struct nu_arch {
     bool prescale_q;        /* queries times the attention scale before q.k, not the scores */
     bool v_norm;            /* values RMS-normed per head, without a weight (Gemma 4) */
     bool output_norm_bias;  /* output_norm.bias too */
+    bool q_gate;            /* attn_q gives a gate per head too: the attention output is
+                             * multiplied by sigmoid(gate) before Wo (Qwen 3.5) */
     /* Keys only this architecture reads, after the common ones; may also
      * set per-layer values (windows, RoPE per layer). NULL: none. */
     nu_status (*hparams)(nu_model *m, nu_error *err);
@@ -158,6 +176,6 @@ nu_status nu_arch_gemma3_hparams(nu_model *m, nu_error *err);
 nu_status nu_arch_gpt_oss_hparams(nu_model *m, nu_error *err);
 nu_status nu_arch_gemma4_hparams(nu_model *m, nu_error *err);
 nu_status nu_arch_smollm3_hparams(nu_model *m, nu_error *err);
-nu_status nu_arch_smollm3_hparams(nu_model *m, nu_error *err);
+nu_status nu_arch_qwen35_hparams(nu_model *m, nu_error *err);
 
 #endif

@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <string.h>
 
 #include "kernels.h"
 
@@ -218,4 +219,56 @@ void nu_route(nu_router_kind kind, bool renormalise, const float *z, int32_t n_e
      * chosen ones), or a softmax over the chosen logits alone */
     double denom = kind == NU_ROUTER_TOPK_SOFTMAX || renormalise ? chosen : total;
     for (int32_t j = 0; j < k; j++) w[j] = (float)(p[j] / denom);
+}
+
+/* ---- recurrent layers --------------------------------------------------------- */
+
+float nu_sigmoid(float x) {
+    return 1.0f / (1.0f + expf(-x));
+}
+
+float nu_softplus(float x) {
+    return x > 20.0f ? x : logf(1.0f + expf(x));
+}
+
+void nu_l2_norm_heads(float *x, int32_t n_heads, int32_t head_dim, float eps) {
+    for (int32_t h = 0; h < n_heads; h++) {
+        float *v = x + (size_t)h * head_dim;
+        double ss = 0;
+        for (int32_t i = 0; i < head_dim; i++) ss += (double)v[i] * v[i];
+        float scale = (float)(1.0 / sqrt(ss + eps));
+        for (int32_t i = 0; i < head_dim; i++) v[i] *= scale;
+    }
+}
+
+void nu_conv_step(const float *w, const float *win, float *win_out, const float *x, float *out,
+                  int32_t d_conv, int64_t n_ch, int64_t c0, int64_t c1) {
+    const int32_t taps = d_conv - 1;
+    for (int64_t c = c0; c < c1; c++) {
+        const float *wc = w + c * d_conv, xc = x[c];
+        float sum = 0;
+        for (int32_t k = 0; k < taps && win; k++) sum += win[k * n_ch + c] * wc[k];
+        sum += xc * wc[taps];
+        /* the window moves on: oldest first, this input last */
+        for (int32_t k = 0; k + 1 < taps; k++)
+            win_out[k * n_ch + c] = win ? win[(k + 1) * n_ch + c] : 0;
+        if (taps > 0) win_out[(taps - 1) * n_ch + c] = xc;
+        out[c] = sum;
+    }
+}
+
+void nu_delta_step(float *m_out, const float *m_in, const float *q, const float *k, const float *v,
+                   float g, float beta, float scale, int32_t dk, int32_t dv, float *o) {
+    const float a = expf(g);
+    for (int32_t j = 0; j < dv; j++) {
+        float *row = m_out + (size_t)j * dk;
+        const float *in = m_in ? m_in + (size_t)j * dk : NULL;
+        if (in)
+            for (int32_t i = 0; i < dk; i++) row[i] = in[i] * a;
+        else
+            memset(row, 0, (size_t)dk * sizeof(float));
+        float delta = beta * (v[j] - nu_vec_dot_f32(row, k, dk));
+        nu_vec_mad_f32(row, k, delta, dk);
+        o[j] = scale * nu_vec_dot_f32(row, q, dk);
+    }
 }

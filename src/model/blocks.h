@@ -53,4 +53,32 @@ void nu_route(nu_router_kind kind, bool renormalise, const float *z, int32_t n_e
 /* x[i] = c * tanh(x[i] / c). */
 void nu_softcap(float *x, int64_t n, float c);
 
+/* ---- recurrent layers (Gated DeltaNet) ---------------------------------- */
+
+/* 1 / (1 + e^-x), and ln(1 + e^x) (x itself above 20, where they agree in float). */
+float nu_sigmoid(float x);
+float nu_softplus(float x);
+
+/* L2 norm of each of n_heads heads of head_dim in place:
+ * x / sqrt(sum(x^2) + eps). */
+void nu_l2_norm_heads(float *x, int32_t n_heads, int32_t head_dim, float eps);
+
+/* One step of a causal depthwise convolution over channels [c0, c1) of
+ * n_ch: out[c] = sum_k win[k][c] w[c][k] (k < d_conv - 1, oldest first) +
+ * x[c] w[c][d_conv - 1], where win ([d_conv - 1][n_ch]) holds each
+ * channel's previous inputs (NULL: zeros, the start of a sequence); then the
+ * window moves on into win_out (which may be win): win_out = win[1..], x.
+ * w is [n_ch][d_conv]. out may be x. */
+void nu_conv_step(const float *w, const float *win, float *win_out, const float *x, float *out,
+                  int32_t d_conv, int64_t n_ch, int64_t c0, int64_t c1);
+
+/* One token of the gated delta rule for one head: with the state as dv rows
+ * of dk (row j = the column S[:, j] of the dk x dv memory), a = e^g,
+ *   M_j <- a M_j + beta (v_j - a M_j . k) k,   o_j = scale (M_j . q)
+ * for every row j (Gated DeltaNet's S_t = a S_{t-1} (I - beta k k^T) +
+ * beta k v^T with its readout S_t^T q). m_out may be m_in; m_in NULL is a
+ * zero state. */
+void nu_delta_step(float *m_out, const float *m_in, const float *q, const float *k, const float *v,
+                   float g, float beta, float scale, int32_t dk, int32_t dv, float *o);
+
 #endif

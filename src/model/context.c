@@ -2,6 +2,7 @@
  * and the memory calculator. */
 #include "context.h"
 
+#include <assert.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -49,6 +50,15 @@ void nu_scratch_dims_of(const nu_model *m, nu_scratch_dims *d) {
         if (m->layers && m->layers[il].wqkv.data) d->qkv = max64(d->qkv, d->q + d->kv + d->v);
         if (m->layers && m->layers[il].w_up.data && m->layers[il].w_up.n_out == 2 * l->n_ff)
             d->up = max64(d->up, 2 * (int64_t)l->n_ff);
+        if (m->arch && m->arch->q_gate) d->q2 = max64(d->q2, 2 * (int64_t)l->n_head * l->head_dim);
+    }
+    /* the shared expert's hidden rows go through gate and up too */
+    d->ff = max64(d->ff, hp->n_ff_shexp);
+    d->up = max64(d->up, hp->n_ff_shexp);
+    if (hp->n_state_planes > 0) {
+        d->ssm_ch = nu_ssm_conv_dim(&hp->ssm);
+        d->ssm_heads = hp->ssm.n_v_heads;
+        d->ssm_inner = (int64_t)hp->ssm.n_v_heads * hp->ssm.head_dim;
     }
 }
 
@@ -82,7 +92,7 @@ typedef struct scratch_buf {
     size_t bytes;
 } scratch_buf;
 
-enum { N_SCRATCH = 29 };
+enum { N_SCRATCH = 39 };
 
 static void scratch_plan(const nu_model *m, const nu_scratch_dims *d, nu_scratch *s,
                          int32_t **seq_tokens, int32_t n_ctx, int32_t n_batch, int32_t n_seq,
@@ -122,8 +132,19 @@ static void scratch_plan(const nu_model *m, const nu_scratch_dims *d, nu_scratch
     BUF(s->out_rows, nb * i);
     BUF(s->seq_cells, (size_t)n_seq * (size_t)n_ctx * i);
     BUF(*seq_tokens, (size_t)n_seq * (size_t)n_ctx * i);
+    BUF(s->qg, nb * (size_t)d->q2 * f);
+    BUF(s->ssm_x, nb * (size_t)d->ssm_ch * f);
+    BUF(s->ssm_z, nb * (size_t)d->ssm_inner * f);
+    BUF(s->ssm_o, nb * (size_t)d->ssm_inner * f);
+    BUF(s->ssm_g, nb * (size_t)d->ssm_heads * f);
+    BUF(s->ssm_b, nb * (size_t)d->ssm_heads * f);
+    const size_t rec = d->ssm_ch > 0 ? 1 : 0;
+    BUF(s->rs_src, rec * nb * i);
+    BUF(s->rs_dst, rec * nb * i);
+    BUF(s->rs_order, rec * nb * i);
+    BUF(s->replay, rec * nb * sizeof(nu_batch_entry));
 #undef BUF
-    (void)k;
+    assert(k == N_SCRATCH);
 }
 
 uint64_t nu_scratch_bytes(const nu_model *m, int32_t n_ctx, int32_t n_batch, int32_t n_seq,
@@ -143,6 +164,7 @@ uint64_t nu_scratch_bytes(const nu_model *m, int32_t n_ctx, int32_t n_batch, int
 static void kv_plane_dims(const nu_hparams *hp, int32_t *k_dim, int32_t *v_dim) {
     for (int32_t il = 0; il < hp->n_layer; il++) {
         const nu_layer_hp *l = &hp->layer[il];
+        if (l->kv_slot < 0) continue; /* a recurrent layer */
         k_dim[l->kv_slot] = l->n_head_kv * l->head_dim;
         v_dim[l->kv_slot] = l->n_head_kv * l->head_dim_v;
     }
@@ -183,6 +205,11 @@ static nu_status check_params(const nu_model *m, nu_context_params *p, nu_error 
                        p->n_threads);
     if (p->kv_type != NU_KV_F32 && p->kv_type != NU_KV_F16)
         return nu_fail(err, NU_ERR_INVALID_ARG, "unknown KV cache type %d", (int)p->kv_type);
+    if (p->n_state_checkpoints == 0) p->n_state_checkpoints = p->n_seq_max + 8;
+    if (p->n_state_checkpoints < p->n_seq_max || p->n_state_checkpoints > 4096)
+        return nu_fail(err, NU_ERR_INVALID_ARG,
+                       "n_state_checkpoints %d is out of range (n_seq_max %d..4096)",
+                       p->n_state_checkpoints, p->n_seq_max);
     return NU_OK;
 }
 
@@ -202,7 +229,24 @@ static nu_status alloc_scratch(nu_context *c, nu_error *err) {
     return NU_OK;
 }
 
-/* The KV cache's planes: one per layer that stores keys and values. */
+/* Floats of each recurrent layer's state plane. */
+static void state_plane_floats(const nu_hparams *hp, int64_t *floats) {
+    for (int32_t il = 0; il < hp->n_layer; il++)
+        if (hp->layer[il].state_plane >= 0)
+            floats[hp->layer[il].state_plane] = nu_ssm_state_floats(&hp->ssm);
+}
+
+/* Bytes of the state slots of a context: every sequence's current state and
+ * the checkpoints. */
+static uint64_t state_bytes(const nu_hparams *hp, int32_t n_seq, int32_t n_checkpoints) {
+    if (hp->n_state_planes == 0) return 0;
+    int64_t floats[NU_MAX_LAYERS];
+    state_plane_floats(hp, floats);
+    return nu_kv_state_bytes(n_seq + n_checkpoints, hp->n_state_planes, floats);
+}
+
+/* The KV cache's planes: one per layer that stores keys and values; and the
+ * state slots of the recurrent layers. */
 static nu_status init_cache(nu_context *c, nu_error *err) {
     const nu_hparams *hp = &c->model->hp;
     int32_t *dims = malloc(2 * sizeof *dims * (size_t)(hp->n_kv_slots + 1));
@@ -211,7 +255,11 @@ static nu_status init_cache(nu_context *c, nu_error *err) {
     nu_status st = nu_kv_cache_init(&c->kv, c->params.n_ctx, hp->n_kv_slots, dims,
                                     dims + hp->n_kv_slots, c->params.kv_type, err);
     free(dims);
-    return st;
+    if (st || hp->n_state_planes == 0) return st;
+    int64_t floats[NU_MAX_LAYERS];
+    state_plane_floats(hp, floats);
+    return nu_kv_cache_init_state(&c->kv, c->params.n_seq_max + c->params.n_state_checkpoints,
+                                  hp->n_state_planes, floats, err);
 }
 
 nu_status nu_context_new(const nu_model *model, const nu_context_params *params, nu_context **out,
@@ -349,6 +397,7 @@ static bool seq_ok(const nu_context *c, int32_t seq) {
 void nu_kv_seq_remove(nu_context *c, int32_t seq, int32_t p0, int32_t p1) {
     if (!seq_ok(c, seq)) return;
     if (p0 < 0) p0 = 0;
+    if (c->kv.n_slots) p1 = -1; /* later states depend on the removed positions */
     nu_kv_cache_seq_remove(&c->kv, seq, p0, p1);
     if (p0 < c->seq_len[seq]) c->seq_len[seq] = p0; /* what follows is no longer contiguous */
 }
@@ -386,7 +435,8 @@ nu_status nu_model_memory(const nu_model *m, int32_t n_ctx, int32_t n_batch, int
     if (!dims) return nu_fail(err, NU_ERR_NOMEM, "out of memory");
     kv_plane_dims(&m->hp, dims, dims + m->hp.n_kv_slots);
     out->kv_cache =
-        nu_kv_cache_bytes(n_ctx, m->hp.n_kv_slots, dims, dims + m->hp.n_kv_slots, kv_type);
+        nu_kv_cache_bytes(n_ctx, m->hp.n_kv_slots, dims, dims + m->hp.n_kv_slots, kv_type) +
+        state_bytes(&m->hp, n_seq, n_seq + 8);
     free(dims);
     out->scratch = nu_scratch_bytes(m, n_ctx, n_batch, n_seq, default_threads());
     out->total = out->weights + out->kv_cache + out->scratch;

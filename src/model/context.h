@@ -28,6 +28,10 @@ typedef struct nu_scratch_dims {
     int64_t pl; /* per-layer embeddings: n_embd_pl (their rows hold pl x layers) */
     int64_t layers;
     int64_t vocab;
+    int64_t q2;        /* queries with their gates (Qwen 3.5's attention), else 0 */
+    int64_t ssm_ch;    /* a Gated DeltaNet's convolution channels (0: none) */
+    int64_t ssm_inner; /* its value heads x head size */
+    int64_t ssm_heads; /* its value heads */
 } nu_scratch_dims;
 
 void nu_scratch_dims_of(const nu_model *m, nu_scratch_dims *d);
@@ -64,6 +68,17 @@ typedef struct nu_scratch {
     int32_t *seq_cells;  /* [n_seq_max][n_ctx] cells of each sequence by position */
     int32_t seq_count[NU_MAX_SEQ];
     int32_t *out_rows; /* [n_batch] entry -> logits row or -1 */
+    float *qg;         /* [n_batch][q2] each head's query then its gate (q_gate) */
+    /* recurrent layers (recurrent.c) */
+    float *ssm_x;             /* [n_batch][ssm_ch] the convolution's input, then its output */
+    float *ssm_z;             /* [n_batch][ssm_inner] the output gate */
+    float *ssm_o;             /* [n_batch][ssm_inner] the delta rule's output */
+    float *ssm_g, *ssm_b;     /* [n_batch][ssm_heads] the decay's log, the write strength */
+    int32_t *rs_src, *rs_dst; /* [n_batch] state slot each entry reads (-1: zeros), writes */
+    int32_t *rs_order;        /* [n_batch] entries grouped by sequence, batch order in each */
+    int32_t rs_groups;        /* sequences in the batch */
+    int32_t rs_group_end[NU_MAX_SEQ], rs_group_seq[NU_MAX_SEQ];
+    nu_batch_entry *replay; /* [n_batch] positions read again to rebuild a state */
 } nu_scratch;
 
 struct nu_context {

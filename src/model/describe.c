@@ -82,10 +82,13 @@ size_t nu_model_describe(const nu_model *m, char *buf, size_t cap) {
     for (int32_t il = 0; il < hp->n_layer; il++)
         v_differs |= hp->layer[il].head_dim_v != hp->layer[il].head_dim;
     if (v_differs) per_layer(&o, "value head size", hp, offsetof(nu_layer_hp, head_dim_v));
-    const nu_layer *l0 = &m->layers[0];
-    const char *qkv = l0->wqkv.data ? "fused" : "split";
-    out(&o, "attention: Q/K/V %s%s%s, scale %g%s\n", qkv, l0->bq || l0->bqkv ? ", with biases" : "",
-        l0->q_norm ? ", per-head Q/K norms" : "",
+    const nu_layer *l0 = &m->layers[0], *la = l0; /* la: the first attention layer */
+    for (int32_t il = hp->n_layer - 1; il >= 0; il--)
+        if (hp->layer[il].kind == NU_LAYER_ATTENTION) la = &m->layers[il];
+    const char *qkv = la->wqkv.data ? "fused" : "split";
+    out(&o, "attention: Q/K/V %s%s%s%s, scale %g%s\n", qkv,
+        la->bq || la->bqkv ? ", with biases" : "", la->q_norm ? ", per-head Q/K norms" : "",
+        a->q_gate ? ", output gated by sigmoid(a gate from Q's projection)" : "",
         hp->attn_scale > 0 ? hp->attn_scale : 1.0 / __builtin_sqrt((double)hp->layer[0].head_dim),
         hp->attn_scale > 0 ? "" : " (1/sqrt(head size))");
     bool windows = false;
@@ -109,12 +112,23 @@ size_t nu_model_describe(const nu_model *m, char *buf, size_t cap) {
             out(&o, "\n");
         }
     }
+    if (hp->n_state_planes > 0) {
+        const nu_ssm_hp *ss = &hp->ssm;
+        out(&o,
+            "recurrent layers: %d of %d Gated DeltaNet (conv %d, %d key and %d value heads of %d), "
+            "state %.1f KiB per sequence and checkpoint\n",
+            hp->n_state_planes, hp->n_layer, ss->d_conv, ss->n_k_heads, ss->n_v_heads, ss->head_dim,
+            (double)nu_ssm_state_floats(ss) * 4 * hp->n_state_planes / 1024);
+    }
     if (hp->n_expert > 0) {
         out(&o, "experts: %d, %d per token, FFN %d, %s, %s\n", hp->n_expert, hp->n_expert_used,
             hp->n_ff_exp, act_name(a->act),
             a->router == NU_ROUTER_TOPK_SOFTMAX ? "softmax over the chosen"
             : hp->expert_weights_norm           ? "softmax, chosen weights renormalised"
                                                 : "softmax");
+        if (hp->n_ff_shexp > 0 && l0->shexp_down.data)
+            out(&o, "shared expert: FFN %d%s\n", hp->n_ff_shexp,
+                l0->shexp_router.data ? ", scaled by sigmoid(its gate)" : "");
     } else {
         bool gated = l0->w_gate.data || l0->w_up.n_out == 2 * (int64_t)hp->layer[0].n_ff;
         per_layer(&o, "FFN", hp, offsetof(nu_layer_hp, n_ff));

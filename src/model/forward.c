@@ -31,6 +31,7 @@
 #include "blocks.h"
 #include "context.h"
 #include "error.h"
+#include "recurrent.h"
 
 /* ---- attention ---------------------------------------------------------- */
 
@@ -159,6 +160,9 @@ typedef enum row_step {
     ROW_MOE_MERGE,  /* q = norm_1(dense, in yd) + norm_2(experts, in q) (Gemma 4) */
     ROW_PL_ACT,     /* per-layer embedding: gate = gelu(gate) * this layer's input */
     ROW_PL_OUT,     /* x += norm(q); then x *= the layer's output scale */
+    ROW_ATTN_GATE,  /* attention output (xb) *= sigmoid(its gate in qg) */
+    ROW_SHEXP_ACT,  /* the shared expert: gate = act(gate) * up */
+    ROW_SHEXP_ADD,  /* q += sigmoid(router logit) * the shared expert's output (in yd) */
 } row_step;
 
 typedef struct row_task {
@@ -203,6 +207,10 @@ static void qkv_row(nu_context *c, const nu_layer *l, int32_t il, int32_t b) {
     } else if (own_kv && !l->wv.data) {
         memcpy(v, k, kd * sizeof(float)); /* V is K's projection itself (Gemma 4) */
     }
+    if (a->q_gate) /* each head's query, then its gate (which stays in qg) */
+        for (int32_t h = 0; h < L->n_head; h++)
+            memcpy(q + (size_t)h * L->head_dim, s->qg + b * 2 * qd + (size_t)h * 2 * L->head_dim,
+                   (size_t)L->head_dim * sizeof(float));
     add_bias(q, l->bq, qd);
     if (l->q_norm)
         nu_norm_heads(a->qk_norm, q, l->q_norm, NULL, L->n_head, L->head_dim, hp->norm_eps);
@@ -312,6 +320,24 @@ static void row_step_one(const row_task *t, int32_t b) {
         for (size_t i = 0; i < pl; i++) g[i] *= in[i];
         break;
     }
+    case ROW_ATTN_GATE: {
+        const size_t hd = (size_t)L->head_dim, qd = (size_t)L->n_head * hd;
+        float *o = s->xb + b * qd;
+        const float *g = s->qg + b * 2 * qd;
+        for (size_t h = 0; h < (size_t)L->n_head; h++)
+            for (size_t i = 0; i < hd; i++) o[h * hd + i] *= nu_sigmoid(g[(2 * h + 1) * hd + i]);
+        break;
+    }
+    case ROW_SHEXP_ACT: {
+        const size_t ff = (size_t)hp->n_ff_shexp;
+        nu_act_gated(a->act, s->gate + b * ff, s->up + b * ff, (int64_t)ff);
+        break;
+    }
+    case ROW_SHEXP_ADD: {
+        const float w = l->shexp_router.data ? nu_sigmoid(s->router[b]) : 1.0f;
+        nu_vec_mad_f32(s->q + b * d, s->yd + b * d, w, (int64_t)d);
+        break;
+    }
     case ROW_PL_OUT: {
         float *o = s->q + b * d, *x = s->x + b * d;
         nu_rms_norm(o, o, l->pl_post_norm, (int32_t)d, hp->norm_eps);
@@ -345,19 +371,20 @@ static void run_rows(nu_context *c, const nu_layer *l, int32_t il, int32_t n, ro
 static void attention_block(nu_context *c, const nu_layer *l, int32_t il, const nu_batch_entry *e,
                             int32_t n) {
     nu_scratch *s = &c->s;
-    run_rows(c, l, il, n, ROW_ATTN_NORM);
     if (l->wqkv.data) {
         nu_matmul(c->pool, &l->wqkv, s->xb, n, s->qkv, s->matmul);
     } else {
-        /* Q, and K and V where the layer has them (V may be K itself) */
+        /* Q (with its gates, split by ROW_QKV), and K and V where the layer
+         * has them (V may be K itself) */
         const nu_matrix *qkv[] = {&l->wq, &l->wk, &l->wv};
-        float *qkv_out[] = {s->q, s->k, s->v};
+        float *qkv_out[] = {c->model->arch->q_gate ? s->qg : s->q, s->k, s->v};
         int count = !l->wk.data ? 1 : !l->wv.data ? 2 : 3;
         nu_matmul_multi(c->pool, qkv, qkv_out, count, s->xb, n, s->matmul);
     }
     run_rows(c, l, il, n, ROW_QKV);
     attn_task task = {c, e, n, il};
     nu_threadpool_run(c->pool, attention_worker, &task);
+    if (c->model->arch->q_gate) run_rows(c, l, il, n, ROW_ATTN_GATE);
     /* the attention output (in xb) goes through Wo into q's buffer; the FFN
      * step adds it to x */
     nu_matmul(c->pool, &l->wo, s->xb, n, s->q, s->matmul);
@@ -526,6 +553,19 @@ static void dense_ffn(nu_context *c, const nu_layer *l, int32_t il, int32_t n) {
     nu_matmul(c->pool, &l->w_down, s->gate, n, s->q, s->matmul);
 }
 
+/* The shared expert beside routed ones: SwiGLU of the layer's input xb,
+ * scaled by sigmoid of its router's logit, added to the experts' sum in q. */
+static void shared_expert(nu_context *c, const nu_layer *l, int32_t il, int32_t n) {
+    nu_scratch *s = &c->s;
+    const nu_matrix *gate_up[] = {&l->shexp_gate, &l->shexp_up};
+    float *gate_up_out[] = {s->gate, s->up};
+    nu_matmul_multi(c->pool, gate_up, gate_up_out, 2, s->xb, n, s->matmul);
+    run_rows(c, l, il, n, ROW_SHEXP_ACT);
+    nu_matmul(c->pool, &l->shexp_down, s->gate, n, s->yd, s->matmul);
+    if (l->shexp_router.data) nu_matmul(c->pool, &l->shexp_router, s->xb, n, s->router, s->matmul);
+    run_rows(c, l, il, n, ROW_SHEXP_ADD);
+}
+
 static void ffn_block(nu_context *c, const nu_layer *l, int32_t il, int32_t n) {
     nu_scratch *s = &c->s;
     const size_t d = (size_t)c->model->hp.n_embd;
@@ -539,6 +579,7 @@ static void ffn_block(nu_context *c, const nu_layer *l, int32_t il, int32_t n) {
         run_rows(c, l, il, n, ROW_MOE_MERGE);
     } else if (l->router.data) {
         experts_block(c, l, s->xb, s->xb, n);
+        if (l->shexp_down.data) shared_expert(c, l, il, n);
     } else {
         dense_ffn(c, l, il, n);
     }
@@ -703,42 +744,127 @@ static void remember_tokens(nu_context *c, const nu_batch_entry *e, int32_t n) {
     }
 }
 
-nu_status nu_decode(nu_context *c, const nu_batch_entry *e, int32_t n, nu_error *err) {
-    nu_status st = check_batch(c, e, n, err);
-    if (st) return st;
-    int32_t n_out = 0;
-    if ((st = prepare_outputs(c, e, n, &n_out, err))) return st;
-    /* claim a cell for each entry */
+/* Each entry's cell: a new one (claimed; all given back on failure), or
+ * when reading positions again, the sequence's cell of that position. */
+static nu_status find_cells(nu_context *c, const nu_batch_entry *e, int32_t n, bool again,
+                            nu_error *err) {
     int32_t *cells = c->s.cells;
-    for (int32_t b = 0; b < n; b++) {
+    for (int32_t b = 0; b < n && !again; b++) {
         int32_t one_seq = e[b].seq, one_pos = e[b].pos;
         if (!nu_kv_cache_claim(&c->kv, 1, &one_seq, &one_pos, &cells[b])) {
             nu_kv_cache_release(&c->kv, b, cells);
-            c->n_last = 0;
             return nu_fail(err, NU_ERR_CONTEXT_FULL,
                            "the KV cache is full (%d cells in use of "
                            "%d); remove positions or use a larger context",
                            c->kv.used, c->kv.n_cells);
         }
     }
-    if ((st = list_sequences(c, e, n, err))) {
-        nu_kv_cache_release(&c->kv, n, cells);
+    nu_status st = list_sequences(c, e, n, err);
+    if (st && !again) nu_kv_cache_release(&c->kv, n, cells);
+    for (int32_t b = 0; b < n && again && st == NU_OK; b++) {
+        const int32_t *seq = c->s.seq_cells + (size_t)e[b].seq * c->params.n_ctx;
+        int32_t cnt = c->s.seq_count[e[b].seq], i = cells_upto(&c->kv, seq, cnt, e[b].pos) - 1;
+        if (i < 0 || c->kv.pos[seq[i]] != e[b].pos)
+            return nu_fail(err, NU_ERR_INVALID_ARG, "sequence %d has no position %d to read again",
+                           e[b].seq, e[b].pos);
+        cells[b] = seq[i];
+    }
+    return st;
+}
+
+/* Runs the model over a checked batch. again: the entries are positions
+ * the cache holds, read again to rebuild a recurrent state (their keys and
+ * values are written over with the same values). */
+static nu_status run_batch(nu_context *c, const nu_batch_entry *e, int32_t n, bool again,
+                           nu_error *err) {
+    int32_t n_out = 0;
+    nu_status st = prepare_outputs(c, e, n, &n_out, err);
+    if (st == NU_OK) st = find_cells(c, e, n, again, err);
+    if (st) {
         c->n_last = 0;
         return st;
     }
     const nu_model *m = c->model;
+    const bool recurrent = nu_model_recurrent(m);
+    if (recurrent) nu_state_plan(c, e, n);
     rope_tables(c, e, n);
     embed(c, e, n);
     if (m->hp.n_embd_pl > 0) per_layer_inputs(c, e, n);
     for (int32_t il = 0; il < m->hp.n_layer; il++) {
-        attention_block(c, &m->layers[il], il, e, n);
-        ffn_block(c, &m->layers[il], il, n);
-        if (m->layers[il].pl_gate.data) per_layer_block(c, &m->layers[il], il, n);
+        const nu_layer *l = &m->layers[il];
+        run_rows(c, l, il, n, ROW_ATTN_NORM);
+        if (m->hp.layer[il].kind == NU_LAYER_DELTANET)
+            nu_deltanet_block(c, l, il, n);
+        else
+            attention_block(c, l, il, e, n);
+        ffn_block(c, l, il, n);
+        if (l->pl_gate.data) per_layer_block(c, l, il, n);
     }
     compute_logits(c, n, n_out);
+    if (recurrent) nu_state_done(c);
     c->n_last = n;
-    remember_tokens(c, e, n);
+    if (!again) remember_tokens(c, e, n);
     return NU_OK;
+}
+
+/* With recurrent layers every sequence is read in order: its entries in the
+ * batch continue it, one position after another. */
+static nu_status check_order(const nu_context *c, const nu_batch_entry *e, int32_t n,
+                             nu_error *err) {
+    int32_t next[NU_MAX_SEQ];
+    for (int32_t q = 0; q < NU_MAX_SEQ; q++) next[q] = -2;
+    for (int32_t b = 0; b < n; b++) {
+        int32_t seq = e[b].seq;
+        if (next[seq] == -2) next[seq] = nu_kv_cache_seq_pos_max(&c->kv, seq) + 1;
+        if (e[b].pos != next[seq])
+            return nu_fail(err, NU_ERR_INVALID_ARG,
+                           "entry %d: sequence %d continues at position %d, not %d (a model with "
+                           "recurrent layers reads each sequence in order)",
+                           b, seq, next[seq], e[b].pos);
+        next[seq]++;
+    }
+    return NU_OK;
+}
+
+/* Brings the recurrent state of every sequence of the batch up to its last
+ * cached position: a sequence whose kept states stop earlier (positions were
+ * removed past its checkpoints) reads the tokens in between again. */
+static nu_status catch_up(nu_context *c, const nu_batch_entry *e, int32_t n, nu_error *err) {
+    uint64_t done = 0;
+    for (int32_t b = 0; b < n; b++) {
+        int32_t seq = e[b].seq;
+        if (done & (1ull << seq)) continue;
+        done |= 1ull << seq;
+        int32_t last = nu_kv_cache_seq_pos_max(&c->kv, seq);
+        int32_t cur = nu_kv_state_current(&c->kv, seq);
+        int32_t from = cur >= 0 ? c->kv.slot_pos[cur] + 1 : 0;
+        if (from > last) continue;
+        if (c->seq_len[seq] <= last)
+            return nu_fail(err, NU_ERR_INVALID_ARG,
+                           "sequence %d: its recurrent state stops at position %d and the tokens "
+                           "after it are not known; remove its positions from %d and read them "
+                           "again",
+                           seq, from - 1, from);
+        const int32_t *toks = c->seq_tokens + (size_t)seq * c->params.n_ctx;
+        while (from <= last) {
+            int32_t m = last + 1 - from < c->params.n_batch ? last + 1 - from : c->params.n_batch;
+            for (int32_t i = 0; i < m; i++)
+                c->s.replay[i] = (nu_batch_entry){toks[from + i], from + i, seq, false};
+            nu_status st = run_batch(c, c->s.replay, m, true, err);
+            if (st) return st;
+            from += m;
+        }
+    }
+    return NU_OK;
+}
+
+nu_status nu_decode(nu_context *c, const nu_batch_entry *e, int32_t n, nu_error *err) {
+    nu_status st = check_batch(c, e, n, err);
+    if (st == NU_OK && nu_model_recurrent(c->model)) {
+        st = check_order(c, e, n, err);
+        if (st == NU_OK) st = catch_up(c, e, n, err);
+    }
+    return st ? st : run_batch(c, e, n, false, err);
 }
 
 const float *nu_embedding(const nu_context *c, int32_t i) {

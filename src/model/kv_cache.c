@@ -47,7 +47,89 @@ nu_status nu_kv_cache_init(nu_kv_cache *c, int32_t n_cells, int32_t n_planes, co
     return NU_OK;
 }
 
+uint64_t nu_kv_state_bytes(int32_t n_slots, int32_t n_planes, const int64_t *floats) {
+    uint64_t slot = 0;
+    for (int32_t i = 0; i < n_planes; i++) slot += (uint64_t)floats[i];
+    return (uint64_t)n_slots * slot * sizeof(float);
+}
+
+nu_status nu_kv_cache_init_state(nu_kv_cache *c, int32_t n_slots, int32_t n_planes,
+                                 const int64_t *floats, nu_error *err) {
+    size_t total = 0;
+    c->state_planes = calloc((size_t)(n_planes > 0 ? n_planes : 1), sizeof *c->state_planes);
+    for (int32_t i = 0; c->state_planes && i < n_planes; i++) {
+        c->state_planes[i] = (nu_state_plane){total, (size_t)floats[i]};
+        total += (size_t)floats[i];
+    }
+    c->n_state_planes = n_planes;
+    c->slot_floats = total;
+    c->state = malloc((size_t)n_slots * total * sizeof(float) + 1);
+    c->slot_pos = malloc((size_t)n_slots * sizeof *c->slot_pos + 1);
+    c->slot_seqs = calloc((size_t)n_slots + 1, sizeof *c->slot_seqs);
+    c->slot_busy = calloc((size_t)n_slots + 1, 1);
+    if (!c->state_planes || !c->state || !c->slot_pos || !c->slot_seqs || !c->slot_busy)
+        return nu_fail(err, NU_ERR_NOMEM, "out of memory for %d recurrent state slots (%.1f MiB)",
+                       n_slots, (double)nu_kv_state_bytes(n_slots, n_planes, floats) / (1 << 20));
+    c->n_slots = n_slots;
+    for (int32_t i = 0; i < n_slots; i++) c->slot_pos[i] = -1;
+    return NU_OK;
+}
+
+float *nu_kv_state(const nu_kv_cache *c, int32_t slot, int32_t plane) {
+    return c->state + (size_t)slot * c->slot_floats + c->state_planes[plane].offset;
+}
+
+int32_t nu_kv_state_current(const nu_kv_cache *c, int32_t seq) {
+    uint64_t bit = 1ull << seq;
+    int32_t best = -1;
+    for (int32_t i = 0; i < c->n_slots; i++)
+        if ((c->slot_seqs[i] & bit) && (best < 0 || c->slot_pos[i] > c->slot_pos[best])) best = i;
+    return best;
+}
+
+/* Whether slot i is the current state of one of its sequences: one of them
+ * has no slot of a higher position. */
+static bool slot_is_current(const nu_kv_cache *c, int32_t i) {
+    uint64_t later = 0;
+    for (int32_t k = 0; k < c->n_slots; k++)
+        if (c->slot_pos[k] > c->slot_pos[i]) later |= c->slot_seqs[k];
+    return (c->slot_seqs[i] & ~later) != 0;
+}
+
+/* What losing checkpoint i costs: the positions its sequences would read
+ * again to rebuild it, from the next older slot they share (or from 0). */
+static int32_t slot_cost(const nu_kv_cache *c, int32_t i) {
+    int32_t below = -1;
+    for (int32_t j = 0; j < c->n_slots; j++)
+        if (j != i && (c->slot_seqs[j] & c->slot_seqs[i]) && c->slot_pos[j] < c->slot_pos[i] &&
+            c->slot_pos[j] > below)
+            below = c->slot_pos[j];
+    return c->slot_pos[i] - below;
+}
+
+int32_t nu_kv_state_claim(nu_kv_cache *c, int32_t seq, int32_t pos, bool evict) {
+    int32_t slot = -1;
+    for (int32_t i = 0; i < c->n_slots && slot < 0; i++)
+        if (c->slot_pos[i] < 0) slot = i;
+    int32_t best_cost = 0;
+    for (int32_t i = 0; slot < 0 && evict && i < c->n_slots; i++) {
+        if (c->slot_busy[i] || slot_is_current(c, i)) continue;
+        int32_t cost = slot_cost(c, i);
+        if (slot < 0 || cost < best_cost) slot = i, best_cost = cost;
+    }
+    if (slot < 0) return -1;
+    c->slot_pos[slot] = pos;
+    c->slot_seqs[slot] = 1ull << seq;
+    c->slot_busy[slot] = 1;
+    return slot;
+}
+
 void nu_kv_cache_free(nu_kv_cache *c) {
+    free(c->state_planes);
+    free(c->state);
+    free(c->slot_pos);
+    free(c->slot_seqs);
+    free(c->slot_busy);
     free(c->pos);
     free(c->seqs);
     for (int32_t i = 0; c->planes && i < c->n_planes; i++) {
@@ -114,6 +196,7 @@ void nu_kv_cache_clear(nu_kv_cache *c) {
     for (int32_t i = 0; i < c->n_cells; i++) c->pos[i] = -1;
     memset(c->seqs, 0, (size_t)c->n_cells * sizeof *c->seqs);
     c->used = 0;
+    for (int32_t i = 0; i < c->n_slots; i++) c->slot_pos[i] = -1, c->slot_seqs[i] = 0;
 }
 
 static bool in_range(int32_t pos, int32_t p0, int32_t p1) {
@@ -127,6 +210,11 @@ void nu_kv_cache_seq_remove(nu_kv_cache *c, int32_t seq, int32_t p0, int32_t p1)
         c->seqs[i] &= ~bit;
         if (!c->seqs[i]) free_cell(c, i);
     }
+    for (int32_t i = 0; i < c->n_slots; i++) {
+        if (!(c->slot_seqs[i] & bit) || !in_range(c->slot_pos[i], p0, p1)) continue;
+        c->slot_seqs[i] &= ~bit;
+        if (!c->slot_seqs[i]) c->slot_pos[i] = -1;
+    }
 }
 
 void nu_kv_cache_seq_copy(nu_kv_cache *c, int32_t src, int32_t dst, int32_t p0, int32_t p1) {
@@ -134,6 +222,8 @@ void nu_kv_cache_seq_copy(nu_kv_cache *c, int32_t src, int32_t dst, int32_t p0, 
     uint64_t sbit = 1ull << src, dbit = 1ull << dst;
     for (int32_t i = 0; i < c->n_cells; i++)
         if ((c->seqs[i] & sbit) && in_range(c->pos[i], p0, p1)) c->seqs[i] |= dbit;
+    for (int32_t i = 0; i < c->n_slots; i++)
+        if ((c->slot_seqs[i] & sbit) && in_range(c->slot_pos[i], p0, p1)) c->slot_seqs[i] |= dbit;
 }
 
 int32_t nu_kv_cache_seq_pos_max(const nu_kv_cache *c, int32_t seq) {

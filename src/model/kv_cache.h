@@ -6,7 +6,27 @@
  * sequences can share a prompt's cells without copying them (n samples of
  * one prompt, beams, a conversation's reused prefix). A query of sequence s
  * at position p attends to the cells of s whose position is <= p, visited in
- * position order so that the sum does not depend on where cells live. */
+ * position order so that the sum does not depend on where cells live.
+ *
+ * Recurrent state. Layers that carry a state from one token to the next
+ * (Gated DeltaNet: a convolution window and a matrix per head; any other
+ * recurrent mixer likewise) keep it in state slots beside the cells, one
+ * plane per such layer. A slot holds every recurrent layer's state after one
+ * position of a history and, like a cell, the bit mask of the sequences
+ * whose history it is. A slot is written by the decode that reads its
+ * position and never changed afterwards: the next position's state goes to
+ * another slot, so the older one stays as a checkpoint a sequence can roll
+ * back to (speculative decoding, prefix reuse), and sequences that share a
+ * history share its slots without copying (n samples, beams).
+ *
+ * A sequence's state is its slot of the highest position. Removing
+ * positions from p0 drops its slots at p0 and later; when none is left at
+ * exactly p0 - 1 the state is behind the cells, and the next decode of the
+ * sequence reads the positions in between again first (nu_decode). Slots
+ * are large and few: when a decode needs more than are free, the
+ * checkpoints that are cheapest to lose go first (those closest to the next
+ * older checkpoint of their sequences), never a sequence's current state nor
+ * one the decode uses. */
 #ifndef NU_KV_CACHE_H
 #define NU_KV_CACHE_H
 
@@ -25,6 +45,11 @@ typedef struct nu_kv_plane {
     void *k, *v;
 } nu_kv_plane;
 
+/* One recurrent layer's part of a state slot: floats [offset, offset + floats). */
+typedef struct nu_state_plane {
+    size_t offset, floats;
+} nu_state_plane;
+
 typedef struct nu_kv_cache {
     int32_t n_cells;
     int32_t n_planes;
@@ -34,6 +59,15 @@ typedef struct nu_kv_cache {
     int32_t *pos;      /* per cell; -1 when free */
     uint64_t *seqs;    /* per cell: bit s set when sequence s uses it */
     int32_t used;
+    /* recurrent state (n_slots 0 when no layer has one) */
+    int32_t n_slots;
+    int32_t n_state_planes;
+    nu_state_plane *state_planes;
+    size_t slot_floats; /* one slot: every plane */
+    float *state;       /* [n_slots][slot_floats] */
+    int32_t *slot_pos;  /* per slot: the position whose state it holds; -1 when free */
+    uint64_t *slot_seqs;
+    uint8_t *slot_busy; /* in use by the decode being planned: never dropped */
 } nu_kv_cache;
 
 /* A cache of n_cells cells with n_planes planes, plane i holding rows of
@@ -59,6 +93,26 @@ void nu_kv_cache_store(nu_kv_cache *c, bool value, int32_t plane, int32_t cell, 
 
 /* The cells of seq sorted by position; returns their count (at most cap). */
 int32_t nu_kv_cache_seq_cells(const nu_kv_cache *c, int32_t seq, int32_t *cells, int32_t cap);
+
+/* Adds n_slots state slots of n_planes planes (plane i: floats[i] floats)
+ * to an initialised cache. */
+nu_status nu_kv_cache_init_state(nu_kv_cache *c, int32_t n_slots, int32_t n_planes,
+                                 const int64_t *floats, nu_error *err);
+
+/* Bytes of n_slots slots of those planes. */
+uint64_t nu_kv_state_bytes(int32_t n_slots, int32_t n_planes, const int64_t *floats);
+
+/* One plane of a slot. */
+float *nu_kv_state(const nu_kv_cache *c, int32_t slot, int32_t plane);
+
+/* The slot holding seq's current state (its highest position), or -1. */
+int32_t nu_kv_state_current(const nu_kv_cache *c, int32_t seq);
+
+/* Claims a slot for the state of seq after pos: a free one, else (when
+ * evict is set) the checkpoint cheapest to lose among those not busy and not
+ * any sequence's current state. The slot is marked busy. Returns -1 when
+ * there is none. */
+int32_t nu_kv_state_claim(nu_kv_cache *c, int32_t seq, int32_t pos, bool evict);
 
 void nu_kv_cache_clear(nu_kv_cache *c);
 void nu_kv_cache_seq_remove(nu_kv_cache *c, int32_t seq, int32_t p0, int32_t p1);

@@ -209,6 +209,7 @@ static nu_status read_common(nu_model *m, nu_error *err) {
         l->n_head_kv = l->n_head;
         l->head_dim = hp->n_embd / l->n_head;
         l->kv_from = -1;
+        l->state_plane = -1;
     }
     if ((st = per_layer_int(m, "attention.head_count_kv", false, offsetof(nu_layer_hp, n_head_kv),
                             1, err)) ||
@@ -313,13 +314,18 @@ static nu_status check_hparams(nu_model *m, nu_error *err) {
                            hp->rope[l->rope].n_rot, l->head_dim);
         if (l->window < 0)
             return nu_fail(err, NU_ERR_FORMAT, "layer %d: negative sliding window", il);
+        if (l->kind != NU_LAYER_ATTENTION) { /* no keys and values */
+            l->kv_slot = -1;
+            continue;
+        }
         if (l->kv_from < 0) {
             l->kv_slot = slots++;
             continue;
         }
         const nu_layer_hp *src = &hp->layer[l->kv_from];
-        if (l->kv_from >= il || src->kv_from >= 0 || src->n_head_kv != l->n_head_kv ||
-            src->head_dim != l->head_dim || src->head_dim_v != l->head_dim_v)
+        if (l->kv_from >= il || src->kv_from >= 0 || src->kind != NU_LAYER_ATTENTION ||
+            src->n_head_kv != l->n_head_kv || src->head_dim != l->head_dim ||
+            src->head_dim_v != l->head_dim_v)
             return nu_fail(err, NU_ERR_FORMAT,
                            "layer %d cannot read the keys and values of layer %d (a later, "
                            "shared or differently shaped layer)",
@@ -337,7 +343,7 @@ static nu_status check_hparams(nu_model *m, nu_error *err) {
 /* ---- tensors --------------------------------------------------------------- */
 
 typedef enum tensor_kind {
-    VEC,  /* F32 [d0] */
+    VEC,  /* F32 [d0], or [d0, d1] when d1 is given */
     MAT,  /* [d0, d1]: d1 rows of d0 */
     EXPS, /* [d0, d1, n_expert]: a matrix per expert */
     EXPV, /* F32 [d0, n_expert]: a vector per expert */
@@ -359,6 +365,13 @@ typedef enum dim {
     D_HEADS,   /* n_head */
     D_ONE,     /* 1 */
     D_PL,      /* n_embd_pl: per-layer embedding width */
+    D_Q2,      /* 2 n_head * head_dim: queries and their gates */
+    D_CONV,    /* d_conv: a Gated DeltaNet's convolution taps */
+    D_SSM_CH,  /* its convolution channels: q, k (key heads) and v (value heads) */
+    D_SSM_IN,  /* its value heads x head size */
+    D_SSM_VH,  /* its value heads */
+    D_SSM_HD,  /* its head size */
+    D_FF_SH,   /* n_ff_shexp: the shared expert's width */
 } dim;
 
 typedef struct tensor_info {
@@ -414,6 +427,20 @@ static const tensor_info catalogue[NU_T_COUNT] = {
     T(NU_T_PL_POST_NORM, "post_norm.weight", VEC, D_EMBD, 0, pl_post_norm),
     T(NU_T_ATTN_Q_NORM_FULL, "attn_q_norm.weight", VEC, D_Q, 0, q_norm_full),
     T(NU_T_ATTN_K_NORM_FULL, "attn_k_norm.weight", VEC, D_KV, 0, k_norm_full),
+    T(NU_T_ATTN_Q_GATED, "attn_q.weight", MAT, D_EMBD, D_Q2, wq),
+    T(NU_T_SSM_QKV, "attn_qkv.weight", MAT, D_EMBD, D_SSM_CH, ssm_qkv),
+    T(NU_T_SSM_Z, "attn_gate.weight", MAT, D_EMBD, D_SSM_IN, ssm_z),
+    T(NU_T_SSM_CONV, "ssm_conv1d.weight", VEC, D_CONV, D_SSM_CH, ssm_conv),
+    T(NU_T_SSM_DT, "ssm_dt.bias", VEC, D_SSM_VH, 0, ssm_dt),
+    T(NU_T_SSM_A, "ssm_a", VEC, D_SSM_VH, 0, ssm_a),
+    T(NU_T_SSM_BETA, "ssm_beta.weight", MAT, D_EMBD, D_SSM_VH, ssm_beta),
+    T(NU_T_SSM_ALPHA, "ssm_alpha.weight", MAT, D_EMBD, D_SSM_VH, ssm_alpha),
+    T(NU_T_SSM_NORM, "ssm_norm.weight", VEC, D_SSM_HD, 0, ssm_norm),
+    T(NU_T_SSM_OUT, "ssm_out.weight", MAT, D_SSM_IN, D_EMBD, ssm_out),
+    T(NU_T_FFN_SHEXP_ROUTER, "ffn_gate_inp_shexp.weight", MAT, D_EMBD, D_ONE, shexp_router),
+    T(NU_T_FFN_GATE_SHEXP, "ffn_gate_shexp.weight", MAT, D_EMBD, D_FF_SH, shexp_gate),
+    T(NU_T_FFN_UP_SHEXP, "ffn_up_shexp.weight", MAT, D_EMBD, D_FF_SH, shexp_up),
+    T(NU_T_FFN_DOWN_SHEXP, "ffn_down_shexp.weight", MAT, D_FF_SH, D_EMBD, shexp_down),
 };
 #undef T
 
@@ -435,8 +462,24 @@ static int64_t resolve(const nu_hparams *hp, const nu_layer_hp *l, uint8_t d) {
     case D_HEADS: return l->n_head;
     case D_ONE: return 1;
     case D_PL: return hp->n_embd_pl;
+    case D_Q2: return 2 * (int64_t)l->n_head * l->head_dim;
+    case D_CONV: return hp->ssm.d_conv;
+    case D_SSM_CH: return nu_ssm_conv_dim(&hp->ssm);
+    case D_SSM_IN: return (int64_t)hp->ssm.n_v_heads * hp->ssm.head_dim;
+    case D_SSM_VH: return hp->ssm.n_v_heads;
+    case D_SSM_HD: return hp->ssm.head_dim;
+    case D_FF_SH: return hp->n_ff_shexp;
     }
     return 1;
+}
+
+int64_t nu_ssm_conv_dim(const nu_ssm_hp *s) {
+    return (int64_t)(2 * s->n_k_heads + s->n_v_heads) * s->head_dim;
+}
+
+int64_t nu_ssm_state_floats(const nu_ssm_hp *s) {
+    return (int64_t)(s->d_conv - 1) * nu_ssm_conv_dim(s) +
+           (int64_t)s->n_v_heads * s->head_dim * s->head_dim;
 }
 
 /* Finds a tensor and checks its type and shape [ne0, ne1, ne2] (1 for
@@ -499,10 +542,13 @@ static nu_status load_layer(nu_model *m, int32_t il, nu_error *err) {
     const nu_hparams *hp = &m->hp;
     const nu_layer_hp *l = &hp->layer[il];
     nu_layer *layer = &m->layers[il];
-    bool moe = hp->n_expert > 0;
+    bool moe = hp->n_expert > 0, recurrent = l->kind != NU_LAYER_ATTENTION;
     char name[NU_MAX_KEY];
     for (const nu_tensor_use *u = m->arch->manifest; u->id != NU_T_END; u++) {
         const tensor_info *ti = &catalogue[u->id];
+        if (((u->flags & NU_IF_RECURRENT) && !recurrent) ||
+            ((u->flags & NU_IF_ATTENTION) && recurrent))
+            continue; /* a tensor of the other kind of layer */
         bool required = (u->flags & NU_REQ) && !((u->flags & NU_IF_MOE) && !moe) &&
                         !((u->flags & NU_IF_DENSE) && moe);
         bool allowed = required || (u->flags & NU_OPT);
@@ -513,7 +559,8 @@ static nu_status load_layer(nu_model *m, int32_t il, nu_error *err) {
         const nu_gguf_tensor *t;
         nu_status st;
         if (ti->kind == VEC) {
-            st = nu_load_vector(m, name, d0, required, (const float **)field, err);
+            st = find_tensor(m, name, d0, d1, 1, false, required, &t, err);
+            *(const float **)field = st == NU_OK && t ? (const float *)t->data : NULL;
         } else if (ti->kind == EXPV) {
             st = find_tensor(m, name, d0, hp->n_expert, 1, false, required, &t, err);
             *(const float **)field = st == NU_OK && t ? (const float *)t->data : NULL;
@@ -534,7 +581,7 @@ static nu_status load_layer(nu_model *m, int32_t il, nu_error *err) {
      * fused or split (V may be K's projection itself: Gemma 4), K and V
      * absent only where the layer reads another's cache */
     bool own_kv = l->kv_from < 0;
-    if (!layer->wqkv.data && !(layer->wq.data && (layer->wk.data || !own_kv)))
+    if (!recurrent && !layer->wqkv.data && !(layer->wq.data && (layer->wk.data || !own_kv)))
         return nu_fail(err, NU_ERR_FORMAT,
                        "layer %d has neither attn_qkv.weight nor attn_q/k(/v).weight", il);
     if (!own_kv && (layer->wk.data || layer->wv.data || layer->wqkv.data))

@@ -47,21 +47,34 @@ typedef struct nu_rope {
 /* What a layer's mixing step is. */
 typedef enum nu_layer_kind {
     NU_LAYER_ATTENTION = 0,
+    NU_LAYER_DELTANET, /* Gated DeltaNet: recurrent, its state in the cache's state slots */
 } nu_layer_kind;
+
+/* A Gated DeltaNet's sizes (Yang, Kautz, Hatamizadeh, "Gated Delta
+ * Networks: Improving Mamba2 with Delta Rule", ICLR 2025): n_k_heads key
+ * heads and n_v_heads value heads (a multiple; value head j reads key head
+ * j mod n_k_heads) of head_dim each, a causal convolution of d_conv taps
+ * over the q, k and v channels. */
+typedef struct nu_ssm_hp {
+    int32_t d_conv;
+    int32_t head_dim;
+    int32_t n_k_heads, n_v_heads;
+} nu_ssm_hp;
 
 /* The hyperparameters of one layer (most models repeat one set; some vary
  * the window, the RoPE base or the head size by layer). */
 typedef struct nu_layer_hp {
     nu_layer_kind kind;
     int32_t n_head, n_head_kv;
-    int32_t head_dim;   /* of queries and keys */
-    int32_t head_dim_v; /* of values */
-    int32_t n_ff;       /* the dense FFN's width (0 with experts only) */
-    int32_t window;     /* 0: full causal attention; else keys at positions > pos - window */
-    int32_t rope;       /* index into nu_hparams.rope; -1: no rotation (SmolLM3's NoPE layers) */
-    int32_t kv_from;    /* -1: the layer stores its own keys and values; else the layer
-                         * whose cache plane it reads (Gemma 4's shared KV) */
-    int32_t kv_slot;    /* index of the cache plane this layer stores and reads */
+    int32_t head_dim;    /* of queries and keys */
+    int32_t head_dim_v;  /* of values */
+    int32_t n_ff;        /* the dense FFN's width (0 with experts only) */
+    int32_t window;      /* 0: full causal attention; else keys at positions > pos - window */
+    int32_t rope;        /* index into nu_hparams.rope; -1: no rotation (SmolLM3's NoPE layers) */
+    int32_t kv_from;     /* -1: the layer stores its own keys and values; else the layer
+                          * whose cache plane it reads (Gemma 4's shared KV) */
+    int32_t kv_slot;     /* index of the cache plane this layer stores and reads (-1: none) */
+    int32_t state_plane; /* recurrent layers: its plane of the cache's state slots; else -1 */
 } nu_layer_hp;
 
 typedef struct nu_hparams {
@@ -84,10 +97,13 @@ typedef struct nu_hparams {
     float embd_scale;    /* multiplies the token embeddings (1 = off) */
     int32_t n_rope;      /* entries of rope[] in use */
     nu_rope rope[NU_MAX_ROPES];
-    int32_t n_kv_slots; /* cache planes (layers that store their own keys) */
-    int32_t n_embd_pl;  /* per-layer embedding width (Gemma 4), 0 = none */
-    int32_t pooling;    /* <arch>.pooling_type as the file gives it, -1 when absent */
-    nu_layer_hp *layer; /* [n_layer] */
+    int32_t n_kv_slots;     /* cache planes (layers that store their own keys) */
+    int32_t n_embd_pl;      /* per-layer embedding width (Gemma 4), 0 = none */
+    int32_t pooling;        /* <arch>.pooling_type as the file gives it, -1 when absent */
+    nu_ssm_hp ssm;          /* recurrent layers' sizes */
+    int32_t n_state_planes; /* recurrent layers */
+    int32_t n_ff_shexp;     /* the shared expert's width (0: none) */
+    nu_layer_hp *layer;     /* [n_layer] */
 } nu_hparams;
 
 /* Experts of a mixture stored as one 3-D tensor: n matrices of the same
@@ -128,7 +144,20 @@ typedef struct nu_layer {
     /* per-layer embeddings (Gemma 4) */
     nu_matrix pl_gate, pl_proj;
     const float *pl_post_norm;
+    /* Gated DeltaNet */
+    nu_matrix ssm_qkv, ssm_z, ssm_beta, ssm_alpha, ssm_out;
+    const float *ssm_conv; /* [conv channels][d_conv] */
+    const float *ssm_dt, *ssm_a, *ssm_norm;
+    /* a shared expert beside the routed ones, its output scaled by
+     * sigmoid(shexp_router . x) when the router is there */
+    nu_matrix shexp_gate, shexp_up, shexp_down, shexp_router;
 } nu_layer;
+
+/* Floats of a Gated DeltaNet layer's convolution channels (q, k, v), and of
+ * its state: the last d_conv - 1 inputs of every channel, then a head_dim x
+ * head_dim matrix per value head. */
+int64_t nu_ssm_conv_dim(const nu_ssm_hp *s);
+int64_t nu_ssm_state_floats(const nu_ssm_hp *s);
 
 struct nu_model {
     nu_gguf_file *file;

@@ -4,6 +4,12 @@
   tiny_gguf.py --arch qwen35|qwen35moe|gemma4|gemma4-moe|gemma4-e2b|gpt-oss|smollm3|olmo2
                [--mxfp4]
                --seed N --vocab-from VOCAB.gguf [--vocab-size N] [--sliding-window N] -o out.gguf
+  tiny_gguf.py --arch qwen35moe --speed [--experts N] --vocab-from VOCAB.gguf -o out.gguf
+
+--speed writes a speed shape instead of a tiny model: Qwen3.5-35B-A3B's layers (2048 wide, 40
+layers, 30 Gated DeltaNet of 16 key / 32 value heads of 128, 10 gated attention of 16 heads of
+256 with 2 KV heads, experts of 512 with 8 used and a shared expert of 512) with fewer experts
+(--experts, default 40: about 4 GB), matrices in Q4_0 filled from a bank of random blocks.
 
 The files carry the tensor names, shapes and metadata keys that llama.cpp's converter writes for
 the real models (see README.md in this folder for the layouts), with small dimensions and random
@@ -23,7 +29,7 @@ U8, I8, U16, I16, U32, I32, F32, BOOL, STR, ARR, U64, I64, F64 = range(13)
 SCALAR_FMT = {U8: "<B", I8: "<b", U16: "<H", I16: "<h", U32: "<I", I32: "<i", F32: "<f",
               BOOL: "<?", U64: "<Q", I64: "<q", F64: "<d"}
 # ggml tensor types used here: (type id, values per block, bytes per block)
-GGML_F32, GGML_MXFP4 = (0, 1, 4), (39, 32, 17)
+GGML_F32, GGML_MXFP4, GGML_Q4_0 = (0, 1, 4), (39, 32, 17), (2, 32, 18)
 ALIGN = 32
 
 
@@ -127,9 +133,19 @@ def qwen35(a, moe):
     n_rot = head_dim // 4              # partial rotary factor 0.25
     sections = [2, 1, 1, 0]            # interleaved M-RoPE sections (sum = n_rot / 2)
     d_conv, k_heads, v_heads, head_k = 4, 2, 4, 16   # DeltaNet: key heads, value heads, head size
-    d_inner = v_heads * head_k
     n_exp, n_used, n_ff_exp, n_ff_shexp = 8, 2, 32, 64
     s = a.scale
+    mat = GGML_F32
+    if a.speed:   # Qwen3.5-35B-A3B's layers with fewer experts, Q4_0 matrices
+        n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff = 2048, 40, 16, 2, 256, 512
+        n_rot, sections = 64, [11, 11, 10, 0]
+        k_heads, v_heads, head_k = 16, 32, 128
+        n_exp, n_used, n_ff_exp, n_ff_shexp = a.experts, 8, 512, 512
+        s, mat = 0.02, GGML_Q4_0
+    d_inner = v_heads * head_k
+
+    def w(std):   # a matrix's fill: independent values, or repeated Q4_0 blocks
+        return ("bank", std) if a.speed else gauss(std)
     m.kv("context_length", U32, 262144)
     m.kv("embedding_length", U32, n_embd)
     m.kv("block_count", U32, n_layer)
@@ -155,45 +171,45 @@ def qwen35(a, moe):
     m.kv("rope.dimension_count", U32, n_rot)
     m.kv("rope.dimension_sections", ARR, (I32, sections))
 
-    m.t("token_embd.weight", (n_embd, a.n_vocab), gauss(s))
+    m.t("token_embd.weight", (n_embd, a.n_vocab), w(s), mat)
     m.t("output_norm.weight", (n_embd,), ("const", a.output_scale / s) if not moe else JITTER)
     if moe:   # the MoE file has its own output matrix, the dense one is tied to token_embd
-        m.t("output.weight", (n_embd, a.n_vocab), gauss(a.output_scale))
+        m.t("output.weight", (n_embd, a.n_vocab), w(a.output_scale if not a.speed else s), mat)
     conv_dim = 2 * k_heads * head_k + d_inner
     for i in range(n_layer):
         p = f"blk.{i}."
         m.t(p + "attn_norm.weight", (n_embd,), JITTER)
         if (i + 1) % interval != 0:   # Gated DeltaNet
-            m.t(p + "attn_qkv.weight", (n_embd, conv_dim), gauss(s))
-            m.t(p + "attn_gate.weight", (n_embd, d_inner), gauss(s))
+            m.t(p + "attn_qkv.weight", (n_embd, conv_dim), w(s), mat)
+            m.t(p + "attn_gate.weight", (n_embd, d_inner), w(s), mat)
             m.t(p + "ssm_conv1d.weight", (d_conv, conv_dim), gauss(0.5))
             m.t(p + "ssm_dt.bias", (v_heads,), ("uniform", -5.0, -2.0))
             m.t(p + "ssm_a", (v_heads,), ("uniform", -8.0, -1.0))      # stored as -exp(A_log)
-            m.t(p + "ssm_beta.weight", (n_embd, v_heads), gauss(s))
-            m.t(p + "ssm_alpha.weight", (n_embd, v_heads), gauss(s))
+            m.t(p + "ssm_beta.weight", (n_embd, v_heads), w(s), mat)
+            m.t(p + "ssm_alpha.weight", (n_embd, v_heads), w(s), mat)
             m.t(p + "ssm_norm.weight", (head_k,), JITTER)
-            m.t(p + "ssm_out.weight", (d_inner, n_embd), gauss(s))
+            m.t(p + "ssm_out.weight", (d_inner, n_embd), w(s), mat)
         else:                         # gated full attention
-            m.t(p + "attn_q.weight", (n_embd, 2 * n_head * head_dim), gauss(s))
-            m.t(p + "attn_k.weight", (n_embd, n_head_kv * head_dim), gauss(s))
-            m.t(p + "attn_v.weight", (n_embd, n_head_kv * head_dim), gauss(s))
-            m.t(p + "attn_output.weight", (n_head * head_dim, n_embd), gauss(s))
+            m.t(p + "attn_q.weight", (n_embd, 2 * n_head * head_dim), w(s), mat)
+            m.t(p + "attn_k.weight", (n_embd, n_head_kv * head_dim), w(s), mat)
+            m.t(p + "attn_v.weight", (n_embd, n_head_kv * head_dim), w(s), mat)
+            m.t(p + "attn_output.weight", (n_head * head_dim, n_embd), w(s), mat)
             m.t(p + "attn_q_norm.weight", (head_dim,), JITTER)
             m.t(p + "attn_k_norm.weight", (head_dim,), JITTER)
         m.t(p + "post_attention_norm.weight", (n_embd,), JITTER)
         if moe:
             m.t(p + "ffn_gate_inp.weight", (n_embd, n_exp), gauss(s))
-            m.t(p + "ffn_gate_exps.weight", (n_embd, n_ff_exp, n_exp), gauss(s))
-            m.t(p + "ffn_up_exps.weight", (n_embd, n_ff_exp, n_exp), gauss(s))
-            m.t(p + "ffn_down_exps.weight", (n_ff_exp, n_embd, n_exp), gauss(s))
+            m.t(p + "ffn_gate_exps.weight", (n_embd, n_ff_exp, n_exp), w(s), mat)
+            m.t(p + "ffn_up_exps.weight", (n_embd, n_ff_exp, n_exp), w(s), mat)
+            m.t(p + "ffn_down_exps.weight", (n_ff_exp, n_embd, n_exp), w(s), mat)
             m.t(p + "ffn_gate_inp_shexp.weight", (n_embd,), gauss(s))
-            m.t(p + "ffn_gate_shexp.weight", (n_embd, n_ff_shexp), gauss(s))
-            m.t(p + "ffn_up_shexp.weight", (n_embd, n_ff_shexp), gauss(s))
-            m.t(p + "ffn_down_shexp.weight", (n_ff_shexp, n_embd), gauss(s))
+            m.t(p + "ffn_gate_shexp.weight", (n_embd, n_ff_shexp), w(s), mat)
+            m.t(p + "ffn_up_shexp.weight", (n_embd, n_ff_shexp), w(s), mat)
+            m.t(p + "ffn_down_shexp.weight", (n_ff_shexp, n_embd), w(s), mat)
         else:
-            m.t(p + "ffn_gate.weight", (n_embd, n_ff), gauss(s))
-            m.t(p + "ffn_up.weight", (n_embd, n_ff), gauss(s))
-            m.t(p + "ffn_down.weight", (n_ff, n_embd), gauss(s))
+            m.t(p + "ffn_gate.weight", (n_embd, n_ff), w(s), mat)
+            m.t(p + "ffn_up.weight", (n_embd, n_ff), w(s), mat)
+            m.t(p + "ffn_down.weight", (n_ff, n_embd), w(s), mat)
     return m
 
 
@@ -449,6 +465,18 @@ def mxfp4_blocks(rng, n, std):
     return bytes(out)
 
 
+BANKS = {}
+
+
+def q4_0_bank(rng, std):
+    """4096 random Q4_0 blocks whose values have about that std (uniform 4-bit codes minus 8
+    have a std of 4.61), drawn once per std; speed shapes repeat it."""
+    if std not in BANKS:
+        d = struct.pack("<e", std / 4.61)
+        BANKS[std] = b"".join(d + rng.randbytes(16) for _ in range(4096))
+    return BANKS[std]
+
+
 def tensor_bytes(rng, dims, ggml, fill):
     n = 1
     for d in dims:
@@ -456,6 +484,9 @@ def tensor_bytes(rng, dims, ggml, fill):
     kind = fill[0]
     if kind == "mxfp4":
         return mxfp4_blocks(rng, n, fill[1])
+    if kind == "bank":
+        bank, size = q4_0_bank(rng, fill[1]), n // 32 * 18
+        return (bank * (size // len(bank) + 1))[:size]
     if kind == "gauss":
         vals = [rng.gauss(0.0, fill[1]) for _ in range(n)]
     elif kind == "uniform":
@@ -472,19 +503,16 @@ def tensor_bytes(rng, dims, ggml, fill):
 
 
 def write(m, path, rng):
-    infos, blobs, off = [], [], 0
+    infos, off = [], 0
     for name, dims, ggml, fill in m.tensors:
         tid, blk, bsz = ggml
         if dims[0] % blk:
             sys.exit(f"{name}: rows of {dims[0]} values are not whole blocks of {blk}")
-        data = tensor_bytes(rng, dims, ggml, fill)
         n = 1
         for d in dims:
             n *= d
-        assert len(data) == n // blk * bsz, name
         infos.append((name, dims, tid, off))
-        blobs.append(data)
-        off += (len(data) + ALIGN - 1) // ALIGN * ALIGN
+        off += (n // blk * bsz + ALIGN - 1) // ALIGN * ALIGN
     head = bytearray(b"GGUF" + struct.pack("<IQQ", 3, len(infos), len(m.meta)))
     for k, t, v in m.meta:
         pack_value(head, STR, k)
@@ -497,7 +525,12 @@ def write(m, path, rng):
     head += b"\0" * (-len(head) % ALIGN)
     with open(path, "wb") as f:
         f.write(head)
-        for data in blobs:
+        for name, dims, ggml, fill in m.tensors:   # drawn in order, written as drawn
+            data = tensor_bytes(rng, dims, ggml, fill)
+            n = 1
+            for d in dims:
+                n *= d
+            assert len(data) == n // ggml[1] * ggml[2], name
             f.write(data)
             f.write(b"\0" * (-len(data) % ALIGN))
 
@@ -514,8 +547,12 @@ def main():
     ap.add_argument("--scale", type=float, default=0.25, help="std of the random weights")
     ap.add_argument("--output-scale", type=float, default=2.0, help="spread of the output logits")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--speed", action="store_true", help="qwen35moe: a ~4 GB speed shape")
+    ap.add_argument("--experts", type=int, default=40, help="--speed: experts per layer")
     ap.add_argument("-o", "--out", required=True)
     a = ap.parse_args()
+    if a.speed and a.arch != "qwen35moe":
+        sys.exit("--speed is for qwen35moe")
     if a.mxfp4 and a.arch != "gpt-oss":
         sys.exit("--mxfp4 is for gpt-oss")
     if a.sliding_window is not None and not a.arch.startswith(("gemma4", "gpt-oss")):
@@ -533,7 +570,8 @@ def main():
     else:
         m = gpt_oss(a)
     head = [("general.architecture", STR, m.arch), ("general.name", STR, f"tiny-{a.arch}"),
-            ("general.file_type", U32, 38 if a.mxfp4 else 0), ("general.alignment", U32, ALIGN)]
+            ("general.file_type", U32, 38 if a.mxfp4 else 2 if a.speed else 0),
+            ("general.alignment", U32, ALIGN)]
     m.meta = head + m.meta + tok
     write(m, a.out, random.Random(a.seed))
     print(f"{a.out}: {a.arch}, {len(m.tensors)} tensors, vocab {a.n_vocab}")

@@ -3,6 +3,7 @@
  * families' reference configurations, which files may leave out. */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "arch.h"
 #include "error.h"
@@ -111,5 +112,61 @@ nu_status nu_arch_smollm3_hparams(nu_model *m, nu_error *err) {
     (void)err;
     for (int32_t il = 0; il < m->hp.n_layer; il++)
         if ((il + 1) % 4 == 0) m->hp.layer[il].rope = -1;
+    return NU_OK;
+}
+
+/* Qwen 3.5 / 3.6: Gated DeltaNet layers (attention.recurrent_layers, one
+ * bool per layer, or all but every full_attention_interval-th: 3 in 4 by
+ * default) beside gated full-attention layers; the DeltaNet's sizes from
+ * the ssm.* keys (state_size is the head size of keys and values,
+ * group_count the key heads, time_step_rank the value heads). RoPE is
+ * interleaved M-RoPE, which for text (one position in every section) is
+ * NeoX rotation over rope.dimension_count dimensions. */
+nu_status nu_arch_qwen35_hparams(nu_model *m, nu_error *err) {
+    nu_hparams *hp = &m->hp;
+    nu_ssm_hp *s = &hp->ssm;
+    int32_t inner = 0, interval = 4;
+    nu_status st;
+    if ((st = nu_arch_int(m, "ssm.conv_kernel", true, &s->d_conv, err)) ||
+        (st = nu_arch_int(m, "ssm.state_size", true, &s->head_dim, err)) ||
+        (st = nu_arch_int(m, "ssm.group_count", true, &s->n_k_heads, err)) ||
+        (st = nu_arch_int(m, "ssm.time_step_rank", true, &s->n_v_heads, err)) ||
+        (st = nu_arch_int(m, "ssm.inner_size", true, &inner, err)) ||
+        (st = nu_arch_int(m, "full_attention_interval", false, &interval, err)) ||
+        (st = nu_arch_int(m, "expert_shared_feed_forward_length", false, &hp->n_ff_shexp, err)))
+        return st;
+    if (s->d_conv < 1 || s->d_conv > 64 || s->head_dim < 1 || s->head_dim > NU_MAX_HEAD_DIM ||
+        s->n_k_heads < 1 || s->n_v_heads < 1 || s->n_v_heads % s->n_k_heads ||
+        (int64_t)s->n_v_heads * s->head_dim != inner || s->n_v_heads > (1 << 16))
+        return nu_fail(err, NU_ERR_FORMAT,
+                       "Gated DeltaNet sizes do not fit: conv_kernel %d (1..64), state_size %d "
+                       "(1..%d), group_count %d, time_step_rank %d (a multiple of it), "
+                       "inner_size %d (time_step_rank x state_size)",
+                       s->d_conv, s->head_dim, NU_MAX_HEAD_DIM, s->n_k_heads, s->n_v_heads, inner);
+    if (strcmp(m->arch_name, "qwen35moe") == 0 && hp->n_expert == 0)
+        return nu_fail(err, NU_ERR_FORMAT, "a qwen35moe file without expert_count");
+    if (hp->n_expert > 0 && hp->n_ff_shexp == 0) hp->n_ff_shexp = hp->layer[0].n_ff;
+    char key[NU_MAX_KEY];
+    snprintf(key, sizeof key, "%s.attention.recurrent_layers", m->arch_name);
+    const nu_gguf_value *flags = nu_gguf_get_arr(m->file, key, GGUF_BOOL);
+    if (!flags && nu_gguf_find(m->file, key))
+        return nu_fail(err, NU_ERR_FORMAT, "metadata %s must be an array of bools", key);
+    if (flags && flags->v.arr.n != (uint64_t)hp->n_layer)
+        return nu_fail(err, NU_ERR_FORMAT, "metadata %s has %llu items, not %d", key,
+                       (unsigned long long)flags->v.arr.n, hp->n_layer);
+    if (interval < 1)
+        return nu_fail(err, NU_ERR_FORMAT, "full_attention_interval must be positive");
+    for (int32_t il = 0; il < hp->n_layer; il++) {
+        nu_layer_hp *l = &hp->layer[il];
+        bool recurrent = flags ? flags->v.arr.items[il].v.u != 0 : (il + 1) % interval != 0;
+        if (recurrent) {
+            l->kind = NU_LAYER_DELTANET;
+            l->state_plane = hp->n_state_planes++;
+        } else if (l->head_dim != l->head_dim_v) {
+            return nu_fail(err, NU_ERR_FORMAT,
+                           "layer %d: gated attention needs key_length %d = value_length %d", il,
+                           l->head_dim, l->head_dim_v);
+        }
+    }
     return NU_OK;
 }

@@ -124,6 +124,36 @@ static const nu_tensor_use olmo2_tensors[] = {
     {NU_T_ATTN_POST_NORM, NU_REQ}, {NU_T_FFN_GATE, NU_REQ},         {NU_T_FFN_UP, NU_REQ},
     {NU_T_FFN_DOWN, NU_REQ},       {NU_T_FFN_POST_NORM, NU_REQ},    END};
 
+/* Qwen 3.5: every layer normed before its mixer and before its FFN (the
+ * latter's weight named post_attention_norm); the mixer is a Gated DeltaNet
+ * or gated full attention (arch_hparams.c says which layers). */
+#define QWEN35_MIXERS                                                                              \
+    {NU_T_ATTN_NORM, NU_REQ}, {NU_T_SSM_QKV, NU_REQ | NU_IF_RECURRENT},                            \
+        {NU_T_SSM_Z, NU_REQ | NU_IF_RECURRENT}, {NU_T_SSM_BETA, NU_REQ | NU_IF_RECURRENT},         \
+        {NU_T_SSM_ALPHA, NU_REQ | NU_IF_RECURRENT}, {NU_T_SSM_CONV, NU_REQ | NU_IF_RECURRENT},     \
+        {NU_T_SSM_DT, NU_REQ | NU_IF_RECURRENT}, {NU_T_SSM_A, NU_REQ | NU_IF_RECURRENT},           \
+        {NU_T_SSM_NORM, NU_REQ | NU_IF_RECURRENT}, {NU_T_SSM_OUT, NU_REQ | NU_IF_RECURRENT},       \
+        {NU_T_ATTN_Q_GATED, NU_REQ | NU_IF_ATTENTION}, {NU_T_ATTN_K, NU_REQ | NU_IF_ATTENTION},    \
+        {NU_T_ATTN_V, NU_REQ | NU_IF_ATTENTION}, {NU_T_ATTN_OUT, NU_REQ | NU_IF_ATTENTION},        \
+        {NU_T_ATTN_Q_NORM, NU_REQ | NU_IF_ATTENTION},                                              \
+        {NU_T_ATTN_K_NORM, NU_REQ | NU_IF_ATTENTION}, {                                            \
+        NU_T_FFN_NORM_POST_NAME, NU_REQ                                                            \
+    }
+
+static const nu_tensor_use qwen35_tensors[] = {
+    QWEN35_MIXERS, {NU_T_FFN_GATE, NU_REQ}, {NU_T_FFN_UP, NU_REQ}, {NU_T_FFN_DOWN, NU_REQ}, END};
+
+static const nu_tensor_use qwen35moe_tensors[] = {QWEN35_MIXERS,
+                                                  {NU_T_FFN_ROUTER, NU_REQ},
+                                                  {NU_T_FFN_GATE_EXPS, NU_REQ},
+                                                  {NU_T_FFN_UP_EXPS, NU_REQ},
+                                                  {NU_T_FFN_DOWN_EXPS, NU_REQ},
+                                                  {NU_T_FFN_SHEXP_ROUTER, NU_REQ},
+                                                  {NU_T_FFN_GATE_SHEXP, NU_REQ},
+                                                  {NU_T_FFN_UP_SHEXP, NU_REQ},
+                                                  {NU_T_FFN_DOWN_SHEXP, NU_REQ},
+                                                  END};
+
 static const nu_arch archs[] = {
     {.name = "llama", .manifest = llama_tensors, .rope = NU_ROPE_PAIRS},
     {.name = "mistral", .manifest = llama_tensors, .rope = NU_ROPE_PAIRS},
@@ -185,6 +215,16 @@ static const nu_arch archs[] = {
      .rope = NU_ROPE_PAIRS,
      .hparams = nu_arch_smollm3_hparams},
     {.name = "olmo2", .manifest = olmo2_tensors, .rope = NU_ROPE_HALVES},
+    {.name = "qwen35",
+     .manifest = qwen35_tensors,
+     .rope = NU_ROPE_HALVES,
+     .q_gate = true,
+     .hparams = nu_arch_qwen35_hparams},
+    {.name = "qwen35moe",
+     .manifest = qwen35moe_tensors,
+     .rope = NU_ROPE_HALVES,
+     .q_gate = true,
+     .hparams = nu_arch_qwen35_hparams},
     {.name = "stablelm",
      .manifest = stablelm_tensors,
      .norm = NU_NORM_LAYER,
