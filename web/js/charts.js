@@ -41,8 +41,8 @@ export function cumulative(curve, { p = null, kept = null, width = 640, title = 
     s += `<line x1="${l}" y1="${y(0)}" x2="${width - r}" y2="${y(0)}" stroke="var(--line)"/>`;
     s += `<line x1="${l}" y1="${y(0)}" x2="${l}" y2="${y(1)}" stroke="var(--line)"/>`;
     for (const v of [0, 0.5, 1]) s += `<text x="${l - 6}" y="${y(v) + 4}" text-anchor="end" class="muted">${v}</text>`;
-    s += `<text x="${width - r}" y="${h - 8}" text-anchor="end" class="muted">rank, most likely first (log scale) → ${curve.length} shown</text>`;
-    for (const k of [1, 10, 100, 1000]) if (k <= n) s += `<text x="${x(k - 1)}" y="${h - 8}" text-anchor="middle" class="muted">${k}</text>`;
+    s += `<text x="${width - r}" y="${h - 1}" text-anchor="end" class="muted">rank, most likely first (log scale) → ${curve.length} shown</text>`;
+    for (const k of [1, 10, 100, 1000]) if (k <= n) s += `<text x="${x(k - 1)}" y="${y(0) + 13}" text-anchor="middle" class="muted">${k}</text>`;
     if (kept !== null && kept > 0) {
         const xe = x(Math.min(kept, n) - 1);
         s += `<rect x="${l}" y="${y(1)}" width="${Math.max(1, xe - l)}" height="${y(0) - y(1)}" fill="var(--accent)" opacity=".10"/>`;
