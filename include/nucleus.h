@@ -1119,40 +1119,101 @@ NU_API nu_status nu_resolve_model(const char *ref, bool allow_download,
 /* Evaluation                                                               */
 /* ------------------------------------------------------------------------ */
 
-/* Perplexity of a token sequence: the tokens are cut into consecutive
- * windows of n_window tokens (the last one may be shorter); the model reads
- * each window from scratch (sequence 0 of ctx, cleared first), and every
- * token at a window position >= score_from is scored by -ln p(token | the
- * window's earlier tokens), p the softmax of the logits. Perplexity is
- * e^(mean score); its standard error is perplexity * sd(score) / sqrt(n)
- * (the first-order error of e^mean). Scoring only the second half of each
- * window (score_from = n_window / 2) gives every scored token at least that
- * much context. A last window with no token to score is left out. */
+/* Perplexity of a token sequence: the model reads it in windows, each from
+ * scratch (sequence 0 of ctx, cleared first), and the tokens of each
+ * window's scored part are scored by -ln p(token | the window's earlier
+ * tokens), p the softmax of the logits. Perplexity is e^(mean score); its
+ * standard error is perplexity * sd(score) / sqrt(n) (the first-order error
+ * of e^mean). Two ways to cut the text:
+ *   NU_PERPLEXITY_CHUNKS (the default), llama-perplexity's: consecutive
+ *     chunks of n_window tokens (the last partial one left out), the first
+ *     token of each replaced by BOS when the model adds one, the logits at
+ *     positions n/2 .. n-2 scoring the tokens at n/2+1 .. n-1. The same
+ *     tokens (the text with BOS added) and n_window as llama-perplexity's -c
+ *     give its figure and its "+/-".
+ *   NU_PERPLEXITY_WINDOWS: the tokens as they are, consecutive windows of
+ *     n_window tokens (the last may be shorter), every token at a window
+ *     position >= score_from scored; a last window with no token to score
+ *     is left out. */
+typedef enum nu_perplexity_mode {
+    NU_PERPLEXITY_CHUNKS = 0,
+    NU_PERPLEXITY_WINDOWS,
+} nu_perplexity_mode;
+
 typedef struct nu_perplexity_result {
     double perplexity;
     double stderr_ppl; /* standard error of the perplexity */
     double nll;        /* sum of the scores (nats) */
     int64_t n_scored;  /* tokens scored */
-    int32_t n_windows; /* windows read */
+    int32_t n_windows; /* windows (chunks) read */
 } nu_perplexity_result;
 
 typedef struct nu_perplexity_params {
-    int32_t n_window;   /* tokens per window; 0: the context's n_ctx */
-    int32_t score_from; /* first scored position of a window (>= 1); 0: n_window / 2 */
+    int32_t n_window;   /* tokens per window or chunk; 0: the context's n_ctx */
+    int32_t score_from; /* windows: first scored position (>= 1); 0: n_window / 2.
+                           Chunks: must be 0 */
     /* after each window: its index, the running result; return false to stop */
     bool (*on_window)(int32_t window, const nu_perplexity_result *so_far, void *user);
     void *user;
+    nu_perplexity_mode mode;
+    /* chunks: also write each scored row's log-probs to this file, in the
+     * format of llama-perplexity's --kl-divergence-base (the base of
+     * nu_kl_divergence; llama.cpp reads it too); NULL: none */
+    const char *save_base;
 } nu_perplexity_params;
 
+/* Chunks mode, the rest zero. */
 NU_API nu_perplexity_params nu_perplexity_default_params(void);
 
-/* NU_ERR_INVALID_ARG for fewer than 2 tokens, a token outside the
- * vocabulary, n_window above the context's n_ctx or below 2, or score_from
- * outside 1..n_window-1; NU_ERR_CANCELLED when on_window stopped it (out
- * then holds the windows read). */
+/* NU_ERR_INVALID_ARG for a token outside the vocabulary, n_window above the
+ * context's n_ctx or below 2, a text shorter than one chunk (chunks) or than
+ * 2 tokens (windows), score_from outside 1..n_window-1 (windows) or set
+ * (chunks); NU_ERR_IO when save_base cannot be written; NU_ERR_CANCELLED when
+ * on_window stopped it (out then holds the windows read). */
 NU_API nu_status nu_perplexity(nu_context *ctx, const int32_t *tokens, int64_t n_tokens,
                                const nu_perplexity_params *params, nu_perplexity_result *out,
                                nu_error *err);
+
+/* KL-divergence of this context's model (Q) from a base model whose
+ * log-probs a chunks run wrote to a file (save_base above, or llama.cpp's
+ * llama-perplexity --kl-divergence-base): the file's tokens are read again
+ * in its chunks, and at every scored row Q's distribution is compared with
+ * the base's, as llama-perplexity --kl-divergence does it:
+ * KL(base || Q) = sum over the tokens of base log-prob above -16 of
+ * p_base (ln p_base - ln q); Δp = q(the correct token) - p_base(it); the top
+ * tokens agree when both distributions' most probable tokens (the first of
+ * equals) are the same. Means have llama.cpp's uncertainties (0 with 10
+ * rows or fewer); percentiles are llama.cpp's (linear between neighbours of
+ * the sorted values; the median the middle or the mean of the two middle
+ * ones). */
+#define NU_KLD_N_PERCENTILES 11
+/* The percentiles' fractions, in order: maximum, 99.9%, 99%, 95%, 90%,
+ * median, 10%, 5%, 1%, 0.1%, minimum. */
+typedef struct nu_kld_result {
+    int64_t n_scored;
+    int32_t n_chunks;
+    double ppl, ppl_stderr;                   /* PPL(Q) */
+    double ppl_base, ppl_base_stderr;         /* PPL(base), from the file's log-probs */
+    double ln_ppl_correlation;                /* Cor(ln PPL(Q), ln PPL(base)) */
+    double ln_ppl_ratio, ln_ppl_ratio_stderr; /* ln(PPL(Q) / PPL(base)) */
+    double ppl_ratio, ppl_ratio_stderr;       /* PPL(Q) / PPL(base) */
+    double ppl_diff, ppl_diff_stderr;         /* PPL(Q) - PPL(base) */
+    double kld_mean, kld_stderr;
+    double kld_percentiles[NU_KLD_N_PERCENTILES];
+    double dp_mean, dp_stderr; /* Δp as a fraction (llama.cpp prints percent) */
+    double dp_percentiles[NU_KLD_N_PERCENTILES];
+    double dp_rms, dp_rms_stderr;
+    double same_top, same_top_stderr; /* share of rows whose top tokens agree */
+} nu_kld_result;
+
+/* params: on_window only (called after each chunk with Q's running
+ * perplexity). NU_ERR_IO when the file cannot be opened; NU_ERR_FORMAT when
+ * it is not a base file or is cut short or too long; NU_ERR_INVALID_ARG when
+ * its vocabulary size differs from the model's, its chunks do not fit the
+ * context, or a token is outside the vocabulary. */
+NU_API nu_status nu_kl_divergence(nu_context *ctx, const char *base_path,
+                                  const nu_perplexity_params *params, nu_kld_result *out,
+                                  nu_error *err);
 
 /* ------------------------------------------------------------------------ */
 /* Text metrics: BLEU                                                       */

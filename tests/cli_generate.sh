@@ -49,16 +49,16 @@ check "bench --ceiling prints the ceiling line" 'grep -q "^tg4 ceiling: .* GB of
 rc=$?
 check "bench --ceiling without generation is refused" '[ $rc -eq 2 ] && grep -q "needs -n above 0" "$tmp/ceiling0.txt"'
 
-# perplexity of the reference greedy text: low (the model wrote it), in windows of 32 scored
-# from 16, with the per-window figures on stderr; a bad window is refused
+# perplexity of the reference greedy text: low (the model wrote it), in chunks of 32 scoring
+# their tokens 17..31, with the per-chunk figures on stderr; a bad window is refused
 printf '%s' "$want" >"$tmp/ppl.txt"
 "$nucleus" perplexity -m "$model" -f "$tmp/ppl.txt" --window 32 >"$tmp/ppl.out" 2>"$tmp/ppl.err"
-check "perplexity line" 'grep -qE "^perplexity: [0-9.]+ \+/- [0-9.]+ over [0-9]+ scored tokens of [0-9]+ \([0-9]+ windows" "$tmp/ppl.out" && grep -q "^\[1\] " "$tmp/ppl.err"'
+check "perplexity line" 'grep -qE "^perplexity: [0-9.]+ \+/- [0-9.]+ over [0-9]+ scored tokens of [0-9]+ \([0-9]+ chunks" "$tmp/ppl.out" && grep -q "^\[1\] " "$tmp/ppl.err"'
 "$nucleus" perplexity -m "$model" -f "$tmp/ppl.txt" --window 32 --json >"$tmp/ppl.json" 2>&1
-check "perplexity --json: greedy text scores low, half of each window scored" 'python3 -c "
+check "perplexity --json: greedy text scores low, the second half of each chunk scored" 'python3 -c "
 import json, sys
 r = json.load(open(sys.argv[1]))
-assert 1 < r[\"perplexity\"] < 5 and r[\"scored\"] == 16 * r[\"windows\"] and r[\"windows\"] == r[\"tokens\"] // 32, r
+assert 1 < r[\"perplexity\"] < 5 and r[\"scored\"] == 15 * r[\"windows\"] and r[\"windows\"] == r[\"tokens\"] // 32, r
 " "$tmp/ppl.json"'
 "$nucleus" perplexity -m "$model" -f "$tmp/ppl.txt" --window 32 --score-from 32 >"$tmp/ppl_bad.out" 2>&1
 rc=$?

@@ -1,7 +1,13 @@
-/* test_perplexity.c - nu_perplexity on stories260K:
- *  - its total score equals an independent computation (each window read a
- *    token at a time, -ln softmax in long double), for second-half scoring
- *    and for scoring every token, with a short last window;
+/* test_perplexity.c - nu_perplexity and nu_kl_divergence on stories260K:
+ *  - in windows mode its total score equals an independent computation (each
+ *    window read a token at a time, -ln softmax in long double), for
+ *    second-half scoring and for scoring every token, with a short last
+ *    window;
+ *  - in chunks mode it gives llama-perplexity's figure on the same text and
+ *    context, and writes a KL-divergence base in llama.cpp's format;
+ *  - the KL-divergence of q8_0 and q4_0 copies from the f32 model agrees
+ *    with llama-perplexity --kl-divergence's statistics (the reference
+ *    figures and how they were made: tests/eval/perplexity/README.md);
  *  - its standard error is the one of e^mean computed here;
  *  - the model's own greedy text is far more predictable than the same
  *    tokens reversed;
@@ -72,6 +78,7 @@ static void reference(nu_context *c, const int32_t *t, int64_t n, int32_t window
 static void check_against_reference(int32_t window, int32_t from) {
     nu_context *c = new_ctx(128);
     nu_perplexity_params p = nu_perplexity_default_params();
+    p.mode = NU_PERPLEXITY_WINDOWS;
     p.n_window = window;
     p.score_from = from;
     nu_perplexity_result r;
@@ -100,6 +107,7 @@ static void test_greedy_text_vs_reversed(void **state) {
     (void)state;
     nu_context *c = new_ctx(128);
     nu_perplexity_params p = nu_perplexity_default_params();
+    p.mode = NU_PERPLEXITY_WINDOWS;
     p.n_window = 64;
     p.score_from = 1;
     nu_perplexity_result fwd, rev;
@@ -124,6 +132,7 @@ static void test_bad_arguments_and_stop(void **state) {
     (void)state;
     nu_context *c = new_ctx(64);
     nu_perplexity_params p = nu_perplexity_default_params();
+    p.mode = NU_PERPLEXITY_WINDOWS;
     nu_perplexity_result r;
     nu_error err;
     p.n_window = 65; /* above the context */
@@ -153,11 +162,192 @@ static void test_bad_arguments_and_stop(void **state) {
     nu_context_free(c);
 }
 
+/* ---- llama-perplexity's chunks and KL-divergence ------------------------- */
+
+/* The story's tokens (BOS added), malloc'd. */
+static int32_t *story_tokens(size_t *n) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/tests/eval/perplexity/story.txt", NU_SOURCE_DIR);
+    size_t len;
+    char *text = nu_test_read_file(path, &len);
+    assert_non_null(text);
+    int32_t *t = malloc((len + 8) * sizeof *t);
+    assert_int_equal(nu_tokenize(model, text, len, NU_TOKENIZE_ADD_BOS, t, len + 8, n, NULL),
+                     NU_OK);
+    free(text);
+    assert_int_equal(*n, 2264); /* as llama-perplexity tokenizes it */
+    return t;
+}
+
+static bool first_chunk(int32_t window, const nu_perplexity_result *r, void *user) {
+    if (window == 0) *(double *)user = r->perplexity;
+    return true;
+}
+
+static void near_rel(double got, double want, double rel, const char *what) {
+    print_message("%s: %.6f (llama.cpp %.6f, %+.3f%%)\n", what, got, want,
+                  100 * (got - want) / want);
+    assert_true(fabs(got - want) <= rel * fabs(want));
+}
+
+/* llama-perplexity -c 128 and -c 64 on story.txt: "Final estimate: PPL =
+ * 4.5595 +/- 0.26451" (17 chunks, first chunk [1]3.4520) and "4.9042 +/-
+ * 0.27626" (35 chunks, [1]3.3712). */
+static void test_chunks_match_llama_perplexity(void **state) {
+    (void)state;
+    size_t n;
+    int32_t *t = story_tokens(&n);
+    static const struct {
+        int32_t ctx, chunks;
+        double ppl, err, first;
+    } want[] = {{128, 17, 4.5595, 0.26451, 3.4520}, {64, 35, 4.9042, 0.27626, 3.3712}};
+    for (int i = 0; i < 2; i++) {
+        nu_context *c = new_ctx(want[i].ctx);
+        nu_perplexity_params p = nu_perplexity_default_params();
+        double first = 0;
+        p.on_window = first_chunk;
+        p.user = &first;
+        nu_perplexity_result r;
+        assert_int_equal(nu_perplexity(c, t, (int64_t)n, &p, &r, NULL), NU_OK);
+        assert_int_equal(r.n_windows, want[i].chunks);
+        assert_int_equal(r.n_scored, want[i].chunks * (want[i].ctx - 1 - want[i].ctx / 2));
+        near_rel(r.perplexity, want[i].ppl, 0.005, "perplexity");
+        near_rel(r.stderr_ppl, want[i].err, 0.01, "its uncertainty");
+        near_rel(first, want[i].first, 0.005, "first chunk");
+        nu_context_free(c);
+    }
+    free(t);
+}
+
+static void quantized_copy(const char *type, char *path, size_t cap) {
+    char in[512], name[64];
+    snprintf(in, sizeof in, "%s", nu_test_shared("models/stories260K.gguf"));
+    snprintf(name, sizeof name, "ppl_stories260K_%s.gguf", type);
+    snprintf(path, cap, "%s", nu_test_tmp(name));
+    nu_error err;
+    nu_status st = nu_quantize_file(in, path, type, &err);
+    if (st) print_message("quantize: %s\n", err.message);
+    assert_int_equal(st, NU_OK);
+}
+
+/* The KL-divergence of the q8_0 and q4_0 copies from the f32 model at -c 128
+ * on story.txt, against llama-perplexity --kl-divergence's figures: mean
+ * KLD within 2% (the issue's bound), RMS Δp and the perplexities closer, the
+ * median and 99th percentile of the rows' KLD (noisier: each row's value
+ * differs a little between the programs) within 5%. */
+static void test_kl_divergence_matches_llama(void **state) {
+    (void)state;
+    size_t n;
+    int32_t *t = story_tokens(&n);
+    char base[512];
+    snprintf(base, sizeof base, "%s", nu_test_tmp("ppl_base_128.bin"));
+    nu_context *c = new_ctx(128);
+    nu_perplexity_params p = nu_perplexity_default_params();
+    p.save_base = base;
+    nu_perplexity_result r;
+    assert_int_equal(nu_perplexity(c, t, (int64_t)n, &p, &r, NULL), NU_OK);
+    nu_context_free(c);
+    /* llama.cpp's layout: header, 17 * 128 tokens, 17 * 63 rows of 516 uint16 */
+    size_t len;
+    unsigned char *file = (unsigned char *)nu_test_read_file(base, &len);
+    assert_non_null(file);
+    assert_int_equal(len, 1113996); /* llama-perplexity --kl-divergence-base's file size */
+    assert_memory_equal(file, "_logits_", 8);
+    int32_t head[3];
+    memcpy(head, file + 8, sizeof head);
+    assert_true(head[0] == 128 && head[1] == 512 && head[2] == 17);
+    assert_memory_equal(file + 20, t, 17 * 128 * sizeof *t);
+    free(file);
+    static const struct {
+        const char *type;
+        double kld, median, p99, dp_rms, same_top, ppl, ppl_base;
+    } want[] = {
+        {"q8_0", 0.000719, 0.000485, 0.003951, 0.00874, 0.98319, 4.567027, 4.559481},
+        {"q4_0", 0.077689, 0.044658, 0.613562, 0.09379, 0.85621, 4.881221, 4.559481},
+    };
+    for (int i = 0; i < 2; i++) {
+        char q[512];
+        quantized_copy(want[i].type, q, sizeof q);
+        nu_model *qm;
+        assert_int_equal(nu_model_load(q, NU_LOAD_FULL, &qm, NULL), NU_OK);
+        nu_context_params cp = nu_context_default_params();
+        cp.n_ctx = 128;
+        cp.n_threads = 2;
+        nu_context *qc;
+        assert_int_equal(nu_context_new(qm, &cp, &qc, NULL), NU_OK);
+        nu_kld_result k;
+        nu_error err;
+        nu_status st = nu_kl_divergence(qc, base, NULL, &k, &err);
+        if (st) print_message("kl: %s\n", err.message);
+        assert_int_equal(st, NU_OK);
+        print_message("%s:\n", want[i].type);
+        assert_int_equal(k.n_scored, 1071);
+        assert_int_equal(k.n_chunks, 17);
+        near_rel(k.kld_mean, want[i].kld, 0.02, "mean KLD");
+        near_rel(k.kld_percentiles[5], want[i].median, 0.05, "median KLD");
+        near_rel(k.kld_percentiles[2], want[i].p99, 0.05, "99% KLD");
+        near_rel(k.dp_rms, want[i].dp_rms, 0.02, "RMS dp");
+        near_rel(k.same_top, want[i].same_top, 0.01, "same top");
+        near_rel(k.ppl, want[i].ppl, 0.005, "PPL(Q)");
+        near_rel(k.ppl_base, want[i].ppl_base, 0.001, "PPL(base)");
+        assert_true(k.kld_percentiles[0] >= k.kld_percentiles[2] &&
+                    k.kld_percentiles[2] >= k.kld_percentiles[5] &&
+                    k.kld_percentiles[5] >= k.kld_percentiles[10]);
+        nu_context_free(qc);
+        nu_model_free(qm);
+    }
+    free(t);
+}
+
+/* A file that is not a base, one cut short, one of another vocabulary. */
+static void test_kl_divergence_bad_files(void **state) {
+    (void)state;
+    nu_context *c = new_ctx(128);
+    nu_kld_result k;
+    nu_error err;
+    char path[512];
+    snprintf(path, sizeof path, "%s", nu_test_tmp("ppl_not_base.bin"));
+    FILE *f = fopen(path, "wb");
+    fputs("not a base file at all", f);
+    fclose(f);
+    assert_int_equal(nu_kl_divergence(c, path, NULL, &k, &err), NU_ERR_FORMAT);
+    assert_non_null(strstr(err.message, "not a file of base log-probs"));
+    assert_int_equal(nu_kl_divergence(c, "/nonexistent/base.bin", NULL, &k, &err), NU_ERR_IO);
+    const int32_t head[3] = {16, 512, 2};
+    f = fopen(path, "wb");
+    fwrite("_logits_", 1, 8, f);
+    fwrite(head, sizeof head, 1, f);
+    int32_t tok[32] = {0};
+    fwrite(tok, sizeof tok, 1, f); /* the tokens, then no log-probs */
+    fclose(f);
+    assert_int_equal(nu_kl_divergence(c, path, NULL, &k, &err), NU_ERR_FORMAT);
+    assert_non_null(strstr(err.message, "truncated"));
+    const int32_t other[3] = {16, 32000, 2};
+    f = fopen(path, "wb");
+    fwrite("_logits_", 1, 8, f);
+    fwrite(other, sizeof other, 1, f);
+    fclose(f);
+    assert_int_equal(nu_kl_divergence(c, path, NULL, &k, &err), NU_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "vocabulary"));
+    /* chunks mode refuses a text shorter than a chunk, and a score_from */
+    nu_perplexity_params p = nu_perplexity_default_params();
+    nu_perplexity_result r;
+    assert_int_equal(nu_perplexity(c, toks, (int64_t)n_toks, &p, &r, &err), NU_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "needs at least 128 tokens"));
+    p.n_window = 16;
+    p.score_from = 4;
+    assert_int_equal(nu_perplexity(c, toks, (int64_t)n_toks, &p, &r, &err), NU_ERR_INVALID_ARG);
+    nu_context_free(c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matches_reference),
         cmocka_unit_test(test_greedy_text_vs_reversed),
         cmocka_unit_test(test_bad_arguments_and_stop),
+        cmocka_unit_test(test_chunks_match_llama_perplexity),
+        cmocka_unit_test(test_kl_divergence_matches_llama),
+        cmocka_unit_test(test_kl_divergence_bad_files),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -95,6 +95,13 @@ class KvType(enum.IntEnum):
     F16 = 1
 
 
+class PerplexityMode(enum.IntEnum):
+    """nu_perplexity_mode."""
+
+    CHUNKS = 0  # llama-perplexity's
+    WINDOWS = 1
+
+
 # nu_tokenize flags
 TOKENIZE_ADD_BOS = 1 << 0
 TOKENIZE_PARSE_SPECIAL = 1 << 1
@@ -284,6 +291,8 @@ class nu_perplexity_params(Structure):
         ("score_from", c_int32),
         ("on_window", WINDOW_CALLBACK),
         ("user", c_void_p),
+        ("mode", c_int),  # nu_perplexity_mode
+        ("save_base", c_char_p),
     ]
 
 

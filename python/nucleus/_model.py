@@ -918,15 +918,19 @@ class Model:
     # -- evaluation ---------------------------------------------------------
 
     def perplexity(self, text: str, *, window: Optional[int] = None,
-                   score_from: Optional[int] = None) -> Perplexity:
+                   score_from: Optional[int] = None, windows: bool = False) -> Perplexity:
         """The perplexity of text, as ``nucleus perplexity`` measures it: BOS
-        added, windows of ``window`` tokens (default: the context's size) read
-        from scratch, each scoring its tokens from ``score_from`` (default:
-        half the window) on."""
+        added, then by default llama-perplexity's chunks of ``window`` tokens
+        (default: the context's size), each starting with BOS and scoring its
+        second half; with ``windows`` (or a ``score_from``) windows of the
+        tokens as they are, each scoring its tokens from ``score_from``
+        (default: half the window) on."""
         lib = _ffi.lib()
         tokens = self.tokenize(text, add_bos=True)
         arr = (c_int32 * len(tokens))(*tokens)
         p = lib.nu_perplexity_default_params()
+        if windows or score_from is not None:
+            p.mode = _ffi.PerplexityMode.WINDOWS
         if window is not None:
             p.n_window = _int("window", window, 2)
         if score_from is not None:

@@ -69,7 +69,7 @@ def test_perplexity_equals_cli(model, nucleus_bin, tmp_path, window, score_from)
     if score_from is not None:
         args += ["--score-from", str(score_from)]
         kwargs["score_from"] = score_from
-    if window is None:  # the whole context as one window: the text must be longer than half
+    if window is None:  # chunks of the whole context: the text must hold one
         text = TEXT * 40
         (tmp_path / "t.txt").write_text(text)
     else:

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# `nucleus perplexity` as llama-perplexity measures it, and KL-divergence
+# from a saved base. The figures are llama-perplexity's on
+# tests/eval/perplexity/story.txt (its README says how they were made):
+# -c 128 gives "PPL = 4.5595 +/- 0.26451" over 17 chunks; the q4_0 copy's
+# mean KLD from the f32 model is 0.077689 (within 2% here).
+set -uo pipefail
+nucleus=$1 shared=$2 tmp=$3/cli_perplexity
+source "$(dirname "$0")/cli_lib.sh"
+mkdir -p "$tmp"
+model=$shared/models/stories260K.gguf
+story=$(cd "$(dirname "$0")" && pwd)/eval/perplexity/story.txt
+
+"$nucleus" perplexity -m "$model" -f "$story" -c 128 --kl-divergence-base "$tmp/base.bin" --json \
+  >"$tmp/ppl.json" 2>"$tmp/ppl.err"
+check "chunks: llama-perplexity's figure within 0.5%, 17 chunks of 63 scored tokens" python3 -c "
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert abs(r['perplexity'] - 4.5595) <= 0.005 * 4.5595 and abs(r['stderr'] - 0.26451) <= 0.01 * 0.26451, r
+assert r['windows'] == 17 and r['scored'] == 17 * 63 and r['mode'] == 'chunks', r
+" "$tmp/ppl.json"
+check "the base file has llama-perplexity's size and magic" \
+  bash -c '[ "$(stat -c %s "$1")" = 1113996 ] && [ "$(head -c 8 "$1")" = _logits_ ]' _ "$tmp/base.bin"
+
+"$nucleus" quantize "$model" "$tmp/q4_0.gguf" q4_0 >/dev/null 2>&1
+"$nucleus" perplexity -m "$tmp/q4_0.gguf" -c 128 --kl-divergence "$tmp/base.bin" >"$tmp/kld.txt" 2>"$tmp/kld.err"
+check "KL-divergence text: llama.cpp's statistics, mean KLD within 2%" python3 -c "
+import re, sys
+t = open(sys.argv[1]).read()
+kld = float(re.search(r'Mean    KLD: +([0-9.]+)', t).group(1))
+assert abs(kld - 0.077689) <= 0.02 * 0.077689, kld
+for key in ('Mean PPL(Q)', 'Mean PPL(base)', '99.0%   KLD', '99.9%   KLD', 'Median  KLD', 'RMS Δp', 'Same top p'):
+    assert key in t, key
+" "$tmp/kld.txt"
+check "KL-divergence: the running perplexity per chunk on stderr" grep -q "^\[17\] " "$tmp/kld.err"
+"$nucleus" perplexity -m "$tmp/q4_0.gguf" -c 128 --kl-divergence "$tmp/base.bin" --json >"$tmp/kld.json" 2>/dev/null
+check "KL-divergence --json" python3 -c "
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r['rows'] == 1071 and r['chunks'] == 17 and 0 < r['kld_median'] < r['kld_p99'] < r['kld_max'], r
+assert 0.5 < r['same_top'] < 1 and r['ppl'] > r['ppl_base'], r
+" "$tmp/kld.json"
+
+# errors: a usage error is status 2, a bad file 1, each with a message
+expect() { # expect STATUS PATTERN ARGS...
+  local want=$1 pat=$2
+  shift 2
+  local err
+  err=$("$nucleus" perplexity -m "$model" "$@" 2>&1 >/dev/null)
+  [ $? -eq "$want" ] && grep -q -- "$pat" <<<"$err"
+}
+printf 'short text' >"$tmp/short.txt"
+check "a text shorter than a chunk is refused" expect 1 "needs at least 128 tokens" -f "$tmp/short.txt" -c 128
+check "--kl-divergence takes no -f" expect 2 "no -f" -f "$story" --kl-divergence "$tmp/base.bin"
+check "the base is written in chunks mode" expect 2 "chunks mode" -f "$story" --windows --kl-divergence-base "$tmp/x.bin"
+check "a file that is not a base" expect 1 "not a file of base log-probs" -c 128 --kl-divergence "$story"
+check_report
