@@ -20,145 +20,19 @@
 /* Helpers                                                                  */
 /* ------------------------------------------------------------------------ */
 
-/* A vocabulary with the GGUF file it came from. */
-typedef struct loaded_vocab {
-    nu_gguf_file *file;
-    nu_vocab *vocab;
-} loaded_vocab;
-
-static loaded_vocab load_vocab(const char *rel) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s", nu_test_shared(rel));
-    loaded_vocab lv = {0};
-    tv_load(path, &lv.file, &lv.vocab);
-    return lv;
-}
-
-static void unload_vocab(loaded_vocab *lv) {
-    nu_vocab_free(lv->vocab);
-    nu_gguf_close(lv->file);
-}
-
-/* Streams ids through the detokenizer, checking that every chunk is valid
- * UTF-8 on its own; returns the whole text (malloc'ed, length in *len). */
-static char *detokenize(const nu_vocab *v, const int32_t *ids, size_t n, bool special, bool strip,
-                        size_t *len) {
-    size_t cap = 64;
-    for (size_t i = 0; i < n; i++)
-        cap += 16 + 3 * nu_vocab_token_to_bytes(v, ids[i], true, NULL, 0);
-    char *text = malloc(cap);
-    assert_non_null(text);
-    nu_detokenizer d;
-    nu_detokenizer_init(&d, NULL, special, strip);
-    size_t at = 0;
-    for (size_t i = 0; i <= n; i++) {
-        size_t k = i < n ? nu_vocab_detokenize_push(v, &d, ids[i], text + at, cap - at)
-                         : nu_vocab_detokenize_flush(&d, text + at, cap - at);
-        if (!tv_valid_utf8(text + at, k)) fail_msg("chunk %zu of the detokenizer is not UTF-8", i);
-        at += k;
-    }
-    *len = at;
-    return text;
-}
-
-/* Checks that tokenizing text (len bytes) with flags gives exactly want. */
-static void expect_ids(const nu_vocab *v, const char *text, size_t len, unsigned flags,
-                       const int32_t *want, size_t n_want) {
-    size_t n;
-    int32_t *got = tv_tokenize(v, text, len, flags, &n);
-    bool same = n == n_want && memcmp(got, want, n * sizeof *got) == 0;
-    if (!same) {
-        char a[2048], b[2048];
-        tv_format_ids(a, sizeof a, want, n_want);
-        tv_format_ids(b, sizeof b, got, n);
-        free(got);
-        fail_msg("'%.*s': expected [%s ] got [%s ]", (int)len, text, a, b);
-    }
-    free(got);
-}
-
 /* ------------------------------------------------------------------------ */
 /* Test vectors                                                             */
 /* ------------------------------------------------------------------------ */
 
-#define VOCAB_SEPARATOR "\n__ggml_vocab_test__\n"
-
-/* The test texts of a .inp file: pointers into buf (which gets NUL bytes
- * written over separators); returns the count. */
-static size_t split_inputs(char *buf, size_t len, char **texts, size_t *lens, size_t max) {
-    size_t n = 0, sep = strlen(VOCAB_SEPARATOR);
-    char *p = buf, *end = buf + len;
-    while (p < end && n < max) {
-        char *q = memmem(p, (size_t)(end - p), VOCAB_SEPARATOR, sep);
-        if (!q) break;
-        texts[n] = p;
-        lens[n++] = (size_t)(q - p);
-        *q = 0;
-        p = q + sep;
-    }
-    return n;
-}
-
-/* Parses one line of ids (" 1 2 3"); returns the count. */
-static size_t parse_ids(const char *line, int32_t *ids, size_t max) {
-    size_t n = 0;
-    char *end;
-    for (const char *p = line; *p && *p != '\n' && n < max;) {
-        long x = strtol(p, &end, 10);
-        if (end == p) break;
-        ids[n++] = (int32_t)x;
-        p = end;
-    }
-    return n;
-}
-
-/* Reproduces every vector of vocab/NAME.gguf.{inp,out}; every mismatch is
- * printed with its input and both id lists. Returns the number passed. */
+/* Reproduces every vector of vocab/NAME.gguf.{inp,out}. */
 static void check_vectors(const char *name) {
-    char rel[256];
+    char rel[256], inp[4096], out[4096];
     snprintf(rel, sizeof rel, "vocab/%s.gguf", name);
-    loaded_vocab lv = load_vocab(rel);
-    char path[4096];
-    size_t inp_len, out_len;
-    snprintf(path, sizeof path, "%s.inp", nu_test_shared(rel));
-    char *inp = nu_test_read_file(path, &inp_len);
-    snprintf(path, sizeof path, "%s.out", nu_test_shared(rel));
-    char *out = nu_test_read_file(path, &out_len);
-    assert_non_null(inp);
-    assert_non_null(out);
-
-    char *texts[256];
-    size_t lens[256];
-    size_t n_tests = split_inputs(inp, inp_len, texts, lens, 256);
-    assert_true(n_tests > 0);
-    int32_t *want = malloc(65536 * sizeof *want);
-    assert_non_null(want);
-    size_t passed = 0;
-    const char *line = out;
-    for (size_t t = 0; t < n_tests; t++) {
-        assert_non_null(line);
-        size_t n_want = parse_ids(line, want, 65536);
-        size_t n;
-        int32_t *got = tv_tokenize(lv.vocab, texts[t], lens[t], 0, &n);
-        if (n == n_want && memcmp(got, want, n * sizeof *got) == 0)
-            passed++;
-        else {
-            char a[8192], b[8192];
-            tv_format_ids(a, sizeof a, want, n_want);
-            tv_format_ids(b, sizeof b, got, n);
-            print_message("%s test %zu: input '%s'\n  expected [%s ]\n  got      [%s ]\n", name, t,
-                          texts[t], a, b);
-        }
-        free(got);
-        line = strchr(line, '\n');
-        if (line) line++;
-    }
-    print_message("%s: %zu/%zu test vectors\n", name, passed, n_tests);
-    assert_int_equal(passed, n_tests);
-    free(want);
-    free(inp);
-    free(out);
-    unload_vocab(&lv);
+    tv_vocab lv = tv_open(rel);
+    snprintf(inp, sizeof inp, "%s.inp", nu_test_shared(rel));
+    snprintf(out, sizeof out, "%s.out", nu_test_shared(rel));
+    tv_check_vectors(lv.vocab, name, inp, out, 46);
+    tv_close(&lv);
 }
 
 static void test_vectors_llama_spm(void **state) {
@@ -193,7 +67,7 @@ static size_t read_json_string(const char *p, char *dst, size_t cap) {
 
 static void test_stories260k_prompts(void **state) {
     (void)state;
-    loaded_vocab lv = load_vocab("models/stories260K.gguf");
+    tv_vocab lv = tv_open("models/stories260K.gguf");
     char *json = nu_test_read_file(nu_test_shared("refs/stories260K_greedy.json"), NULL);
     assert_non_null(json);
     int n_prompts = 0;
@@ -211,18 +85,18 @@ static void test_stories260k_prompts(void **state) {
             q = end;
             while (*q == ',' || *q == ' ' || *q == '\n') q++;
         }
-        expect_ids(lv.vocab, prompt, len, NU_TOKENIZE_ADD_BOS, want, n_want);
+        tv_expect_ids(lv.vocab, prompt, len, NU_TOKENIZE_ADD_BOS, want, n_want);
     }
     assert_true(n_prompts >= 2);
     static const int32_t once[] = {1, 403, 407, 261, 378};
-    expect_ids(lv.vocab, "Once upon a time", 16, NU_TOKENIZE_ADD_BOS, once, 5);
+    tv_expect_ids(lv.vocab, "Once upon a time", 16, NU_TOKENIZE_ADD_BOS, once, 5);
     assert_true(nu_vocab_adds_bos(lv.vocab));
     assert_int_equal(nu_vocab_bos(lv.vocab), 1);
     assert_int_equal(nu_vocab_eos(lv.vocab), 2);
     assert_true(nu_vocab_is_eog(lv.vocab, 2));
     assert_false(nu_vocab_is_eog(lv.vocab, 1));
     free(json);
-    unload_vocab(&lv);
+    tv_close(&lv);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -233,20 +107,18 @@ static void test_stories260k_prompts(void **state) {
  * streams the ids back: the text comes back exactly (the tokenizer's space
  * prefix removed), and token_to_bytes agrees with the stream. */
 static void round_trip_all(const char *rel) {
-    loaded_vocab lv = load_vocab(rel);
-    size_t inp_len;
-    char *inp = nu_test_read_file(nu_test_shared("vocab/ggml-vocab-llama-spm.gguf.inp"), &inp_len);
-    assert_non_null(inp);
-    char *texts[256];
-    size_t lens[256];
-    size_t n_tests = split_inputs(inp, inp_len, texts, lens, 256);
+    tv_vocab lv = tv_open(rel);
+    tv_texts t = tv_read_texts(nu_test_shared("vocab/ggml-vocab-llama-spm.gguf.inp"));
+    const char *const *texts = t.text;
+    const size_t *lens = t.len, n_tests = t.n;
     bool strip = nu_vocab_adds_space_prefix(lv.vocab);
-    for (size_t t = 0; t < n_tests; t++) {
-        size_t n, len;
-        int32_t *ids = tv_tokenize(lv.vocab, texts[t], lens[t], 0, &n);
-        char *back = detokenize(lv.vocab, ids, n, false, strip, &len);
-        if (len != lens[t] || memcmp(back, texts[t], len) != 0) {
-            fail_msg("%s: '%s' came back as '%.*s'", rel, texts[t], (int)len, back);
+    for (size_t i_text = 0; i_text < n_tests; i_text++) {
+        const char *text = texts[i_text];
+        size_t text_len = lens[i_text], n, len;
+        int32_t *ids = tv_tokenize(lv.vocab, text, text_len, 0, &n);
+        char *back = tv_detokenize(lv.vocab, ids, n, false, strip, &len);
+        if (len != text_len || memcmp(back, text, len) != 0) {
+            fail_msg("%s: '%.*s' came back as '%.*s'", rel, (int)text_len, text, (int)len, back);
         }
         /* token_to_bytes: the same bytes, with the prefix space */
         char piece[256];
@@ -257,20 +129,20 @@ static void round_trip_all(const char *rel) {
             assert_true(k <= sizeof piece);
             if (first && strip && k > 0) {
                 assert_int_equal(piece[0], ' ');
-                assert_memory_equal(piece + 1, texts[t], k - 1);
+                assert_memory_equal(piece + 1, text, k - 1);
                 at = k - 1;
                 first = false;
             } else {
-                assert_memory_equal(piece, texts[t] + at, k);
+                assert_memory_equal(piece, text + at, k);
                 at += k;
             }
         }
-        assert_int_equal(at, lens[t]);
+        assert_int_equal(at, text_len);
         free(back);
         free(ids);
     }
-    free(inp);
-    unload_vocab(&lv);
+    tv_free_texts(&t);
+    tv_close(&lv);
 }
 
 static void test_round_trip_llama_spm(void **state) {
@@ -286,7 +158,7 @@ static void test_round_trip_phi3(void **state) {
 static void test_round_trip_baichuan(void **state) {
     (void)state;
     round_trip_all("vocab/ggml-vocab-baichuan.gguf");
-    loaded_vocab lv = load_vocab("vocab/ggml-vocab-baichuan.gguf");
+    tv_vocab lv = tv_open("vocab/ggml-vocab-baichuan.gguf");
     assert_int_equal(nu_vocab_n_tokens(lv.vocab), 64000);
     assert_string_equal(nu_vocab_model_name(lv.vocab), "llama");
     /* no add_bos key: the SentencePiece default (add BOS) applies */
@@ -298,7 +170,7 @@ static void test_round_trip_baichuan(void **state) {
     assert_int_equal(ids[0], 1);
     for (size_t i = 1; i < n; i++) assert_int_equal(nu_vocab_token_type(lv.vocab, ids[i]), 1);
     free(ids);
-    unload_vocab(&lv);
+    tv_close(&lv);
 }
 
 static void test_round_trip_stories(void **state) {
@@ -310,11 +182,11 @@ static void test_round_trip_stories(void **state) {
  * the streaming detokenizer holds them until the character is whole. */
 static void test_byte_fallback(void **state) {
     (void)state;
-    loaded_vocab lv = load_vocab("vocab/ggml-vocab-llama-spm.gguf");
+    tv_vocab lv = tv_open("vocab/ggml-vocab-llama-spm.gguf");
     const nu_vocab *v = lv.vocab;
     /* U+1F999 llama: F0 9F A6 99 -> <0xF0> <0x9F> <0xA6> <0x99> = 3 + byte */
     static const int32_t llama[] = {29871, 243, 162, 169, 156};
-    expect_ids(v, "\xF0\x9F\xA6\x99", 4, 0, llama, 5);
+    tv_expect_ids(v, "\xF0\x9F\xA6\x99", 4, 0, llama, 5);
     for (size_t i = 1; i < 5; i++) assert_int_equal(nu_vocab_token_type(v, llama[i]), 6);
     char b[8];
     assert_int_equal(nu_vocab_token_to_bytes(v, 243, false, b, sizeof b), 1);
@@ -336,19 +208,19 @@ static void test_byte_fallback(void **state) {
     bool saw_byte = false;
     for (size_t i = 0; i < n; i++) saw_byte |= nu_vocab_token_type(v, ids[i]) == 6;
     assert_true(saw_byte);
-    char *back = detokenize(v, ids, n, false, true, &len);
+    char *back = tv_detokenize(v, ids, n, false, true, &len);
     assert_int_equal(len, strlen(cjk));
     assert_memory_equal(back, cjk, len);
     free(back);
     free(ids);
-    unload_vocab(&lv);
+    tv_close(&lv);
 }
 
 /* The detokenizer on broken byte sequences: U+FFFD for what cannot become a
  * character, the unfinished tail only at flush; one leading space dropped. */
 static void test_detokenizer_invalid(void **state) {
     (void)state;
-    loaded_vocab lv = load_vocab("vocab/ggml-vocab-llama-spm.gguf");
+    tv_vocab lv = tv_open("vocab/ggml-vocab-llama-spm.gguf");
     const nu_vocab *v = lv.vocab;
     int32_t hello = tv_find_token(v, "▁Hello");
     assert_true(hello >= 0);
@@ -400,7 +272,7 @@ static void test_detokenizer_invalid(void **state) {
     assert_int_equal(nu_vocab_token_to_bytes(v, 32000, true, out, sizeof out), 0);
     assert_int_equal(nu_vocab_token_to_bytes(v, hello, false, out, 2), 6); /* truncated */
     assert_memory_equal(out, " H", 2);
-    unload_vocab(&lv);
+    tv_close(&lv);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -409,7 +281,7 @@ static void test_detokenizer_invalid(void **state) {
 
 static void test_special_tokens_llama(void **state) {
     (void)state;
-    loaded_vocab lv = load_vocab("vocab/ggml-vocab-llama-spm.gguf");
+    tv_vocab lv = tv_open("vocab/ggml-vocab-llama-spm.gguf");
     const nu_vocab *v = lv.vocab;
     int32_t hello = tv_find_token(v, "Hello"), hello_sp = tv_find_token(v, "▁Hello");
     assert_true(hello >= 0 && hello_sp >= 0);
@@ -417,49 +289,50 @@ static void test_special_tokens_llama(void **state) {
      * so it gets no space prefix */
     const char *text = "<s>Hello</s>";
     int32_t want[] = {1, hello, 2};
-    expect_ids(v, text, strlen(text), NU_TOKENIZE_PARSE_SPECIAL, want, 3);
+    tv_expect_ids(v, text, strlen(text), NU_TOKENIZE_PARSE_SPECIAL, want, 3);
     /* with ADD_BOS as well: BOS, then the parsed "<s>" */
     int32_t want_bos[] = {1, 1, hello, 2};
-    expect_ids(v, text, strlen(text), NU_TOKENIZE_PARSE_SPECIAL | NU_TOKENIZE_ADD_BOS, want_bos, 4);
+    tv_expect_ids(v, text, strlen(text), NU_TOKENIZE_PARSE_SPECIAL | NU_TOKENIZE_ADD_BOS, want_bos,
+                  4);
     /* text first: it gets the prefix; "<unk>" parses too */
     int32_t want_text[] = {hello_sp, 0, 2};
-    expect_ids(v, "Hello<unk></s>", 14, NU_TOKENIZE_PARSE_SPECIAL, want_text, 3);
+    tv_expect_ids(v, "Hello<unk></s>", 14, NU_TOKENIZE_PARSE_SPECIAL, want_text, 3);
     /* not parsed: plain text, no control ids, and it round-trips */
     size_t n, len;
     int32_t *ids = tv_tokenize(v, text, strlen(text), 0, &n);
     for (size_t i = 0; i < n; i++) assert_int_equal(nu_vocab_token_type(v, ids[i]), 1);
-    char *back = detokenize(v, ids, n, false, true, &len);
+    char *back = tv_detokenize(v, ids, n, false, true, &len);
     assert_int_equal(len, strlen(text));
     assert_memory_equal(back, text, len);
     free(back);
     free(ids);
     /* parsed and rendered with special = true: the text again */
     ids = tv_tokenize(v, text, strlen(text), NU_TOKENIZE_PARSE_SPECIAL, &n);
-    back = detokenize(v, ids, n, true, false, &len);
+    back = tv_detokenize(v, ids, n, true, false, &len);
     assert_int_equal(len, strlen(text));
     assert_memory_equal(back, text, len);
     free(back);
     free(ids);
-    unload_vocab(&lv);
+    tv_close(&lv);
 }
 
 static void test_special_tokens_phi3(void **state) {
     (void)state;
-    loaded_vocab lv = load_vocab("vocab/ggml-vocab-phi-3.gguf");
+    tv_vocab lv = tv_open("vocab/ggml-vocab-phi-3.gguf");
     const nu_vocab *v = lv.vocab;
     int32_t hi = tv_find_token(v, "▁Hi"), nl = tv_find_token(v, "<0x0A>");
     assert_true(hi >= 0 && nl >= 0);
     /* "</s>" is user-defined in Phi-3: matched even without parse-special */
     assert_int_equal(nu_vocab_token_type(v, 2), NU_TOKEN_USER_DEFINED);
     int32_t want[] = {hi, 2};
-    expect_ids(v, "Hi</s>", 6, 0, want, 2);
+    tv_expect_ids(v, "Hi</s>", 6, 0, want, 2);
     /* longest match: <|endoftext|> (32000), not <|end|> (32007) + "oftext|>" */
     int32_t want_eot[] = {32000, 32007};
-    expect_ids(v, "<|endoftext|><|end|>", 20, NU_TOKENIZE_PARSE_SPECIAL, want_eot, 2);
+    tv_expect_ids(v, "<|endoftext|><|end|>", 20, NU_TOKENIZE_PARSE_SPECIAL, want_eot, 2);
     /* a chat turn */
     const char *chat = "<|user|>\nHi<|end|>\n<|assistant|>\n";
     int32_t want_chat[] = {32010, nl, tv_find_token(v, "Hi"), 32007, nl, 32001, nl};
-    expect_ids(v, chat, strlen(chat), NU_TOKENIZE_PARSE_SPECIAL, want_chat, 7);
+    tv_expect_ids(v, chat, strlen(chat), NU_TOKENIZE_PARSE_SPECIAL, want_chat, 7);
     /* not parsed: control text is plain text */
     size_t n;
     int32_t *ids = tv_tokenize(v, chat, strlen(chat), 0, &n);
@@ -471,7 +344,7 @@ static void test_special_tokens_phi3(void **state) {
     assert_true(nu_vocab_is_eog(v, 32007));
     assert_false(nu_vocab_is_eog(v, 32010));
     assert_false(nu_vocab_is_eog(v, hi));
-    unload_vocab(&lv);
+    tv_close(&lv);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -503,7 +376,7 @@ static int32_t *tokenize_timed(const nu_vocab *v, const char *what, const char *
  * of spaces: tokenized (and the mixed text round-tripped); times printed. */
 static void test_long_input(void **state) {
     (void)state;
-    loaded_vocab lv = load_vocab("vocab/ggml-vocab-llama-spm.gguf");
+    tv_vocab lv = tv_open("vocab/ggml-vocab-llama-spm.gguf");
     size_t inp_len, len = 1 << 20;
     char *inp = nu_test_read_file(nu_test_shared("vocab/ggml-vocab-llama-spm.gguf.inp"), &inp_len);
     assert_non_null(inp);
@@ -514,7 +387,7 @@ static void test_long_input(void **state) {
     if (len > 0 && (unsigned char)big[len - 1] >= 0xC0) len--; /* no cut character */
     size_t n, back_len;
     int32_t *ids = tokenize_timed(lv.vocab, "mixed text", big, len, &n);
-    char *back = detokenize(lv.vocab, ids, n, false, true, &back_len);
+    char *back = tv_detokenize(lv.vocab, ids, n, false, true, &back_len);
     assert_int_equal(back_len, len);
     assert_memory_equal(back, big, len);
     free(back);
@@ -530,14 +403,14 @@ static void test_long_input(void **state) {
     }
     free(big);
     free(inp);
-    unload_vocab(&lv);
+    tv_close(&lv);
 }
 
 /* Malformed UTF-8 does not crash; bytes come back exactly through byte
  * fallback; the detokenizer emits only valid UTF-8. */
 static void test_invalid_utf8(void **state) {
     (void)state;
-    loaded_vocab lv = load_vocab("vocab/ggml-vocab-llama-spm.gguf");
+    tv_vocab lv = tv_open("vocab/ggml-vocab-llama-spm.gguf");
     const nu_vocab *v = lv.vocab;
     static const char *const cases[] = {
         "\xFF",      "\xC0\x80",         "a\200b", "\xED\xA0\x80", "\xF0\x9F\xA6",     "\xE2\x96",
@@ -554,7 +427,7 @@ static void test_invalid_utf8(void **state) {
         }
         assert_int_equal(at, in_len + 1);
         assert_memory_equal(buf + 1, cases[c], in_len);
-        char *back = detokenize(v, ids, n, false, true, &len);
+        char *back = tv_detokenize(v, ids, n, false, true, &len);
         assert_true(tv_valid_utf8(back, len));
         free(back);
         free(ids);
@@ -569,17 +442,17 @@ static void test_invalid_utf8(void **state) {
     }
     size_t n, len;
     int32_t *ids = tv_tokenize(v, rnd, 100000, NU_TOKENIZE_PARSE_SPECIAL, &n);
-    char *back = detokenize(v, ids, n, false, true, &len);
+    char *back = tv_detokenize(v, ids, n, false, true, &len);
     assert_true(tv_valid_utf8(back, len));
     free(back);
     free(ids);
     free(rnd);
-    unload_vocab(&lv);
+    tv_close(&lv);
 }
 
 static void test_buffer_and_args(void **state) {
     (void)state;
-    loaded_vocab lv = load_vocab("models/stories260K.gguf");
+    tv_vocab lv = tv_open("models/stories260K.gguf");
     int32_t ids[8];
     size_t n = 99;
     nu_error err = {0};
@@ -602,7 +475,7 @@ static void test_buffer_and_args(void **state) {
     assert_string_equal(nu_vocab_token_text(lv.vocab, 403), "▁Once");
     assert_int_equal(nu_vocab_token_type(lv.vocab, 9999), NU_TOKEN_UNDEFINED);
     assert_int_equal(nu_vocab_token_type(lv.vocab, 0), NU_TOKEN_UNKNOWN);
-    unload_vocab(&lv);
+    tv_close(&lv);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -696,8 +569,7 @@ static unsigned char *gb_finish(nu_gguf_builder *b, size_t *size) {
 
 /* Loads a vocabulary from a built image; returns the status (and the vocab
  * and file in *lv on success, the message in err). */
-static nu_status gb_load(nu_gguf_builder *b, loaded_vocab *lv, unsigned char **image,
-                         nu_error *err) {
+static nu_status gb_load(nu_gguf_builder *b, tv_vocab *lv, unsigned char **image, nu_error *err) {
     size_t size;
     *image = gb_finish(b, &size);
     memset(lv, 0, sizeof *lv);
@@ -729,7 +601,7 @@ static void test_synthetic_merges(void **state) {
     gb_kv_bool(&b, "tokenizer.ggml.add_space_prefix", false);
     gb_kv_bool(&b, "tokenizer.ggml.add_eos_token", true);
     gb_kv_u32(&b, "tokenizer.ggml.padding_token_id", 0xFFFFFFFFu);
-    loaded_vocab lv;
+    tv_vocab lv;
     unsigned char *image;
     nu_error err = {0};
     assert_int_equal(gb_load(&b, &lv, &image, &err), NU_OK);
@@ -737,23 +609,23 @@ static void test_synthetic_merges(void **state) {
     assert_false(nu_vocab_adds_space_prefix(v));
     /* "abc" (unused) is merged, then split back into ab + c */
     int32_t want_abc[] = {7, 6};
-    expect_ids(v, "abc", 3, 0, want_abc, 2);
+    tv_expect_ids(v, "abc", 3, 0, want_abc, 2);
     /* equal scores: the leftmost pair merges first */
     int32_t want_aaa[] = {9, 4};
-    expect_ids(v, "aaa", 3, 0, want_aaa, 2);
+    tv_expect_ids(v, "aaa", 3, 0, want_aaa, 2);
     /* no byte tokens: an unknown character is <unk>, and so is a run of
      * them (as SentencePiece); spaces are ▁ */
     int32_t want_unk[] = {4, 3, 0, 5};
-    expect_ids(v, "a \303\251b", 5, 0, want_unk, 4);
+    tv_expect_ids(v, "a \303\251b", 5, 0, want_unk, 4);
     const char *run = "aéé中b";
     int32_t want_run[] = {4, 0, 5};
-    expect_ids(v, run, strlen(run), 0, want_run, 3);
+    tv_expect_ids(v, run, strlen(run), 0, want_run, 3);
     /* add BOS and EOS */
     int32_t want_bos[] = {1, 7, 2};
-    expect_ids(v, "ab", 2, NU_TOKENIZE_ADD_BOS, want_bos, 3);
+    tv_expect_ids(v, "ab", 2, NU_TOKENIZE_ADD_BOS, want_bos, 3);
     /* a user-defined token is always matched */
     int32_t want_me[] = {4, 11, 5};
-    expect_ids(v, "a<me>b", 6, 0, want_me, 3);
+    tv_expect_ids(v, "a<me>b", 6, 0, want_me, 3);
     /* the unused token still renders as text */
     char out[8];
     assert_int_equal(nu_vocab_token_to_bytes(v, 8, false, out, sizeof out), 3);
@@ -766,7 +638,7 @@ static void test_synthetic_merges(void **state) {
 static void expect_load_error(void (*edit)(nu_gguf_builder *), nu_status want, const char *needle) {
     nu_gguf_builder b = {0};
     edit(&b);
-    loaded_vocab lv;
+    tv_vocab lv;
     unsigned char *image;
     nu_error err = {0};
     nu_status st = gb_load(&b, &lv, &image, &err);
@@ -856,7 +728,7 @@ static void test_metadata_defaults(void **state) {
     gb_kv_str(&b, "tokenizer.ggml.model", "llama");
     gb_kv_strs(&b, "tokenizer.ggml.tokens", tiny_tokens, TINY_N);
     gb_kv_u32(&b, "tokenizer.ggml.eos_token_id", 500);
-    loaded_vocab lv;
+    tv_vocab lv;
     unsigned char *image;
     nu_error err = {0};
     assert_int_equal(gb_load(&b, &lv, &image, &err), NU_OK);
@@ -874,7 +746,7 @@ static void test_metadata_defaults(void **state) {
  * tokenizes (test_tokenizer_bpe.c tests that in depth). */
 static void test_gpt2_vocab(void **state) {
     (void)state;
-    loaded_vocab lv = load_vocab("vocab/ggml-vocab-gpt-2.gguf");
+    tv_vocab lv = tv_open("vocab/ggml-vocab-gpt-2.gguf");
     const nu_vocab *v = lv.vocab;
     assert_string_equal(nu_vocab_model_name(v), "gpt2");
     assert_int_equal(nu_vocab_n_tokens(v), 50257);
@@ -896,7 +768,7 @@ static void test_gpt2_vocab(void **state) {
     assert_int_equal(nu_vocab_tokenize(v, "hi", 2, 0, ids, 4, &n, &err), NU_OK);
     assert_int_equal(n, 1);
     assert_int_equal(ids[0], tv_find_token(v, "hi"));
-    unload_vocab(&lv);
+    tv_close(&lv);
 }
 
 /* The public functions of nucleus.h on a model loaded for its vocabulary. */

@@ -28,43 +28,6 @@ static const char *const nu_bpe_vocabs[] = {"gpt-2", "deepseek-coder", "falcon",
                                             "gpt-neox"};
 #define N_BPE_VOCABS (sizeof nu_bpe_vocabs / sizeof nu_bpe_vocabs[0])
 
-/* A vocabulary with the GGUF file (and image, if built here) it came from. */
-typedef struct loaded_vocab {
-    nu_gguf_file *file;
-    nu_vocab *vocab;
-    uint8_t *image;
-} loaded_vocab;
-
-/* Loads shared/vocab/ggml-vocab-NAME.gguf. */
-static loaded_vocab load_named(const char *name) {
-    char rel[256], path[4096];
-    snprintf(rel, sizeof rel, "vocab/ggml-vocab-%s.gguf", name);
-    snprintf(path, sizeof path, "%s", nu_test_shared(rel));
-    loaded_vocab lv = {0};
-    tv_load(path, &lv.file, &lv.vocab);
-    return lv;
-}
-
-static void unload(loaded_vocab *lv) {
-    nu_vocab_free(lv->vocab);
-    nu_gguf_close(lv->file);
-    free(lv->image);
-}
-
-/* Checks that tokenizing the C string text with flags gives exactly want. */
-static void expect_ids(const nu_vocab *v, const char *text, unsigned flags, const int32_t *want,
-                       size_t n_want) {
-    size_t n;
-    int32_t *got = tv_tokenize(v, text, strlen(text), flags, &n);
-    if (n != n_want || memcmp(got, want, n * sizeof *got) != 0) {
-        char g[512], w[512];
-        tv_format_ids(g, sizeof g, got, n);
-        tv_format_ids(w, sizeof w, want, n_want);
-        fail_msg("'%s': got%s, want%s", text, g, w);
-    }
-    free(got);
-}
-
 /* The concatenated token_to_bytes of ids (malloc'ed, length in *len). */
 static char *join_bytes(const nu_vocab *v, const int32_t *ids, size_t n, bool special,
                         size_t *len) {
@@ -81,102 +44,20 @@ static char *join_bytes(const nu_vocab *v, const int32_t *ids, size_t n, bool sp
     return out;
 }
 
-/* Streams ids through the detokenizer one at a time, checking that every
- * chunk it returns is well-formed UTF-8 on its own; returns the whole text
- * (malloc'ed, length in *len). */
-static char *stream_detokenize(const nu_vocab *v, const int32_t *ids, size_t n, bool special,
-                               size_t *len) {
-    size_t cap = 64;
-    for (size_t i = 0; i < n; i++)
-        cap += 16 + 3 * nu_vocab_token_to_bytes(v, ids[i], true, NULL, 0);
-    char *text = malloc(cap);
-    assert_non_null(text);
-    nu_detokenizer d;
-    nu_detokenizer_init(&d, NULL, special, false);
-    size_t at = 0;
-    for (size_t i = 0; i <= n; i++) {
-        size_t k = i < n ? nu_vocab_detokenize_push(v, &d, ids[i], text + at, cap - at)
-                         : nu_vocab_detokenize_flush(&d, text + at, cap - at);
-        if (!tv_valid_utf8(text + at, k)) fail_msg("chunk %zu of the detokenizer is not UTF-8", i);
-        at += k;
-    }
-    *len = at;
-    return text;
-}
-
-/* The test texts of a vocabulary's .inp file (split on the separator). */
-typedef struct test_texts {
-    char *data;
-    const char *text[128];
-    size_t len[128];
-    size_t n;
-} test_texts;
-
-static test_texts read_texts(const char *inp_path) {
-    test_texts t = {0};
-    size_t size;
-    t.data = nu_test_read_file(inp_path, &size);
-    if (!t.data) fail_msg("cannot read %s", inp_path);
-    static const char sep[] = "\n__ggml_vocab_test__\n";
-    char *p = t.data;
-    for (char *q; (q = strstr(p, sep)) != NULL && t.n < 128; p = q + sizeof sep - 1) {
-        t.text[t.n] = p;
-        t.len[t.n++] = (size_t)(q - p);
-    }
-    return t;
-}
-
 /* ------------------------------------------------------------------------ */
 /* Golden test vectors                                                      */
 /* ------------------------------------------------------------------------ */
 
-/* Runs every test vector of shared/vocab/ggml-vocab-NAME.gguf.{inp,out};
- * prints and asserts N/N. */
+/* Runs every test vector of shared/vocab/ggml-vocab-NAME.gguf.{inp,out}. */
 static void run_vectors(const char *name) {
-    loaded_vocab lv = load_named(name);
+    tv_vocab lv = tv_open_named(name);
     char rel[256], inp[4096], outp[4096];
     snprintf(rel, sizeof rel, "vocab/ggml-vocab-%s.gguf.inp", name);
     snprintf(inp, sizeof inp, "%s", nu_test_shared(rel));
     snprintf(rel, sizeof rel, "vocab/ggml-vocab-%s.gguf.out", name);
     snprintf(outp, sizeof outp, "%s", nu_test_shared(rel));
-    test_texts t = read_texts(inp);
-    size_t out_size;
-    char *out = nu_test_read_file(outp, &out_size);
-    assert_non_null(out);
-    char *line = out;
-    size_t passed = 0;
-    for (size_t i = 0; i < t.n; i++) {
-        char *eol = strchr(line, '\n');
-        assert_non_null(eol);
-        *eol = 0;
-        int32_t want[1024];
-        size_t n_want = 0;
-        for (char *p = line; *p;) {
-            char *end;
-            long id = strtol(p, &end, 10);
-            if (end == p) break;
-            want[n_want++] = (int32_t)id;
-            p = end;
-        }
-        size_t n;
-        int32_t *got = tv_tokenize(lv.vocab, t.text[i], t.len[i], 0, &n);
-        if (n == n_want && memcmp(got, want, n * sizeof *got) == 0) {
-            passed++;
-        } else {
-            char g[2048];
-            tv_format_ids(g, sizeof g, got, n);
-            printf("MISMATCH %s #%zu '%.*s'\n  want %s\n  got %s\n", name, i, (int)t.len[i],
-                   t.text[i], line, g);
-        }
-        free(got);
-        line = eol + 1;
-    }
-    printf("ggml-vocab-%s: %zu/%zu test vectors\n", name, passed, t.n);
-    assert_int_equal(t.n, 46);
-    assert_int_equal(passed, t.n);
-    free(out);
-    free(t.data);
-    unload(&lv);
+    tv_check_vectors(lv.vocab, name, inp, outp, 46);
+    tv_close(&lv);
 }
 
 static void test_vectors_gpt2(void **state) {
@@ -337,7 +218,7 @@ static void check_round_trip(const nu_vocab *v, const char *name, const char *te
     if (out_len != len || memcmp(out, text, len) != 0) {
         fail_msg("%s: round trip of '%.*s' gave '%.*s'", name, (int)len, text, (int)out_len, out);
     }
-    char *streamed = stream_detokenize(v, ids, n, false, &stream_len);
+    char *streamed = tv_detokenize(v, ids, n, false, false, &stream_len);
     assert_int_equal(stream_len, len);
     assert_memory_equal(streamed, text, len);
     free(streamed);
@@ -348,15 +229,15 @@ static void check_round_trip(const nu_vocab *v, const char *name, const char *te
 static void test_round_trip(void **state) {
     (void)state;
     for (size_t k = 0; k < N_BPE_VOCABS; k++) {
-        loaded_vocab lv = load_named(nu_bpe_vocabs[k]);
-        test_texts t = read_texts(nu_test_shared("vocab/ggml-vocab-gpt-2.gguf.inp"));
+        tv_vocab lv = tv_open_named(nu_bpe_vocabs[k]);
+        tv_texts t = tv_read_texts(nu_test_shared("vocab/ggml-vocab-gpt-2.gguf.inp"));
         for (size_t i = 0; i < t.n; i++)
             check_round_trip(lv.vocab, nu_bpe_vocabs[k], t.text[i], t.len[i]);
         for (size_t i = 0; i < sizeof extra_texts / sizeof extra_texts[0]; i++) {
             check_round_trip(lv.vocab, nu_bpe_vocabs[k], extra_texts[i], strlen(extra_texts[i]));
         }
-        free(t.data);
-        unload(&lv);
+        tv_free_texts(&t);
+        tv_close(&lv);
     }
 }
 
@@ -365,7 +246,7 @@ static void test_round_trip(void **state) {
  * as Hugging Face matches added tokens. */
 static void test_gpt_neox(void **state) {
     (void)state;
-    loaded_vocab lv = load_named("gpt-neox");
+    tv_vocab lv = tv_open_named("gpt-neox");
     const nu_vocab *v = lv.vocab;
     assert_string_equal(nu_vocab_model_name(v), "gpt2");
     assert_int_equal(nu_vocab_n_tokens(v), 50432);
@@ -377,8 +258,8 @@ static void test_gpt_neox(void **state) {
     int32_t hello = tv_find_token(v, "Hello");
     assert_true(hello >= 0);
     int32_t want[] = {four, hello};
-    expect_ids(v, "    Hello", 0, want, 2);
-    unload(&lv);
+    tv_expect_str(v, "    Hello", 0, want, 2);
+    tv_close(&lv);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -389,7 +270,7 @@ static void test_gpt_neox(void **state) {
  * otherwise their text is tokenized like any other. */
 static void test_special_tokens_gpt2(void **state) {
     (void)state;
-    loaded_vocab lv = load_named("gpt-2");
+    tv_vocab lv = tv_open_named("gpt-2");
     const nu_vocab *v = lv.vocab;
     const char *text = "Hi<|endoftext|> there";
     size_t n;
@@ -415,7 +296,7 @@ static void test_special_tokens_gpt2(void **state) {
     for (size_t i = 0; i < n; i++) assert_int_not_equal(ids[i], 50256);
     free(ids);
     check_round_trip(v, "gpt-2", text, strlen(text));
-    unload(&lv);
+    tv_close(&lv);
 }
 
 /* DeepSeek Coder: user-defined tokens (<|User|>, and "ü", "õ", ... for the
@@ -423,7 +304,7 @@ static void test_special_tokens_gpt2(void **state) {
  * token, and the file asks for BOS. */
 static void test_special_tokens_deepseek(void **state) {
     (void)state;
-    loaded_vocab lv = load_named("deepseek-coder");
+    tv_vocab lv = tv_open_named("deepseek-coder");
     const nu_vocab *v = lv.vocab;
     assert_true(nu_vocab_adds_bos(v));
     assert_int_equal(nu_vocab_bos(v), 32013);
@@ -451,14 +332,14 @@ static void test_special_tokens_deepseek(void **state) {
     ids = tv_tokenize(v, "x", 1, 0, &n);
     assert_int_equal(n, 1);
     free(ids);
-    unload(&lv);
+    tv_close(&lv);
 }
 
 /* StarCoder's FIM tokens; GPT-2, Falcon, StarCoder and NeoX files say
  * nothing about BOS, and byte-level vocabularies then add none. */
 static void test_special_tokens_starcoder(void **state) {
     (void)state;
-    loaded_vocab lv = load_named("starcoder");
+    tv_vocab lv = tv_open_named("starcoder");
     const nu_vocab *v = lv.vocab;
     const char *text = "<fim_prefix>def f():<fim_suffix>\n<fim_middle>";
     size_t n;
@@ -467,16 +348,16 @@ static void test_special_tokens_starcoder(void **state) {
     assert_int_equal(ids[n - 1], 2);
     free(ids);
     check_round_trip(v, "starcoder", text, strlen(text));
-    unload(&lv);
+    tv_close(&lv);
     static const char *const no_bos[] = {"gpt-2", "falcon", "starcoder", "gpt-neox"};
     for (size_t i = 0; i < 4; i++) {
-        lv = load_named(no_bos[i]);
+        lv = tv_open_named(no_bos[i]);
         assert_false(nu_vocab_adds_bos(lv.vocab));
         assert_false(nu_vocab_adds_space_prefix(lv.vocab));
         ids = tv_tokenize(lv.vocab, "Hello", 5, NU_TOKENIZE_ADD_BOS, &n);
         assert_int_equal(n, 1);
         free(ids);
-        unload(&lv);
+        tv_close(&lv);
     }
 }
 
@@ -488,7 +369,7 @@ static void test_special_tokens_starcoder(void **state) {
  * streaming detokenizer whole: each chunk is well-formed UTF-8. */
 static void test_streaming_split_characters(void **state) {
     (void)state;
-    loaded_vocab lv = load_named("gpt-2");
+    tv_vocab lv = tv_open_named("gpt-2");
     const nu_vocab *v = lv.vocab;
     const char *text = "\xF0\x9F\xA6\x99 F\xC3\xBChrer \xE6\x88\x91\xE6\x83\xB3 "
                        "\xF0\x9F\x98\xB6\xE2\x80\x8D\xF0\x9F\x8C\xAB\xEF\xB8\x8F \xE1\x9E\x80";
@@ -502,7 +383,7 @@ static void test_streaming_split_characters(void **state) {
         partial += !tv_valid_utf8(buf, k);
     }
     assert_true(partial >= 4);
-    char *out = stream_detokenize(v, ids, n, false, &len);
+    char *out = tv_detokenize(v, ids, n, false, false, &len);
     assert_int_equal(len, strlen(text));
     assert_memory_equal(out, text, len);
     free(out);
@@ -517,7 +398,7 @@ static void test_streaming_split_characters(void **state) {
     assert_int_equal(nu_vocab_detokenize_flush(&d, buf, sizeof buf), 3);
     assert_memory_equal(buf, "\xEF\xBF\xBD", 3);
     free(ids);
-    unload(&lv);
+    tv_close(&lv);
 }
 
 /* A small fixed generator for the random inputs. */
@@ -549,7 +430,7 @@ static void test_invalid_utf8(void **state) {
     };
     uint32_t seed = 12345;
     for (size_t k = 0; k < N_BPE_VOCABS; k++) {
-        loaded_vocab lv = load_named(nu_bpe_vocabs[k]);
+        tv_vocab lv = tv_open_named(nu_bpe_vocabs[k]);
         const nu_vocab *v = lv.vocab;
         bool exact = strcmp(nu_bpe_vocabs[k], "gpt-2") == 0;
         for (size_t c = 0; c < 300; c++) {
@@ -569,12 +450,12 @@ static void test_invalid_utf8(void **state) {
                     assert_int_equal(out_len, len);
                     assert_memory_equal(out, text, len);
                 }
-                free(stream_detokenize(v, ids, n, true, &stream_len));
+                free(tv_detokenize(v, ids, n, true, false, &stream_len));
                 free(out);
                 free(ids);
             }
         }
-        unload(&lv);
+        tv_close(&lv);
     }
 }
 
@@ -587,7 +468,7 @@ static void test_long_input(void **state) {
     assert_non_null(text);
     static const char *const names[] = {"gpt-2", "deepseek-coder"};
     for (size_t k = 0; k < 2; k++) {
-        loaded_vocab lv = load_named(names[k]);
+        tv_vocab lv = tv_open_named(names[k]);
         static const char *const units[] = {
             "a", " ", "3", "\n", "\xE4\xB8\xAD", "ab ", "\xF0\x9F\xA6\x99"};
         for (size_t u = 0; u < sizeof units / sizeof units[0]; u++) {
@@ -604,7 +485,7 @@ static void test_long_input(void **state) {
             free(out);
             free(ids);
         }
-        unload(&lv);
+        tv_close(&lv);
     }
     free(text);
 }
@@ -637,7 +518,7 @@ static size_t byte_tokens(char storage[256][3], const char **tokens) {
  * tokens, the merges, and tokenizer.ggml.pre (NULL: absent). Loads it with
  * the given expected status. */
 static nu_status build_vocab(const char *const *extra, size_t n_extra, const char *const *merges,
-                             size_t n_merges, const char *pre, int add_bos, loaded_vocab *lv,
+                             size_t n_merges, const char *pre, int add_bos, tv_vocab *lv,
                              nu_error *err) {
     static char storage[256][3];
     const char *tokens[300];
@@ -670,30 +551,30 @@ static void test_merge_rules(void **state) {
     (void)state;
     static const char *const extra[] = {"ab", "bc", "abc", "aa", "aaaa"};
     static const char *const merges[] = {"b c", "a b", "a a", "aa aa"};
-    loaded_vocab lv;
+    tv_vocab lv;
     nu_error err = {0};
     assert_int_equal(build_vocab(extra, 5, merges, 4, "gpt-2", -1, &lv, &err), NU_OK);
     int32_t a = 'a', c = 'c', ab = 256, bc = 257, aa = 259, aaaa = 260;
-    expect_ids(lv.vocab, "abc", 0, (int32_t[]){a, bc}, 2);
-    expect_ids(lv.vocab, "ab", 0, (int32_t[]){ab}, 1);
-    expect_ids(lv.vocab, "aaaaa", 0, (int32_t[]){aaaa, a}, 2);
-    expect_ids(lv.vocab, "aaa", 0, (int32_t[]){aa, a}, 2);
+    tv_expect_str(lv.vocab, "abc", 0, (int32_t[]){a, bc}, 2);
+    tv_expect_str(lv.vocab, "ab", 0, (int32_t[]){ab}, 1);
+    tv_expect_str(lv.vocab, "aaaaa", 0, (int32_t[]){aaaa, a}, 2);
+    tv_expect_str(lv.vocab, "aaa", 0, (int32_t[]){aa, a}, 2);
     assert_false(nu_vocab_adds_bos(lv.vocab));
-    unload(&lv);
+    tv_close(&lv);
     /* the same with Llama 3's pre-tokenizer: "abc" is a token, so it is kept */
     assert_int_equal(build_vocab(extra, 5, merges, 4, "llama3", -1, &lv, &err), NU_OK);
-    expect_ids(lv.vocab, "abc", 0, (int32_t[]){258}, 1);
-    expect_ids(lv.vocab, "abcc", 0, (int32_t[]){a, bc, c}, 3);
+    tv_expect_str(lv.vocab, "abc", 0, (int32_t[]){258}, 1);
+    tv_expect_str(lv.vocab, "abcc", 0, (int32_t[]){a, bc, c}, 3);
     assert_true(nu_vocab_adds_bos(lv.vocab)); /* the family's default */
-    unload(&lv);
+    tv_close(&lv);
     assert_int_equal(build_vocab(extra, 5, merges, 4, "llama-bpe", 0, &lv, &err), NU_OK);
     assert_false(nu_vocab_adds_bos(lv.vocab)); /* the file says no */
-    unload(&lv);
+    tv_close(&lv);
     /* "b c" listed again after "a b": "a b" now ranks first */
     static const char *const dup[] = {"b c", "a b", "b c"};
     assert_int_equal(build_vocab(extra, 5, dup, 3, NULL, -1, &lv, &err), NU_OK);
-    expect_ids(lv.vocab, "abc", 0, (int32_t[]){ab, c}, 2);
-    unload(&lv);
+    tv_expect_str(lv.vocab, "abc", 0, (int32_t[]){ab, c}, 2);
+    tv_close(&lv);
 }
 
 /* An unknown pre-tokenizer loads with a warning and GPT-2's split; the
@@ -702,14 +583,14 @@ static void test_unknown_pre_and_errors(void **state) {
     (void)state;
     static const char *const extra[] = {"ab"};
     static const char *const merges[] = {"a b"};
-    loaded_vocab lv;
+    tv_vocab lv;
     nu_error err = {0};
     assert_int_equal(build_vocab(extra, 1, merges, 1, "zeta-9000", -1, &lv, &err), NU_OK);
     const char *warning = nu_vocab_warning(lv.vocab);
     assert_non_null(warning);
     assert_non_null(strstr(warning, "zeta-9000"));
-    expect_ids(lv.vocab, "ab ab", 0, (int32_t[]){256, ' ', 256}, 3);
-    unload(&lv);
+    tv_expect_str(lv.vocab, "ab ab", 0, (int32_t[]){256, ' ', 256}, 3);
+    tv_close(&lv);
     assert_int_equal(build_vocab(extra, 1, NULL, 0, "gpt-2", -1, &lv, &err), NU_ERR_FORMAT);
     assert_non_null(strstr(err.message, "tokenizer.ggml.merges"));
     static const char *const bad[] = {"ab"};
@@ -718,8 +599,8 @@ static void test_unknown_pre_and_errors(void **state) {
     /* merges naming tokens that do not exist are skipped */
     static const char *const ghost[] = {"x y", "a b"};
     assert_int_equal(build_vocab(extra, 1, ghost, 2, "gpt-2", -1, &lv, &err), NU_OK);
-    expect_ids(lv.vocab, "ab", 0, (int32_t[]){256}, 1);
-    unload(&lv);
+    tv_expect_str(lv.vocab, "ab", 0, (int32_t[]){256}, 1);
+    tv_close(&lv);
     /* the public API on a file with an unknown pre-tokenizer */
     gw_writer *w = gw_new();
     char storage[256][3];

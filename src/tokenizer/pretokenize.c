@@ -47,6 +47,12 @@
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}"                            \
     "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
+/* Qwen 3.5's: Qwen2's, with combining marks (\p{M}) taken into letter runs
+ * and kept out of punctuation runs. */
+#define PAT_QWEN35                                                                                 \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}"                    \
+    "| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+
 /* Hugging Face's Punctuation pre-tokenizer: \p{P} or ASCII punctuation. */
 #define PAT_PUNCTUATION "[\\p{P}\\x21-\\x2F\\x3A-\\x40\\x5B-\\x60\\x7B-\\x7E]+"
 
@@ -123,6 +129,8 @@ static const family_def families[] = {
      .n_stages = 1, .stages = {REGEX(PAT_LLAMA3)}},
     {.names = {"qwen2"},
      .n_stages = 1, .stages = {REGEX(PAT_QWEN2)}},
+    {.names = {"qwen35"},
+     .n_stages = 1, .stages = {REGEX(PAT_QWEN35)}},
     {.names = {"deepseek-llm"},
      .n_stages = 6, .stages = {REGEX("[\\r\\n]"), REGEX(PAT_DEEPSEEK_LLM_LETTERS),
                                REGEX(PAT_DEEPSEEK_LLM_PUNCT), REGEX("\\s+$"),

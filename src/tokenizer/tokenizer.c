@@ -13,6 +13,9 @@
  *            each piece (about a word) gets its own small queue.
  *   "gpt2"   byte-level BPE with merge ranks (GPT-2, Llama 3, Qwen2, Falcon,
  *            StarCoder, DeepSeek, ...): see tokenizer_bpe.c.
+ *   "gemma4" BPE with merge ranks over UTF-8 characters, spaces written
+ *            "▁" as SentencePiece writes them, characters outside the
+ *            vocabulary as <0xXX> byte tokens (Gemma 4): tokenizer_bpe.c.
  *
  * Tokenizing first cuts the input at special tokens (user-defined tokens
  * always, control tokens on request; longest match first, found with a trie),
@@ -237,13 +240,18 @@ static nu_status load_kind(const nu_gguf_file *f, nu_vocab *v, nu_error *err) {
         v->kind = VOCAB_SPM;
     } else if (nu_gguf_str_eq(x->v.s, "gpt2")) {
         v->kind = VOCAB_BPE;
+    } else if (nu_gguf_str_eq(x->v.s, "gemma4")) {
+        v->kind = VOCAB_CHAR_BPE;
     } else {
         int n = x->v.s.len > 64 ? 64 : (int)x->v.s.len;
-        return nu_fail(err, NU_ERR_UNSUPPORTED,
-                       "tokenizer model '%.*s' is not supported (only 'llama' and 'gpt2')", n,
-                       x->v.s.data);
+        return nu_fail(
+            err, NU_ERR_UNSUPPORTED,
+            "tokenizer model '%.*s' is not supported (only 'llama', 'gpt2' and 'gemma4')", n,
+            x->v.s.data);
     }
-    strcpy(v->model_name, v->kind == VOCAB_SPM ? "llama" : "gpt2");
+    static const char *const names[] = {
+        [VOCAB_SPM] = "llama", [VOCAB_BPE] = "gpt2", [VOCAB_CHAR_BPE] = "gemma4"};
+    strcpy(v->model_name, names[v->kind]);
     return NU_OK;
 }
 
@@ -334,7 +342,7 @@ static nu_status load_specials(const nu_gguf_file *f, nu_vocab *v, nu_error *err
     v->bos = spm && n > 1 ? 1 : -1;
     v->eos = spm && n > 2 ? 2 : -1;
     v->pad = v->sep = v->eot = v->eom = -1;
-    v->add_bos = spm || (v->kind == VOCAB_BPE && nu_bpe_default_add_bos(v));
+    v->add_bos = spm || (VOCAB_IS_BPE(v) && nu_bpe_default_add_bos(v));
     v->add_eos = false;
     v->add_space_prefix = spm;
     static const char *const keys[] = {
@@ -352,6 +360,9 @@ static nu_status load_specials(const nu_gguf_file *f, nu_vocab *v, nu_error *err
     if (!st) st = read_flag(f, "tokenizer.ggml.add_eos_token", &v->add_eos, err);
     if (!st) st = read_flag(f, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix, err);
     if (!spm) v->add_space_prefix = false;
+    /* Gemma 4 is trained with BOS; llama.cpp adds it even when a converted
+     * file says add_bos_token = false (llama.cpp PR 21500) */
+    if (v->kind == VOCAB_CHAR_BPE) v->add_bos = true;
     return st;
 }
 
@@ -398,9 +409,17 @@ static nu_status find_byte_tokens(nu_vocab *v, nu_error *err) {
  * texts ends generation. */
 static bool is_end_of_turn_text(const char *s) {
     static const char *const texts[] = {
-        "<|eot_id|>",      "<|eom_id|>",    "<|im_end|>", "<|end|>",
-        "<end_of_turn>",   "<|endoftext|>", "<EOT>",      "<|END_OF_TURN_TOKEN|>",
+        "<|eot_id|>",
+        "<|eom_id|>",
+        "<|im_end|>",
+        "<|end|>",
+        "<end_of_turn>",
+        "<|endoftext|>",
+        "<EOT>",
+        "<|END_OF_TURN_TOKEN|>",
         "<|end_of_text|>",
+        "<turn|>",
+        "<|tool_response>",
     };
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
         if (strcmp(s, texts[i]) == 0) return true;
@@ -413,15 +432,19 @@ static bool is_end_of_turn_text(const char *s) {
  * which end generation. */
 static void set_flags(nu_vocab *v) {
     for (int32_t id = 0; id < v->n_tokens; id++) {
-        uint8_t t = v->type[id];
         uint8_t fl = 0;
+        /* a token that ends a turn is a control token, matched in text only
+         * when special tokens are parsed (llama.cpp retypes it so; Gemma 4
+         * files type <|tool_response> user-defined) */
+        if ((v->type[id] == NU_TOKEN_CONTROL || v->type[id] == NU_TOKEN_USER_DEFINED) &&
+            is_end_of_turn_text(v->pool + v->offset[id])) {
+            fl |= TOKEN_EOG;
+            v->type[id] = NU_TOKEN_CONTROL;
+        }
+        uint8_t t = v->type[id];
         if (t == NU_TOKEN_NORMAL || t == NU_TOKEN_USER_DEFINED || t == NU_TOKEN_UNUSED ||
             t == NU_TOKEN_UNDEFINED) {
             fl |= TOKEN_MERGEABLE;
-        }
-        if ((t == NU_TOKEN_CONTROL || t == NU_TOKEN_USER_DEFINED) &&
-            is_end_of_turn_text(v->pool + v->offset[id])) {
-            fl |= TOKEN_EOG;
         }
         v->flags[id] = fl;
     }
@@ -512,16 +535,16 @@ nu_status nu_vocab_load(const nu_gguf_file *f, nu_vocab **out, nu_error *err) {
     nu_status st = load_kind(f, v, err);
     if (!st) st = load_texts(f, v, err);
     if (!st) st = load_scores_types(f, v, err);
-    if (!st && v->kind == VOCAB_BPE) st = nu_bpe_load_pre(f, v, err);
+    if (!st && VOCAB_IS_BPE(v)) st = nu_bpe_load_pre(f, v, err);
     if (!st) st = load_specials(f, v, err);
-    if (!st && v->kind == VOCAB_SPM) st = find_byte_tokens(v, err);
+    if (!st && v->kind != VOCAB_BPE) st = find_byte_tokens(v, err);
     if (!st) {
         set_flags(v);
         st = build_hash(v, err);
     }
     if (!st) st = build_trie(v, err);
     if (!st && v->kind == VOCAB_SPM) st = build_bigrams(v, err);
-    if (!st && v->kind == VOCAB_BPE) st = nu_bpe_load_merges(f, v, err);
+    if (!st && VOCAB_IS_BPE(v)) st = nu_bpe_load_merges(f, v, err);
     if (st) {
         nu_vocab_free(v);
         return st;
@@ -867,7 +890,7 @@ typedef struct fragment_encoder {
 
 static nu_status encoder_init(const nu_vocab *v, fragment_encoder *e, size_t len, nu_error *err) {
     memset(e, 0, sizeof *e);
-    if (v->kind == VOCAB_BPE) return nu_bpe_work_new(v, len, &e->bpe, err);
+    if (VOCAB_IS_BPE(v)) return nu_bpe_work_new(v, len, &e->bpe, err);
     return spm_work_init(&e->spm, len, err);
 }
 
@@ -880,7 +903,7 @@ static void encoder_free(fragment_encoder *e) {
  * on a fragment that starts the text. */
 static nu_status encode_fragment(const nu_vocab *v, fragment_encoder *e, const char *s, size_t n,
                                  bool at_start, token_sink *out, nu_error *err) {
-    if (v->kind == VOCAB_BPE) return nu_bpe_encode(v, e->bpe, s, n, out, err);
+    if (VOCAB_IS_BPE(v)) return nu_bpe_encode(v, e->bpe, s, n, out, err);
     return spm_encode(v, &e->spm, s, n, at_start && v->add_space_prefix, out, err);
 }
 
@@ -934,15 +957,15 @@ nu_status nu_vocab_tokenize(const nu_vocab *v, const char *text, size_t len, uns
 /* Receives the bytes of a token one at a time. */
 typedef void (*byte_fn)(void *ctx, unsigned char b);
 
-/* Sends a normal token's text: SentencePiece "▁" becomes a space; GPT-2
- * characters become the bytes they stand for. */
+/* Sends a normal token's text: SentencePiece's (and Gemma 4's) "▁" becomes a
+ * space; GPT-2 characters become the bytes they stand for. */
 static void send_normal_text(const nu_vocab *v, const char *s, size_t n, byte_fn fn, void *ctx) {
     const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < n;) {
         uint32_t cp = u[i];
         size_t k = nu_utf8_decode(s + i, n - i, &cp);
         if (k == 0) k = 1;
-        if (v->kind == VOCAB_SPM && k == 3 && memcmp(u + i, "\xE2\x96\x81", 3) == 0) {
+        if (v->kind != VOCAB_BPE && k == 3 && memcmp(u + i, "\xE2\x96\x81", 3) == 0) {
             fn(ctx, ' ');
         } else if (v->kind == VOCAB_BPE && nu_bpe_byte_of_char(cp) >= 0) {
             fn(ctx, (unsigned char)nu_bpe_byte_of_char(cp));

@@ -17,6 +17,15 @@
  * pairs of a piece wait in a priority queue ordered by (rank, position). A
  * per-call cache of pieces already seen saves most of the merging on longer
  * texts, where the same words come back again and again.
+ *
+ * Gemma 4's "gemma4" vocabularies run the same merge loop over characters
+ * instead of bytes: its tokens are UTF-8 text with every space written
+ * "\u2581" (as SentencePiece writes it) and its merges join such texts.
+ * Its Hugging Face tokenizer replaces spaces by "\u2581" and does not cut
+ * words apart; the text is cut only into runs of line breaks and runs of
+ * everything else (llama.cpp: "[^\n]+|[\n]+"), and a run of line breaks
+ * that is a token is that token. A character the vocabulary lacks is
+ * written as the <0xXX> tokens of its bytes ("byte fallback").
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,8 +49,9 @@ struct nu_bpe_vocab {
     uint64_t merge_mask;
     size_t n_merges;
     int32_t byte_token[256]; /* token of each byte's character, or -1 */
-    pretokenizer *pre;
+    pretokenizer *pre;       /* NULL for character BPE, which cuts only at line breaks */
     bool ignore_merges;
+    bool chars; /* character BPE ("gemma4"), not byte-level */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -94,6 +104,10 @@ nu_status nu_bpe_load_pre(const nu_gguf_file *f, nu_vocab *v, nu_error *err) {
     if (x) name = x->v.s;
     v->bpe = calloc(1, sizeof *v->bpe);
     if (!v->bpe) return nu_fail(err, NU_ERR_NOMEM, "out of memory for the vocabulary");
+    if (v->kind == VOCAB_CHAR_BPE) {
+        v->bpe->chars = true;
+        return NU_OK;
+    }
     bool known;
     nu_status st = nu_pretokenizer_new(name.data, name.len, &v->bpe->pre, &known, err);
     if (st) return st;
@@ -109,7 +123,7 @@ nu_status nu_bpe_load_pre(const nu_gguf_file *f, nu_vocab *v, nu_error *err) {
 }
 
 bool nu_bpe_default_add_bos(const nu_vocab *v) {
-    return v->bpe && nu_pretokenizer_adds_bos(v->bpe->pre);
+    return v->bpe && v->bpe->pre && nu_pretokenizer_adds_bos(v->bpe->pre);
 }
 
 void nu_bpe_vocab_free(nu_bpe_vocab *b) {
@@ -184,7 +198,7 @@ static void find_byte_chars(nu_vocab *v) {
 
 nu_status nu_bpe_load_merges(const nu_gguf_file *f, nu_vocab *v, nu_error *err) {
     nu_bpe_vocab *b = v->bpe;
-    find_byte_chars(v);
+    if (!b->chars) find_byte_chars(v);
     const nu_gguf_value *a = nu_gguf_get_arr(f, "tokenizer.ggml.merges", GGUF_STRING);
     if (!a) {
         return nu_fail(err, NU_ERR_FORMAT,
@@ -219,10 +233,12 @@ nu_status nu_bpe_load_merges(const nu_gguf_file *f, nu_vocab *v, nu_error *err) 
 /* ------------------------------------------------------------------------ */
 
 /* A symbol of a piece: a token (or -1, merged away or no token), in a doubly
- * linked list of the symbols still alive. */
+ * linked list of the symbols still alive. Character BPE keeps where a
+ * character without a token lies in the piece, to write its bytes. */
 typedef struct nu_bpe_symbol {
     int32_t token;
     int32_t prev, next;
+    uint32_t start, len;
 } nu_bpe_symbol;
 
 /* A queued pair: the symbol at pos (holding left) and its neighbour
@@ -265,6 +281,10 @@ struct nu_bpe_work {
     size_t tokens_cap;
     cache_entry *cache; /* direct-mapped: a new piece replaces the slot's old one */
     size_t cache_mask;
+    /* character BPE: the fragments of this call with spaces written "\u2581",
+     * one after another (cached pieces point into it, so it is never reused) */
+    char *escaped;
+    size_t escaped_used;
 };
 
 /* A cache with about one slot per 16 input bytes (256 to 16384 slots), or
@@ -283,6 +303,12 @@ nu_status nu_bpe_work_new(const nu_vocab *v, size_t len, nu_bpe_work **out, nu_e
     *out = w;
     if (!w || !cache_init(w, len)) return nu_fail(err, NU_ERR_NOMEM, "out of memory tokenizing");
     w->v = v;
+    if (v->bpe->chars) {
+        if (len > (SIZE_MAX - 1) / 3 || !(w->escaped = malloc(3 * len + 1))) {
+            return nu_fail(err, NU_ERR_NOMEM, "out of memory tokenizing %zu bytes", len);
+        }
+        return NU_OK;
+    }
     return nu_pretok_scratch_new(&w->pre, err);
 }
 
@@ -294,6 +320,7 @@ void nu_bpe_work_free(nu_bpe_work *w) {
     free(w->mapped);
     free(w->tokens);
     free(w->cache);
+    free(w->escaped);
     free(w);
 }
 
@@ -439,29 +466,67 @@ static int32_t init_symbols(nu_bpe_work *w, const unsigned char *s, size_t n) {
     int32_t k = 0;
     for (size_t i = 0; i < n; i++) {
         if (byte_token[s[i]] < 0) continue;
-        w->symbols[k] = (nu_bpe_symbol){byte_token[s[i]], k - 1, k + 1};
+        w->symbols[k] = (nu_bpe_symbol){byte_token[s[i]], k - 1, k + 1, (uint32_t)i, 1};
         k++;
     }
     if (k > 0) w->symbols[k - 1].next = -1;
     return k;
 }
 
-/* Merges the bytes of a piece (n >= 2) by rank, then writes the tokens to
- * the sink and to tokens[] (room for n). Returns the token count. */
+/* Character BPE: makes one symbol per character of the piece (a byte that
+ * does not start a well-formed character is one of its own), holding the
+ * character's token or -1. Returns the symbol count. */
+static int32_t init_char_symbols(nu_bpe_work *w, const unsigned char *s, size_t n) {
+    const nu_vocab *v = w->v;
+    int32_t k = 0;
+    for (size_t i = 0; i < n; k++) {
+        size_t len = nu_utf8_decode((const char *)s + i, n - i, NULL);
+        if (len == 0) len = 1;
+        int32_t id = nu_vocab_find(v, (const char *)s + i, len);
+        if (id >= 0 && !(v->flags[id] & TOKEN_MERGEABLE)) id = -1;
+        w->symbols[k] = (nu_bpe_symbol){id, k - 1, k + 1, (uint32_t)i, (uint32_t)len};
+        i += len;
+    }
+    if (k > 0) w->symbols[k - 1].next = -1;
+    return k;
+}
+
+/* Writes a symbol's token, or for a character without one the <0xXX>
+ * tokens of its bytes (the unknown token for a byte the vocabulary lacks).
+ * Returns how many tokens it wrote to tokens[]. */
+static size_t emit_symbol(nu_bpe_work *w, const nu_bpe_symbol *sym, const unsigned char *s,
+                          int32_t *tokens) {
+    if (sym->token >= 0) {
+        sink_push(w->out, sym->token);
+        tokens[0] = sym->token;
+        return 1;
+    }
+    size_t k = 0;
+    for (uint32_t i = 0; i < sym->len; i++) {
+        int32_t id = w->v->byte_token[s[sym->start + i]];
+        if (id < 0) id = w->v->unk;
+        if (id < 0) continue;
+        sink_push(w->out, id);
+        tokens[k++] = id;
+    }
+    return k;
+}
+
+/* Merges the symbols of a piece (n >= 2 bytes) by rank, then writes the
+ * tokens to the sink and to tokens[] (room for n). Returns the token count. */
 static size_t merge_piece(nu_bpe_work *w, const unsigned char *s, size_t n, int32_t *tokens) {
     size_t k = 0;
     if (w->v->bpe->ignore_merges && (tokens[0] = whole_piece_token(w, s, n)) >= 0) {
         sink_push(w->out, tokens[0]);
         return 1;
     }
-    int32_t n_sym = init_symbols(w, s, n);
+    int32_t n_sym = w->v->bpe->chars ? init_char_symbols(w, s, n) : init_symbols(w, s, n);
     if (n_sym == 0) return 0;
     w->n_heap = 0;
     for (int32_t i = 0; i + 1 < n_sym; i++) queue_pair(w, i);
     while (w->n_heap > 0) merge_best(w);
     for (int32_t i = 0; i >= 0; i = w->symbols[i].next) {
-        sink_push(w->out, w->symbols[i].token);
-        tokens[k++] = w->symbols[i].token;
+        k += emit_symbol(w, &w->symbols[i], s, tokens + k);
     }
     return k;
 }
@@ -470,7 +535,7 @@ static size_t merge_piece(nu_bpe_work *w, const unsigned char *s, size_t n, int3
  * this call comes from the cache; others are merged (and cached). */
 static nu_status encode_piece(void *ctx, const char *text, size_t n, nu_error *err) {
     nu_bpe_work *w = ctx;
-    if (n == 1) {
+    if (n == 1 && !w->v->bpe->chars) {
         int32_t t = w->v->bpe->byte_token[(unsigned char)text[0]];
         if (t >= 0) sink_push(w->out, t);
         return NU_OK;
@@ -485,8 +550,46 @@ static nu_status encode_piece(void *ctx, const char *text, size_t n, nu_error *e
     return NU_OK;
 }
 
+/* Character BPE: a run of line breaks that is a token is that token (as
+ * llama.cpp does for Gemma 4, llama.cpp PR 21343); other pieces are merged. */
+static nu_status encode_char_piece(nu_bpe_work *w, const char *text, size_t n, nu_error *err) {
+    if (text[0] == '\n') {
+        int32_t id = nu_vocab_find(w->v, text, n);
+        if (id >= 0 && (w->v->flags[id] & TOKEN_MERGEABLE)) {
+            sink_push(w->out, id);
+            return NU_OK;
+        }
+    }
+    return encode_piece(w, text, n, err);
+}
+
+/* Character BPE: writes the fragment with spaces as "\u2581" after the
+ * fragments before it, then encodes its runs of line breaks and its runs
+ * of other characters. */
+static nu_status char_bpe_encode(nu_bpe_work *w, const char *s, size_t n, nu_error *err) {
+    char *e = w->escaped + w->escaped_used;
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == ' ') {
+            memcpy(e + len, "\xE2\x96\x81", 3);
+            len += 3;
+        } else {
+            e[len++] = s[i];
+        }
+    }
+    w->escaped_used += len;
+    nu_status st = NU_OK;
+    for (size_t start = 0, i = 1; !st && start < len; i++) {
+        if (i < len && (e[i] == '\n') == (e[start] == '\n')) continue;
+        st = encode_char_piece(w, e + start, i - start, err);
+        start = i;
+    }
+    return st;
+}
+
 nu_status nu_bpe_encode(const nu_vocab *v, nu_bpe_work *w, const char *s, size_t n, token_sink *out,
                         nu_error *err) {
     w->out = out;
+    if (v->bpe->chars) return char_bpe_encode(w, s, n, err);
     return nu_pretokenize(v->bpe->pre, w->pre, s, n, encode_piece, w, err);
 }

@@ -20,9 +20,14 @@
 typedef struct nu_bpe_vocab nu_bpe_vocab;
 
 typedef enum vocab_kind {
-    VOCAB_SPM, /* SentencePiece BPE with scores ("llama") */
-    VOCAB_BPE, /* byte-level BPE with merge ranks ("gpt2"), see tokenizer_bpe.c */
+    VOCAB_SPM,      /* SentencePiece BPE with scores ("llama") */
+    VOCAB_BPE,      /* byte-level BPE with merge ranks ("gpt2"), see tokenizer_bpe.c */
+    VOCAB_CHAR_BPE, /* BPE with merge ranks over UTF-8 characters, spaces written
+                     * "\u2581", <0xXX> byte fallback ("gemma4"), see tokenizer_bpe.c */
 } vocab_kind;
+
+/* Whether the vocabulary is one of the two merge-ranked BPE kinds. */
+#define VOCAB_IS_BPE(v) ((v)->kind == VOCAB_BPE || (v)->kind == VOCAB_CHAR_BPE)
 
 /* Per-token flags, derived from the type and the special ids at load. */
 enum {
@@ -120,13 +125,14 @@ static inline void sink_push(token_sink *s, int32_t id) {
 /* ------------------------------------------------------------------------ */
 
 /* Reads tokenizer.ggml.pre and picks the pre-tokenizer (an unknown name
- * falls back to GPT-2's and leaves a note in v->warning). Runs before the
- * special-token flags are read, since some families add BOS by default. */
+ * falls back to GPT-2's and leaves a note in v->warning); character BPE has
+ * a fixed one. Runs before the special-token flags are read, since some
+ * families add BOS by default. */
 nu_status nu_bpe_load_pre(const nu_gguf_file *f, nu_vocab *v, nu_error *err);
 /* Whether the pre-tokenizer family adds BOS unless the file says otherwise. */
 bool nu_bpe_default_add_bos(const nu_vocab *v);
-/* Reads tokenizer.ggml.merges and finds the token of every byte; needs the
- * text -> id table. */
+/* Reads tokenizer.ggml.merges and, for byte-level BPE, finds the token of
+ * every byte's character; needs the text -> id table. */
 nu_status nu_bpe_load_merges(const nu_gguf_file *f, nu_vocab *v, nu_error *err);
 void nu_bpe_vocab_free(nu_bpe_vocab *b);
 
