@@ -73,6 +73,15 @@ static char *read_shared(const char *rel, size_t *len) {
     return nu_test_read_file(path, len);
 }
 
+/* The source of shared/chat_templates/NAME.jinja; fails the test without it. */
+static char *read_template(const char *name, size_t *len) {
+    char rel[512];
+    snprintf(rel, sizeof rel, "chat_templates/%s.jinja", name);
+    char *src = read_shared(rel, len);
+    if (!src) fail_msg("cannot read %s", rel);
+    return src;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Interpreter, against outputs recorded from Jinja2                        */
 /* ------------------------------------------------------------------------ */
@@ -398,19 +407,23 @@ static void test_interpreter(void **state) {
 /* The real templates of shared/chat_templates                              */
 /* ------------------------------------------------------------------------ */
 
-/* Renders one case of cases.json with one template; returns whether it
- * matched the expected file (printing what differs). */
+/* Renders one case of a cases.json with one template; returns whether it
+ * matched the expected file in expected_dir (printing what differs). The
+ * case's "vars" object, when it has one, adds variables (enable_thinking). */
 static bool check_case(const char *name, const cJSON *info, const char *case_id, const cJSON *kase,
-                       const nu_chat_template *t) {
-    char rel[512];
+                       const nu_chat_template *t, const char *expected_dir) {
+    char path[4096];
     char *messages = cJSON_PrintUnformatted(cJSON_GetObjectItem(kase, "messages"));
     const cJSON *tools = cJSON_GetObjectItem(kase, "tools");
     char *tools_json = cJSON_IsArray(tools) ? cJSON_PrintUnformatted(tools) : NULL;
+    const cJSON *vars = cJSON_GetObjectItem(kase, "vars");
+    char *extra_json = cJSON_IsObject(vars) ? cJSON_PrintUnformatted(vars) : NULL;
     const cJSON *bos = cJSON_GetObjectItem(info, "bos_token");
     const cJSON *eos = cJSON_GetObjectItem(info, "eos_token");
     nu_chat_render_params p = nu_chat_render_default_params();
     p.messages_json = messages;
     p.tools_json = tools_json;
+    p.extra_json = extra_json;
     p.add_generation_prompt = cJSON_IsTrue(cJSON_GetObjectItem(kase, "add_generation_prompt"));
     p.bos_token = cJSON_IsString(bos) ? bos->valuestring : NULL;
     p.eos_token = cJSON_IsString(eos) ? eos->valuestring : NULL;
@@ -419,9 +432,8 @@ static bool check_case(const char *name, const cJSON *info, const char *case_id,
     nu_error err = {0};
     nu_status st = nu_chat_render(t, &p, &out, &len, &err);
     bool ok;
-    snprintf(rel, sizeof rel, "chat_templates/expected/%s.%s.error.txt", name, case_id);
-    size_t elen;
-    char *error_text = read_shared(rel, &elen);
+    snprintf(path, sizeof path, "%s/%s.%s.error.txt", expected_dir, name, case_id);
+    char *error_text = nu_test_read_file(path, NULL);
     if (error_text) {
         const char *msg = !strncmp(error_text, "TemplateError: ", 15) ? error_text + 15 : NULL;
         ok = st != NU_OK && (!msg || strstr(err.message, msg));
@@ -430,9 +442,9 @@ static bool check_case(const char *name, const cJSON *info, const char *case_id,
             print_message("%s.%s: want error '%s', got status %d '%s'\n", name, case_id, error_text,
                           st, st ? err.message : out);
     } else {
-        snprintf(rel, sizeof rel, "chat_templates/expected/%s.%s.txt", name, case_id);
+        snprintf(path, sizeof path, "%s/%s.%s.txt", expected_dir, name, case_id);
         size_t wlen;
-        char *want = read_shared(rel, &wlen);
+        char *want = nu_test_read_file(path, &wlen);
         assert_non_null(want);
         ok = st == NU_OK && len == wlen && memcmp(out, want, len) == 0;
         if (!ok)
@@ -444,6 +456,7 @@ static bool check_case(const char *name, const cJSON *info, const char *case_id,
     free(out);
     free(messages);
     free(tools_json);
+    free(extra_json);
     return ok;
 }
 
@@ -459,12 +472,11 @@ static void test_shared_templates(void **state) {
     assert_non_null(templates);
     assert_non_null(cases);
     int total = 0, passed = 0, n_templates = 0;
+    char expected_dir[4096];
+    snprintf(expected_dir, sizeof expected_dir, "%s", nu_test_shared("chat_templates/expected"));
     for (const cJSON *info = templates->child; info; info = info->next) {
-        char rel[512];
-        snprintf(rel, sizeof rel, "chat_templates/%s.jinja", info->string);
         size_t slen;
-        char *src = read_shared(rel, &slen);
-        assert_non_null(src);
+        char *src = read_template(info->string, &slen);
         nu_chat_template *t;
         nu_error err = {0};
         if (nu_chat_template_parse(src, slen, &t, &err) != NU_OK)
@@ -474,7 +486,7 @@ static void test_shared_templates(void **state) {
         for (const cJSON *kase = cases->child; kase; kase = kase->next) {
             if (!strcmp(kase->string, "f_tools") && !tools) continue;
             total++;
-            passed += check_case(info->string, info, kase->string, kase, t);
+            passed += check_case(info->string, info, kase->string, kase, t, expected_dir);
         }
         nu_chat_template_free(t);
         free(src);
@@ -486,6 +498,50 @@ static void test_shared_templates(void **state) {
     cJSON_Delete(cases);
     free(tj);
     free(cj);
+}
+
+/* The thinking parts of the reasoning models' templates (tests/chat: the
+ * cases of cases.json rendered by Jinja2 with render_refs.py): Gemma 4's
+ * <|think|> switch, its <|channel>thought ... <channel|> blocks kept before a
+ * tool call and stripped from earlier answers, Qwen 3 / 3.5's <think>
+ * blocks from reasoning_content, DeepSeek R1's, with enable_thinking on,
+ * off and undefined. */
+static void test_reasoning_templates(void **state) {
+    (void)state;
+    setenv("SOURCE_DATE_EPOCH", FIXED_EPOCH, 1);
+    static const char *const names[] = {"gemma4_31b_it", "qwen3_5_4b", "qwen3_0_6b",
+                                        "deepseek_r1_distill_qwen_32b"};
+    char path[4096], expected_dir[4096];
+    snprintf(path, sizeof path, "%s/tests/chat/cases.json", NU_SOURCE_DIR);
+    snprintf(expected_dir, sizeof expected_dir, "%s/tests/chat/expected", NU_SOURCE_DIR);
+    char *cj = nu_test_read_file(path, NULL);
+    char *tj = read_shared("chat_templates/templates.json", NULL);
+    assert_true(cj && tj);
+    cJSON *cases = cJSON_Parse(cj), *templates = cJSON_Parse(tj);
+    assert_true(cases && templates);
+    int total = 0, passed = 0;
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        size_t slen;
+        char *src = read_template(names[i], &slen);
+        nu_chat_template *t;
+        nu_error err = {0};
+        if (nu_chat_template_parse(src, slen, &t, &err) != NU_OK)
+            fail_msg("%s: %s", names[i], err.message);
+        const cJSON *info = cJSON_GetObjectItem(templates, names[i]);
+        for (const cJSON *kase = cases->child; kase; kase = kase->next) {
+            total++;
+            passed += check_case(names[i], info, kase->string, kase, t, expected_dir);
+        }
+        nu_chat_template_free(t);
+        free(src);
+    }
+    print_message("reasoning templates: %d/%d cases\n", passed, total);
+    assert_int_equal(total, 24);
+    assert_int_equal(passed, total);
+    cJSON_Delete(cases);
+    cJSON_Delete(templates);
+    free(cj);
+    free(tj);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -838,11 +894,8 @@ static void test_corrupted_templates(void **state) {
     small.max_output = 1 << 20;
     int rendered = 0, failed = 0;
     for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
-        char rel[256];
-        snprintf(rel, sizeof rel, "chat_templates/%s.jinja", names[k]);
         size_t len;
-        char *orig = read_shared(rel, &len);
-        assert_non_null(orig);
+        char *orig = read_template(names[k], &len);
         char *copy = malloc(len + 1);
         for (int round = 0; round < 300; round++) {
             memcpy(copy, orig, len + 1);
@@ -868,6 +921,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_interpreter),
         cmocka_unit_test(test_shared_templates),
+        cmocka_unit_test(test_reasoning_templates),
         cmocka_unit_test(test_syntax_errors),
         cmocka_unit_test(test_render_errors),
         cmocka_unit_test(test_limits),
