@@ -5,7 +5,13 @@
  * values, so only what is new is read again (nu_generate reuses the cached
  * prefix it shares with the new prompt). Replies stream as they come and end
  * at the model's end-of-turn tokens; Ctrl-C stops a reply without leaving.
- * On a terminal, lines are edited with libedit (history included). */
+ * On a terminal, lines are edited with libedit (history included).
+ *
+ * Reasoning models (a template with thinking markers, server/reasoning.h):
+ * the thinking is shown dimmed before the answer, and kept out of the
+ * conversation's content (as reasoning_content, for templates that read it);
+ * --no-think flips the template's switch, --think-budget closes the
+ * thinking after N tokens. */
 #include <cjson/cJSON.h>
 #include <editline/readline.h>
 #include <signal.h>
@@ -15,7 +21,9 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "buf.h"
 #include "cli_options.h"
+#include "reasoning.h"
 
 static volatile sig_atomic_t interrupted;
 
@@ -34,7 +42,20 @@ typedef struct chat_state {
     nu_chat_template *tpl;
     bool plain;      /* the "plain" template: stop when the model starts the next turn */
     cJSON *messages; /* the conversation */
+    srv_think think; /* what the template does with thinking */
+    bool no_think;
+    long think_budget; /* -1: none */
+    bool color;        /* dim the thinking (a terminal, or CLICOLOR_FORCE) */
 } chat_state;
+
+/* One reply as it streams: the text so far, split into thinking and answer. */
+typedef struct reply_state {
+    const chat_state *c;
+    nu_buf text; /* the reply so far */
+    srv_think_parser *split;
+    nu_buf reasoning, answer; /* what was shown so far */
+    bool in_thinking;         /* the dim style is on */
+} reply_state;
 
 static int run_chat(int argc, char **argv);
 
@@ -63,6 +84,18 @@ static const cli_option chat_options[] = {
      .kind = CLI_FLAG,
      .field = CLI_FIELD(chat_state, quiet),
      .help = "no statistics after each reply"},
+    {.name = "--no-think",
+     .kind = CLI_FLAG,
+     .field = CLI_FIELD(chat_state, no_think),
+     .help = "reasoning models: turn thinking off (the template's enable_thinking)"},
+    {.name = "--think-budget",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(chat_state, think_budget),
+     .min = 0,
+     .max = 1 << 20,
+     .placeholder = "N",
+     .help = "reasoning models: after N thinking tokens the model is made to close its thinking",
+     .default_text = "none"},
     {0},
 };
 
@@ -82,11 +115,36 @@ const cli_command chat_command = {
     .run = run_chat,
 };
 
+#define DIM "\033[2m"
+#define UNDIM "\033[0m"
+
+/* Thinking goes out dimmed, the answer after it in the normal style. */
+static bool show(void *user, const srv_tool_event *ev) {
+    reply_state *r = user;
+    bool thinking = ev->kind == SRV_TOOL_REASONING;
+    nu_buf_add(thinking ? &r->reasoning : &r->answer, ev->text, ev->len);
+    if (thinking && !r->in_thinking && r->c->color) fputs(DIM, stdout);
+    if (!thinking && r->in_thinking) fputs(r->c->color ? UNDIM "\n\n" : "\n\n", stdout);
+    r->in_thinking = thinking;
+    fwrite(ev->text, 1, ev->len, stdout);
+    return true;
+}
+
 static bool write_reply(void *user, int32_t index, const char *text, size_t len) {
-    (void)user, (void)index;
-    fwrite(text, 1, len, stdout);
+    reply_state *r = user;
+    (void)index;
+    nu_buf_add(&r->text, text, len);
+    bool ok = !r->text.failed &&
+              srv_think_parser_feed(r->split, r->text.data, r->text.len, false, show, r);
     fflush(stdout);
-    return !interrupted;
+    return ok && !interrupted;
+}
+
+/* The end of a reply: what the parser held back, the style reset. */
+static void finish_reply(reply_state *r) {
+    srv_think_parser_feed(r->split, r->text.data, r->text.len, true, show, r);
+    if (r->in_thinking && r->c->color) fputs(UNDIM, stdout);
+    fflush(stdout);
 }
 
 static void add_message(chat_state *c, const char *role, const char *content) {
@@ -126,6 +184,7 @@ static int load_template(chat_state *c) {
         st = NU_OK;
     }
     if (st != NU_OK) cli_error("%s", err.message);
+    if (st == NU_OK) srv_think_detect(&c->think, nu_chat_template_source(c->tpl, NULL), c->model);
     return st != NU_OK;
 }
 
@@ -139,10 +198,41 @@ static char *render(chat_state *c) {
     p.add_generation_prompt = true;
     p.bos_token = b >= 0 ? bos : NULL;
     p.eos_token = e >= 0 ? eos : NULL;
+    if (c->think.switch_enable)
+        p.extra_json = c->no_think ? "{\"enable_thinking\":false}" : "{\"enable_thinking\":true}";
     nu_error err;
     if (nu_chat_render(c->tpl, &p, &out, NULL, &err) != NU_OK) cli_error("%s", err.message);
     free(json);
     return out;
+}
+
+/* How the reply's thinking is split off, and its budget. */
+static bool set_thinking(const chat_state *c, const char *prompt, srv_think_split *split,
+                         nu_generate_params *p, int32_t *open, int32_t *close, int32_t *force) {
+    if (!c->think.thinks) return true;
+    split->on = true;
+    split->starts_inside = srv_think_prompt_inside(&c->think, prompt);
+    snprintf(split->open, sizeof split->open, "%s", c->think.open);
+    snprintf(split->close, sizeof split->close, "%s", c->think.close);
+    if (c->think_budget < 0) return true;
+    srv_error err;
+    if (!srv_think_budget(&c->think, c->model, (int32_t)c->think_budget, &p->think, open, close,
+                          force, &err))
+        return cli_error("%s", err.message), false;
+    p->think.start_inside = split->starts_inside;
+    return true;
+}
+
+/* The reply joins the conversation: its answer as the content, its
+ * thinking as reasoning_content (the template decides what to show). */
+static void add_answer(chat_state *c, const reply_state *rs, const char *text) {
+    if (!c->think.thinks) {
+        add_message(c, "assistant", text);
+        return;
+    }
+    add_message(c, "assistant", rs->answer.data ? rs->answer.data : "");
+    cJSON *m = cJSON_GetArrayItem(c->messages, cJSON_GetArraySize(c->messages) - 1);
+    if (rs->reasoning.data) cJSON_AddStringToObject(m, "reasoning_content", rs->reasoning.data);
 }
 
 /* One reply: renders, generates (streaming), appends it to the conversation. */
@@ -160,13 +250,23 @@ static void reply(chat_state *c) {
     p.add_bos = !(bos[0] && strncmp(prompt, bos, strlen(bos)) == 0);
     const char *stops[] = {"\nUser:"};
     if (c->plain) p.stop = stops, p.n_stop = 1;
+    srv_think_split split = {0};
+    int32_t open[NU_THINK_MAX_MARKER], close[NU_THINK_MAX_MARKER], force[NU_THINK_MAX_FORCE];
+    reply_state rs = {.c = c};
+    if (!set_thinking(c, prompt, &split, &p, open, close, force) ||
+        !(rs.split = srv_think_parser_new(&split))) {
+        free(prompt);
+        return;
+    }
     p.on_text = write_reply;
+    p.user = &rs;
     interrupted = 0;
     nu_generate_result r;
     nu_error err;
     if (nu_generate(c->ctx, prompt, &p, &r, &err) != NU_OK) {
         cli_error("%s", err.message);
     } else {
+        finish_reply(&rs);
         putchar('\n');
         if (!c->quiet)
             fprintf(stderr,
@@ -174,9 +274,13 @@ static void reply(chat_state *c) {
                     r.n_prompt, r.n_cached, r.n_generated,
                     r.generate_ms > 0 ? r.n_generated / (r.generate_ms / 1e3) : 0.0,
                     r.finish == NU_FINISH_CANCELLED ? " | stopped" : "");
-        add_message(c, "assistant", r.text);
+        add_answer(c, &rs, r.text);
         nu_generate_result_free(&r);
     }
+    srv_think_parser_free(rs.split);
+    nu_buf_free(&rs.text);
+    nu_buf_free(&rs.reasoning);
+    nu_buf_free(&rs.answer);
     free(prompt);
 }
 
@@ -253,7 +357,9 @@ static char *read_line(const chat_state *c) {
 }
 
 static int run_chat(int argc, char **argv) {
-    chat_state c = {.n_predict = 256, .tty = isatty(0) && isatty(1)};
+    chat_state c = {.n_predict = 256, .tty = isatty(0) && isatty(1), .think_budget = -1};
+    const char *force = getenv("CLICOLOR_FORCE");
+    c.color = !getenv("NO_COLOR") && (isatty(1) || (force && strcmp(force, "0")));
     cli_run_opts_init(&c.run);
     int rc;
     if (!cli_parse(&chat_command, argc, argv, &c, &rc)) return rc;

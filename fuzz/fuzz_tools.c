@@ -1,11 +1,16 @@
 /* fuzz_tools.c - libFuzzer target for the server's tool-call answer parser
  * (srv_tool_parser in server/tools.c): a model's generated text to message
- * content and function calls.
+ * content and function calls; and for the thinking split in front of it
+ * (srv_splitter in server/reasoning.c).
  *
  * Input: two header bytes, then the answer text. Byte 0: bits 0-1 pick the
  * call format (generic, Hermes, Mistral, Llama 3), bit 2 marks the answer
  * as shaped by the tools' grammar (calls then stream as they are
- * generated), bit 3 turns parallel_tool_calls off. Byte 1 seeds the cuts:
+ * generated), bit 3 turns parallel_tool_calls off, bit 4 splits <think>
+ * blocks off first (then bit 5: the prompt opened one, bit 6: no tools), and
+ * the streamed split must agree with srv_answer_split, the thinking never
+ * holds the close marker, and thinking and content never hold more than the
+ * text. Byte 1 seeds the cuts:
  * the answer is fed to one parser in pieces of 0 to 15 bytes (a piece of 0
  * feeds the same text again, as a stream does when a token adds no bytes).
  *
@@ -30,6 +35,7 @@
 #include <time.h>
 
 #include "openai_params.h"
+#include "reasoning.h"
 #include "tools.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -119,6 +125,7 @@ static bool collect(void *user, const srv_tool_event *ev) {
     case SRV_TOOL_ARGS:
         check(c->n_calls > 0 && ev->index == c->n_calls - 1); /* the current call's */
         return text_append(&c->calls[ev->index].args, ev->text, ev->len);
+    case SRV_TOOL_REASONING: break; /* the tool parser never sends thinking */
     }
     abort(); /* an event of no known kind */
 }
@@ -165,6 +172,54 @@ static void check_agreement(const srv_tools *t, const collector *c, const srv_to
     if (whole->n_calls == 0) check(whole->content_len == len && !memcmp(whole->content, text, len));
 }
 
+/* ---- the thinking split ------------------------------------------------------ */
+
+typedef struct think_collector {
+    text_buf reasoning, content;
+    int32_t n_calls;
+    bool oom;
+} think_collector;
+
+static bool collect_split(void *user, const srv_tool_event *ev) {
+    think_collector *c = user;
+    bool ok = true;
+    if (ev->kind == SRV_TOOL_REASONING) ok = text_append(&c->reasoning, ev->text, ev->len);
+    if (ev->kind == SRV_TOOL_CONTENT) ok = text_append(&c->content, ev->text, ev->len);
+    if (ev->kind == SRV_TOOL_CALL) c->n_calls++;
+    if (!ok) c->oom = true;
+    return ok;
+}
+
+static void check_split(srv_request *r, const char *text, size_t len, uint8_t seed) {
+    srv_split_answer whole;
+    if (!srv_answer_split(r, text, len, &whole)) return; /* out of memory */
+    think_collector c = {0};
+    srv_splitter *s = srv_splitter_new(r);
+    uint32_t state = seed * 2654435761u + 1;
+    bool ok = s != NULL;
+    for (size_t n = 0; ok && n < len;) {
+        ok = srv_splitter_feed(s, text, n, false, collect_split, &c);
+        state = state * 1664525u + 1013904223u;
+        n += (state >> 24) % 16;
+    }
+    if (ok && srv_splitter_feed(s, text, len, true, collect_split, &c) && !c.oom) {
+        check(c.reasoning.len == whole.reasoning_len &&
+              (!c.reasoning.len || !memcmp(c.reasoning.s, whole.reasoning, c.reasoning.len)));
+        check((whole.reasoning != NULL) == (whole.reasoning_len > 0));
+        check(c.content.len == whole.result.content_len &&
+              (!c.content.len || !memcmp(c.content.s, whole.result.content, c.content.len)));
+        check(c.n_calls == whole.result.n_calls);
+        check(c.reasoning.len + c.content.len <= len);
+        check(!c.reasoning.len || !memmem(c.reasoning.s, c.reasoning.len, "</think>", 8));
+        if (!r->reasoning.split.starts_inside && !memmem(text, len, "<think>", 7) &&
+            !srv_tools_active(&r->tools))
+            check(c.content.len == len && (!len || !memcmp(c.content.s, text, len)));
+    }
+    srv_splitter_free(s);
+    free(c.reasoning.s), free(c.content.s);
+    srv_answer_free(&whole);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 2) return 0;
     srv_tools tools = {
@@ -177,6 +232,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     };
     const char *text = (const char *)data + 2;
     size_t len = size - 2;
+    if (data[0] & 16) {
+        srv_request r = {.kind = SRV_CHAT, .tools = tools};
+        if (data[0] & 64) r.tools.n = 0;
+        r.reasoning.split = (srv_think_split){
+            .on = true, .starts_inside = data[0] & 32, .open = "<think>", .close = "</think>"};
+        check_split(&r, text, len, data[1]);
+        return 0;
+    }
 
     srv_tool_result whole;
     if (!srv_tools_parse(&tools, text, len, &whole)) return 0; /* out of memory */

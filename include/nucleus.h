@@ -547,6 +547,45 @@ NU_API nu_status nu_sampler_set_grammar(nu_sampler *s, const nu_grammar *g, int3
                                         nu_error *err);
 /* The grammar allows nothing but the end. */
 NU_API bool nu_sampler_grammar_must_end(const nu_sampler *s);
+
+/* A thinking budget for reasoning models, which write their thinking
+ * between markers (Qwen3 and DeepSeek-R1: <think> ... </think>) before the
+ * answer. A thinking block opens when the tokens accepted (the prompt's
+ * included: a prompt that ends with `open` starts inside one) end with the
+ * token sequence `open`, and closes when they end with `close`. After
+ * max_tokens tokens inside a block, the sampler forces the sequence `force`
+ * (e.g. the tokens of "\n</think>\n\n"), one token per sample: every other
+ * token gets logit -INFINITY before the chain, so greedy, sampling and
+ * speculative verification all take it; the block is closed once the last
+ * forced token is accepted. Markers are matched as the token sequences
+ * given: a model that spells a marker with other tokens is not seen (real
+ * reasoning models have their markers as single tokens). A grammar must
+ * allow the forced tokens. */
+typedef struct nu_think_budget {
+    const int32_t *open; /* 1..8 tokens; NULL (n_open 0): no budget, the rest is ignored */
+    int32_t n_open;
+    const int32_t *close; /* 1..8 tokens */
+    int32_t n_close;
+    const int32_t *force; /* 1..16 tokens */
+    int32_t n_force;
+    int32_t max_tokens; /* >= 0 */
+    /* Generation starts inside a block, whatever the prompt's tokens show
+     * (for a caller that knows it from the prompt's text, when the marker
+     * merged with what follows it into other tokens). */
+    bool start_inside;
+} nu_think_budget;
+
+#define NU_THINK_MAX_MARKER 8 /* tokens of open and close */
+#define NU_THINK_MAX_FORCE 16 /* tokens of force */
+
+/* Checks the lengths and max_tokens (and that token ids are below n_vocab,
+ * when n_vocab > 0). A zeroed struct (no budget) is valid. */
+NU_API nu_status nu_think_budget_check(const nu_think_budget *b, int32_t n_vocab, nu_error *err);
+/* Sets the sampler's thinking budget (copied; NULL or n_open 0: none).
+ * Call it before nu_sampler_accept_prompt: the prompt decides whether
+ * generation starts inside a block. */
+NU_API nu_status nu_sampler_set_think_budget(nu_sampler *s, const nu_think_budget *b,
+                                             nu_error *err);
 /* The distribution the next token would be drawn from (the chain run on
  * the logits, probabilities normalised; greedy gives a point mass on the
  * argmax), without drawing; speculative decoding compares these. Valid until
@@ -800,6 +839,8 @@ typedef struct nu_generate_params {
      * request (nu_generate_speculative then generates plainly), K > 0 drafts
      * at most K tokens per step (K no more than their draft_max). */
     int32_t draft_max;
+    /* A thinking budget for every sample (nu_think_budget; zeroed: none). */
+    nu_think_budget think;
     nu_text_callback on_text;
     void *user;
 } nu_generate_params;
@@ -831,6 +872,7 @@ typedef struct nu_generate_result {
     double score;       /* beam search: sum_logprob / n_generated^length_penalty */
     int32_t n_drafted;  /* speculative decoding: tokens proposed for this sample */
     int32_t n_accepted; /* of those, how many the target accepted */
+    int32_t stop_index; /* finish NU_FINISH_STOP by a stop string: its index in stop; else -1 */
 } nu_generate_result;
 
 NU_API void nu_generate_result_free(nu_generate_result *r);

@@ -155,6 +155,6 @@ printf '\x00\x06{"tool_calls": [{"name": "f", "arguments": {]}' >"$seeds/bad-jso
 printf '\x05\x02<tool_call>{"name":"f","arguments":{"a":1]}</tool_call>' >"$seeds/bad-grammar"
 printf '\x01\x0aJust text: [1, 2] and {braces} and <tool_ca' >"$seeds/bad-text"
 : >"$build/tools.dict"
-write_dict "$build/tools.dict" '<tool_call>' '</tool_call>' '[TOOL_CALLS]' '<|python_tag|>' name \
+write_dict "$build/tools.dict" '<tool_call>' '</tool_call>' '<think>' '</think>' '[TOOL_CALLS]' '<|python_tag|>' name \
   arguments parameters tool_calls get_weather search '\\"' '\\u00e9' null true
 fuzz_capped tools 30 4096 "the server's tool-call parser"

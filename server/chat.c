@@ -148,6 +148,7 @@ bool srv_chat_init(srv_chat *c, const nu_model *m, const char *override, char *m
     /* the plain format has no end-of-turn token: the next "User:" line ends the turn */
     if (!strcmp(c->name, "plain")) c->stop_string = "\nUser:";
     probe_tools(c);
+    srv_think_detect(&c->think, nu_chat_template_source(c->tpl, NULL), m);
     return true;
 }
 
@@ -323,6 +324,8 @@ static char *messages_json(const srv_chat *c, const srv_message *msgs, int32_t n
             ok = o &&
                  (!plain ||
                   (add_str(o, "role", msgs[i].role) && add_str(o, "content", msgs[i].content))) &&
+                 (!msgs[i].reasoning || !c->think.history_field[0] ||
+                  add_str(o, c->think.history_field, msgs[i].reasoning)) &&
                  cJSON_AddItemToArray(arr, o);
             if (!ok) cJSON_Delete(o);
         } else {
@@ -336,10 +339,11 @@ static char *messages_json(const srv_chat *c, const srv_message *msgs, int32_t n
 }
 
 /* Renders; NU_OK, or the status with e filled. */
-static nu_status render(const srv_chat *c, const char *messages, const srv_tools *tools, char **out,
-                        nu_error *e) {
+static nu_status render(const srv_chat *c, const char *messages, const srv_tools *tools,
+                        const char *vars, char **out, nu_error *e) {
     nu_chat_render_params p = nu_chat_render_default_params();
     p.messages_json = messages;
+    p.extra_json = vars;
     p.tools_json = tools && tools->n > 0 ? tools->json : NULL;
     p.add_generation_prompt = true;
     p.bos_token = c->bos_text;
@@ -348,7 +352,7 @@ static nu_status render(const srv_chat *c, const char *messages, const srv_tools
 }
 
 char *srv_chat_render(const srv_chat *c, const srv_message *msgs, int32_t n, const srv_tools *tools,
-                      srv_error *err) {
+                      const char *vars, srv_error *err) {
     bool oom = false;
     char *tools_text =
         tools ? srv_tools_prompt(tools, c->tool_format, !c->reads_tools, &oom) : NULL;
@@ -357,7 +361,7 @@ char *srv_chat_render(const srv_chat *c, const srv_message *msgs, int32_t n, con
     nu_status st = NU_ERR_NOMEM;
     for (int place = PLACE_SYSTEM; !oom && place <= PLACE_FIRST_USER; place++) {
         char *json = messages_json(c, msgs, n, tools_text, (tools_place)place);
-        st = json ? render(c, json, tools, &out, &e) : NU_ERR_NOMEM;
+        st = json ? render(c, json, tools, vars, &out, &e) : NU_ERR_NOMEM;
         cJSON_free(json);
         /* a template that refuses system messages gets the tools with the question */
         if (st == NU_OK || st == NU_ERR_NOMEM || !tools_text) break;

@@ -10,6 +10,7 @@
 
 #include "nucleus.h"
 #include "openai_params.h"
+#include "reasoning.h"
 #include "tools.h"
 
 #define SRV_CHAT_MAX_STOP_TOKENS 8
@@ -27,6 +28,7 @@ typedef struct srv_chat {
     bool reads_tool_calls;       /* it shows assistant tool_calls and tool results (else they
                                     are written as text: see srv_chat_render) */
     srv_tool_format tool_format; /* the call syntax its model writes */
+    srv_think think;             /* what it does with thinking (reasoning.h) */
 } srv_chat;
 
 /* Picks the template: override is a built-in NAME or a FILE with Jinja
@@ -42,8 +44,12 @@ void srv_chat_free(srv_chat *c);
  * or the first user message when the template refuses system messages.
  * For a template that cannot show tool_calls, an assistant message's calls
  * become its text in the generic format and tool results become user
- * messages "Result of NAME (call ID):\nCONTENT" (consecutive ones joined). */
+ * messages "Result of NAME (call ID):\nCONTENT" (consecutive ones joined).
+ * An assistant message's thinking goes to the template in the field it
+ * reads (reasoning_content), or nowhere: templates drop earlier thinking
+ * themselves. vars (a JSON object as text, or NULL) are more template
+ * variables (srv_think_template_vars). */
 char *srv_chat_render(const srv_chat *c, const srv_message *msgs, int32_t n, const srv_tools *tools,
-                      srv_error *err);
+                      const char *vars, srv_error *err);
 
 #endif

@@ -44,6 +44,9 @@ typedef struct srv_job {
     const char *stop_all[24];    /* gen.stop: the request's stop strings and the chat format's */
     int32_t stop_tokens_all[16]; /* gen.stop_tokens */
     nu_grammar *grammar;         /* gen.grammar: the request's constraint, or NULL */
+    int32_t think_open[NU_THINK_MAX_MARKER]; /* gen.think's token arrays */
+    int32_t think_close[NU_THINK_MAX_MARKER];
+    int32_t think_force[NU_THINK_MAX_FORCE];
 
     /* Shared, under mu. Results are the engine's until done. */
     pthread_mutex_t mu;

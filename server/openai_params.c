@@ -153,14 +153,15 @@ static const char *const common_fields[] = {
     "min_tokens", "ignore_eos", "grammar", "regex", "choice", "beam_width", "length_penalty",
     "early_stopping", "watermark", "speculative", "draft_max", NULL};
 static const char *const chat_fields[] = {
-    "messages", "max_completion_tokens", "top_logprobs",        "store", "metadata", "service_tier",
-    "tools",    "tool_choice",           "parallel_tool_calls", NULL};
+    "messages", "max_completion_tokens", "top_logprobs", "store", "metadata", "service_tier",
+    "tools", "tool_choice", "parallel_tool_calls", "reasoning_effort", "chat_template_kwargs",
+    /* nucleus extension */
+    "max_thinking_tokens", NULL};
 static const char *const completion_fields[] = {"prompt", "echo",          "best_of",
                                                 "suffix", "parse_special", NULL};
 /* Fields of the OpenAI API that nucleus does not implement. */
 static const char *const unsupported_fields[] = {
-    "functions",        "function_call",      "audio", "modalities", "prediction",
-    "reasoning_effort", "web_search_options", NULL};
+    "functions", "function_call", "audio", "modalities", "prediction", "web_search_options", NULL};
 
 static bool in_list(const char *const *list, const char *name) {
     for (; *list; list++)
@@ -481,7 +482,8 @@ static bool check_beam_compatible(const srv_request *r, srv_error *err) {
                        : (r->grammar || r->regex || r->n_choices || r->format) ? "grammar"
                        : r->watermark_key                                      ? "watermark"
                        : r->tools.choice != SRV_TOOLS_NONE                     ? "tools"
-                                                                               : NULL;
+                       : r->reasoning.max_tokens >= 0 ? "max_thinking_tokens"
+                                                      : NULL;
     if (what)
         return BAD(err, what, "'%s' cannot be combined with beam search ('beam_width')", what);
     for (int32_t i = 0; i < r->n_prompts; i++)
@@ -746,12 +748,24 @@ static bool parse_message_ids(const cJSON *msg, srv_message *m, srv_error *err) 
     return !id || (m->tool_call_id = dup_or_fail(id, err)) != NULL;
 }
 
+/* reasoning_content: an assistant message's thinking, given back. */
+static bool parse_message_reasoning(const cJSON *msg, srv_message *m, srv_error *err) {
+    const char *text = NULL;
+    if (get_string(msg, "reasoning_content", &text, err) < 0)
+        return BAD(err, "messages", "'reasoning_content' must be a string");
+    if (!text) return true;
+    if (strcmp(m->role, "assistant"))
+        return BAD(err, "messages", "only assistant messages may have 'reasoning_content'");
+    return (m->reasoning = dup_or_fail(text, err)) != NULL;
+}
+
 static bool parse_message(const cJSON *msg, srv_message *m, srv_error *err) {
     if (!cJSON_IsObject(msg)) return BAD(err, "messages", "each message must be an object");
     for (const cJSON *v = msg->child; v; v = v->next) {
         const char *k = v->string;
         if (!strcmp(k, "role") || !strcmp(k, "content") || !strcmp(k, "name") ||
-            !strcmp(k, "tool_calls") || !strcmp(k, "tool_call_id"))
+            !strcmp(k, "tool_calls") || !strcmp(k, "tool_call_id") ||
+            !strcmp(k, "reasoning_content"))
             continue;
         if ((!strcmp(k, "refusal") || !strcmp(k, "function_call") || !strcmp(k, "audio")) &&
             cJSON_IsNull(v))
@@ -759,7 +773,7 @@ static bool parse_message(const cJSON *msg, srv_message *m, srv_error *err) {
         return BAD(err, "messages", "unsupported message field '%.40s'", k);
     }
     return parse_role(msg, m, err) && parse_content(msg, m, err) && parse_tool_calls(msg, m, err) &&
-           parse_message_ids(msg, m, err);
+           parse_message_ids(msg, m, err) && parse_message_reasoning(msg, m, err);
 }
 
 /* Whether an assistant message before `upto` made a tool call with this id. */
@@ -790,6 +804,29 @@ static bool parse_messages(const cJSON *root, srv_request *r, srv_error *err) {
                        "tool call",
                        msg->tool_call_id);
     }
+    return true;
+}
+
+/* ---- reasoning ----------------------------------------------------------- */
+
+/* reasoning_effort, chat_template_kwargs and max_thinking_tokens; whether
+ * the model can do what they ask is checked against its template later
+ * (reasoning.h). */
+static bool parse_reasoning(const cJSON *root, srv_request *r, srv_error *err) {
+    static const char *const efforts[] = {"none", "minimal", "low", "medium", "high", NULL};
+    srv_reasoning *t = &r->reasoning;
+    const char *effort = NULL;
+    const cJSON *kwargs = NULL;
+    if (get_string(root, "reasoning_effort", &effort, err) < 0 ||
+        get_object(root, "chat_template_kwargs", &kwargs, err) < 0 ||
+        get_int32(root, "max_thinking_tokens", 0, INT32_MAX, &t->max_tokens, err) < 0)
+        return false;
+    if (effort && !in_list(efforts, effort))
+        return BAD(err, "reasoning_effort",
+                   "'reasoning_effort' must be none, minimal, low, medium or high (not '%.40s')",
+                   effort);
+    if (effort && !(t->effort = dup_or_fail(effort, err))) return false;
+    if (kwargs && !(t->kwargs = cJSON_PrintUnformatted(kwargs))) return out_of_memory(err);
     return true;
 }
 
@@ -912,6 +949,7 @@ static void init_request(srv_request *r, srv_kind kind, const srv_defaults *d) {
     s->penalty_last_n = -1, s->no_repeat_ngram_size = 0, s->min_tokens = 0;
     s->ignore_eos = false, s->logit_bias = NULL, s->n_logit_bias = 0;
     r->beam_params = d->beam;
+    r->reasoning.max_tokens = -1;
 }
 
 static bool parse_fields(const cJSON *root, srv_request *r, const srv_limits *lim, srv_error *err) {
@@ -932,7 +970,8 @@ static bool parse_fields(const cJSON *root, srv_request *r, const srv_limits *li
         const char *tier;
         const cJSON *meta;
         if (!parse_messages(root, r, err) || get_bool(root, "store", &b, err) < 0 ||
-            !parse_tools(root, r, err) || get_string(root, "service_tier", &tier, err) < 0 ||
+            !parse_tools(root, r, err) || !parse_reasoning(root, r, err) ||
+            get_string(root, "service_tier", &tier, err) < 0 ||
             get_object(root, "metadata", &meta, err) < 0)
             return false;
     } else if (!parse_prompts(root, r, lim, err) || !parse_completion_extras(root, r, lim, err)) {
@@ -972,7 +1011,7 @@ void srv_request_free(srv_request *r) {
     free(r->model);
     for (int32_t i = 0; i < r->n_messages; i++) {
         srv_message *m = &r->messages[i];
-        free(m->role), free(m->content), free(m->name), free(m->tool_call_id);
+        free(m->role), free(m->content), free(m->name), free(m->tool_call_id), free(m->reasoning);
         cJSON_free(m->tool_calls);
     }
     free(r->messages);
@@ -991,6 +1030,8 @@ void srv_request_free(srv_request *r) {
     free(r->watermark_key);
     for (int32_t i = 0; i < r->n_choices; i++) free(r->choices[i]);
     free(r->choices);
+    free(r->reasoning.effort);
+    cJSON_free(r->reasoning.kwargs);
     srv_kind kind = r->kind;
     memset(r, 0, sizeof *r);
     r->kind = kind;

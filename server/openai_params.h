@@ -24,6 +24,7 @@ typedef struct srv_message {
     char *name;         /* the message's "name", or NULL */
     char *tool_calls;   /* assistant: [{id, type, function: {name, arguments}}] (JSON), or NULL */
     char *tool_call_id; /* tool: the id of the call this message answers, or NULL */
+    char *reasoning;    /* assistant: its thinking (reasoning_content), or NULL */
 } srv_message;
 
 /* Function calling (chat only): the request's tools, tool_choice and
@@ -52,6 +53,25 @@ typedef struct srv_tools {
     int format;       /* the chat template's call syntax (srv_tool_format, tools.h) */
     bool constrained; /* a grammar guarantees well-formed calls (their arguments stream as made) */
 } srv_tools;
+
+/* Reasoning (chat only): what the request asks of a reasoning model's
+ * thinking. server/reasoning.h maps it onto the chat template. */
+#define SRV_THINK_MARKER_MAX 32 /* bytes of a thinking marker with its NUL */
+
+/* How an answer's thinking is split off (set by the server when it accepts
+ * the request). */
+typedef struct srv_think_split {
+    bool on;            /* the answer may hold thinking */
+    bool starts_inside; /* the prompt opened the block: the answer starts in it */
+    char open[SRV_THINK_MARKER_MAX], close[SRV_THINK_MARKER_MAX];
+} srv_think_split;
+
+typedef struct srv_reasoning {
+    char *kwargs;       /* chat_template_kwargs: a JSON object as text, or NULL */
+    char *effort;       /* reasoning_effort: none, minimal, low, medium or high; or NULL */
+    int32_t max_tokens; /* max_thinking_tokens (nucleus extension), -1 when not given */
+    srv_think_split split;
+} srv_reasoning;
 
 /* One completions prompt: text, or token ids when text is NULL. */
 typedef struct srv_prompt {
@@ -117,6 +137,7 @@ typedef struct srv_request {
     char **choices;
     int32_t n_choices;
     srv_tools tools;
+    srv_reasoning reasoning;
 } srv_request;
 
 /* Parses and checks a request body for a chat (SRV_CHAT) or completions

@@ -250,26 +250,28 @@ static cJSON *tool_calls_json(const srv_tool_result *tr) {
     return arr;
 }
 
-/* A chat choice's message: the text, or with tools the content and calls
- * parsed from it (content null when there are calls and nothing else).
- * Returns how many calls it has. */
+/* A chat choice's message: the text, or the thinking (reasoning_content)
+ * and the content and calls parsed from it (content null when there are
+ * calls and nothing else). Returns how many calls it has. */
 static int32_t add_message(cJSON *c, const srv_job *job, const nu_generate_result *r) {
     cJSON *msg = cJSON_CreateObject();
     cJSON_AddStringToObject(msg, "role", "assistant");
-    srv_tool_result tr = {0};
-    bool parsed = srv_tools_active(&job->req.tools) &&
-                  srv_tools_parse(&job->req.tools, r->text, r->text_len, &tr);
-    if (parsed && tr.n_calls > 0 && tr.content_len == 0)
+    srv_split_answer a = {0};
+    const srv_tool_result *tr = &a.result;
+    bool parsed =
+        srv_splitter_needed(&job->req) && srv_answer_split(&job->req, r->text, r->text_len, &a);
+    if (parsed && tr->n_calls > 0 && tr->content_len == 0)
         cJSON_AddNullToObject(msg, "content");
     else if (parsed)
-        add_text(msg, "content", tr.content, tr.content_len);
+        add_text(msg, "content", tr->content, tr->content_len);
     else
         add_text(msg, "content", r->text, r->text_len);
+    if (a.reasoning) add_text(msg, "reasoning_content", a.reasoning, a.reasoning_len);
     cJSON_AddNullToObject(msg, "refusal");
-    if (tr.n_calls > 0) cJSON_AddItemToObject(msg, "tool_calls", tool_calls_json(&tr));
+    if (tr->n_calls > 0) cJSON_AddItemToObject(msg, "tool_calls", tool_calls_json(tr));
     cJSON_AddItemToObject(c, "message", msg);
-    int32_t n_calls = tr.n_calls;
-    srv_tool_result_free(&tr);
+    int32_t n_calls = tr->n_calls;
+    srv_answer_free(&a);
     return n_calls;
 }
 
@@ -335,7 +337,9 @@ char *srv_chunk_json(const srv_resp_ctx *rc, const srv_job *job, const srv_chunk
     if (rc->kind == SRV_CHAT) {
         cJSON *delta = cJSON_CreateObject();
         if (ch->role) cJSON_AddStringToObject(delta, "role", "assistant");
-        if (ch->tool) {
+        if (ch->reasoning) {
+            add_text(delta, "reasoning_content", ch->text, ch->len);
+        } else if (ch->tool) {
             if (ch->role) cJSON_AddNullToObject(delta, "content");
             cJSON_AddItemToObject(delta, "tool_calls", tool_delta_json(ch->tool));
         } else if (ch->null_content) {

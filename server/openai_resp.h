@@ -11,6 +11,7 @@
 #include "engine.h"
 #include "nucleus.h"
 #include "openai_params.h"
+#include "reasoning.h"
 #include "tools.h"
 
 /* What every response of one request shares. */
@@ -56,6 +57,7 @@ typedef struct srv_chunk {
     bool role;
     const srv_tool_event *tool; /* a tool_calls delta instead of text, or NULL */
     bool null_content;          /* "content": null (the first delta of an answer with tools) */
+    bool reasoning;             /* text is thinking: a reasoning_content delta */
 } srv_chunk;
 
 char *srv_chunk_json(const srv_resp_ctx *rc, const srv_job *job, const srv_chunk *chunk);

@@ -87,13 +87,14 @@ static int32_t *tokenize(const nu_model *m, const char *text, unsigned flags, in
     return toks;
 }
 
-/* Prompt p's text: the rendered chat, or the completions prompt (NULL for
- * token ids). *flags gets the tokenizer flags that go with it. */
-static char *prompt_text(const srv_state *s, const srv_request *r, int32_t p, unsigned *flags,
-                         srv_error *err) {
+/* Prompt p's text: the rendered chat (with the template variables vars),
+ * or the completions prompt (NULL for token ids). *flags gets the
+ * tokenizer flags that go with it. */
+static char *prompt_text(const srv_state *s, const srv_request *r, int32_t p, const char *vars,
+                         unsigned *flags, srv_error *err) {
     *flags = NU_TOKENIZE_ADD_BOS;
     if (r->kind == SRV_CHAT) {
-        char *text = srv_chat_render(&s->chat, r->messages, r->n_messages, &r->tools, err);
+        char *text = srv_chat_render(&s->chat, r->messages, r->n_messages, &r->tools, vars, err);
         const char *bos = s->chat.bos_text;
         *flags |= NU_TOKENIZE_PARSE_SPECIAL;
         if (text && bos && bos[0] && !strncmp(text, bos, strlen(bos)))
@@ -107,12 +108,35 @@ static char *prompt_text(const srv_state *s, const srv_request *r, int32_t p, un
     return text;
 }
 
+/* How a chat answer's thinking is split off, and its budget, now that the
+ * prompt is known. */
+static bool prepare_thinking(const srv_state *s, srv_job *job, const char *prompt, srv_error *err) {
+    const srv_think *t = &s->chat.think;
+    srv_reasoning *q = &job->req.reasoning;
+    if (!t->thinks) return true;
+    q->split.on = true;
+    q->split.starts_inside = srv_think_prompt_inside(t, prompt);
+    snprintf(q->split.open, sizeof q->split.open, "%s", t->open);
+    snprintf(q->split.close, sizeof q->split.close, "%s", t->close);
+    if (q->max_tokens < 0) return true;
+    if (!srv_think_budget(t, s->model, q->max_tokens, &job->gen.think, job->think_open,
+                          job->think_close, job->think_force, err))
+        return false;
+    job->gen.think.start_inside = q->split.starts_inside;
+    return true;
+}
+
 /* Tokens of prompt p, its length checked, and how many tokens it may get. */
-static bool prepare_prompt(const srv_state *s, srv_job *job, int32_t p, srv_error *err) {
+static bool prepare_prompt(const srv_state *s, srv_job *job, int32_t p, const char *vars,
+                           srv_error *err) {
     srv_request *r = &job->req;
     unsigned flags;
-    char *text = prompt_text(s, r, p, &flags, err);
+    char *text = prompt_text(s, r, p, vars, &flags, err);
     if (!text && (r->kind == SRV_CHAT || r->prompts[p].text)) return false;
+    if (r->kind == SRV_CHAT && !prepare_thinking(s, job, text, err)) {
+        free(text);
+        return false;
+    }
     int32_t n;
     if (text) {
         job->prompt_tokens[p] = tokenize(s->model, text, flags, &n, err);
@@ -181,8 +205,13 @@ static bool build_job(const srv_state *s, srv_job *job, srv_error *err) {
     if (!r->seed_given) job->gen.sampling.seed = random_seed();
     set_stops(s, job);
     if (!compile_constraint(s, job, err)) return false;
-    for (int32_t p = 0; p < n_prompts; p++)
-        if (!prepare_prompt(s, job, p, err)) return false;
+    char *vars = NULL;
+    if (r->kind == SRV_CHAT && !srv_think_template_vars(&s->chat.think, r, &vars, err))
+        return false;
+    bool ok = true;
+    for (int32_t p = 0; ok && p < n_prompts; p++) ok = prepare_prompt(s, job, p, vars, err);
+    cJSON_free(vars);
+    if (!ok) return false;
     job->slots = r->beam ? 2 * r->beam_params.width : n_prompts * per;
     return true;
 }

@@ -16,17 +16,16 @@ struct srv_stream {
     int64_t *completion_tokens;
     nu_buf out; /* events produced; bytes before out_off went to MHD */
     size_t out_off;
-    bool *role_sent;         /* chat: the first delta (with the role) went out */
-    bool finished;           /* everything including [DONE] is in out */
-    bool failed;             /* out of memory */
-    srv_tool_parser **tools; /* chat with tools: per choice, content and calls from its text */
+    bool *role_sent;      /* chat: the first delta (with the role) went out */
+    bool finished;        /* everything including [DONE] is in out */
+    bool failed;          /* out of memory */
+    srv_splitter **split; /* chat with thinking or tools: per choice, its text split */
 };
 
 /* Frees what the stream allocated (not the job). */
 static void free_stream_parts(srv_stream *st) {
-    for (int32_t i = 0; st->tools && i < st->job->n_results; i++)
-        srv_tool_parser_free(st->tools[i]);
-    free(st->tools);
+    for (int32_t i = 0; st->split && i < st->job->n_results; i++) srv_splitter_free(st->split[i]);
+    free(st->split);
     nu_buf_free(&st->out);
     free(st->role_sent);
     free(st);
@@ -40,10 +39,10 @@ srv_stream *srv_stream_new(srv_engine *e, srv_job *job, const srv_resp_ctx *rc, 
         free(st);
         return NULL;
     }
-    if (rc->kind == SRV_CHAT && srv_tools_active(&job->req.tools)) {
-        bool ok = (st->tools = calloc((size_t)job->n_results + 1, sizeof *st->tools)) != NULL;
+    if (rc->kind == SRV_CHAT && srv_splitter_needed(&job->req)) {
+        bool ok = (st->split = calloc((size_t)job->n_results + 1, sizeof *st->split)) != NULL;
         for (int32_t i = 0; ok && i < job->n_results; i++)
-            ok = (st->tools[i] = srv_tool_parser_new(&job->req.tools)) != NULL;
+            ok = (st->split[i] = srv_splitter_new(&job->req)) != NULL;
         if (!ok) {
             st->job = job;
             free_stream_parts(st);
@@ -108,8 +107,8 @@ static bool put_tool_event(void *user, const srv_tool_event *ev) {
     tool_sink *k = user;
     srv_stream *st = k->st;
     srv_chunk ch = {.index = k->index, .text = "", .role = !st->role_sent[k->index]};
-    if (ev->kind == SRV_TOOL_CONTENT)
-        ch.text = ev->text, ch.len = ev->len;
+    if (ev->kind == SRV_TOOL_CONTENT || ev->kind == SRV_TOOL_REASONING)
+        ch.text = ev->text, ch.len = ev->len, ch.reasoning = ev->kind == SRV_TOOL_REASONING;
     else
         ch.tool = ev;
     if (!k->lps_taken) {
@@ -122,8 +121,8 @@ static bool put_tool_event(void *user, const srv_tool_event *ev) {
     return !st->failed;
 }
 
-/* put_progress for an answer with tools: the parser decides what is content
- * and what is a call (job->mu held). */
+/* put_progress for an answer with thinking or tools: the splitter decides
+ * what is thinking, content and calls (job->mu held). */
 static bool put_tool_progress(srv_stream *st, int32_t i, bool done) {
     srv_job *job = st->job;
     srv_choice *c = &job->choices[i];
@@ -136,7 +135,7 @@ static bool put_tool_progress(srv_stream *st, int32_t i, bool done) {
                    .index = i,
                    .lps = c->lps + c->lps_sent,
                    .n_lps = n_lps > c->lps_sent ? n_lps - c->lps_sent : 0};
-    if (!srv_tool_parser_feed(st->tools[i], c->text, c->len, done, put_tool_event, &k))
+    if (!srv_splitter_feed(st->split[i], c->text, c->len, done, put_tool_event, &k))
         st->failed = true;
     c->sent = c->len;
     bool role = !st->role_sent[i];
@@ -167,7 +166,7 @@ static void put_end(srv_stream *st) {
         put_event(st, srv_error_json(&err));
     } else {
         for (int32_t i = 0; i < job->n_results; i++) {
-            int32_t n_calls = st->tools ? srv_tool_parser_n_calls(st->tools[i]) : 0;
+            int32_t n_calls = st->split ? srv_splitter_n_calls(st->split[i]) : 0;
             const char *finish =
                 srv_finish_name_calls(job->results[i].finish, n_calls, &job->req.tools);
             srv_chunk ch = {.index = i, .text = "", .finish = finish ? finish : "stop"};
@@ -189,7 +188,7 @@ static bool produce(srv_stream *st) {
     pthread_mutex_lock(&job->mu);
     bool done = job->done, added = false;
     for (int32_t i = 0; i < job->n_results && !(done && job->failed); i++)
-        added |= st->tools ? put_tool_progress(st, i, done) : put_progress(st, i, done);
+        added |= st->split ? put_tool_progress(st, i, done) : put_progress(st, i, done);
     if (done) {
         put_end(st);
         added = true;

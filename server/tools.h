@@ -97,9 +97,10 @@ bool srv_tools_gbnf(const srv_tools *t, srv_tool_format f, bool marker_is_text, 
 /* ---- parsing the answer -------------------------------------------------- */
 
 typedef enum srv_tool_event_kind {
-    SRV_TOOL_CONTENT, /* text for the message content */
-    SRV_TOOL_CALL,    /* a call begins: id and name */
-    SRV_TOOL_ARGS,    /* a piece of the current call's arguments */
+    SRV_TOOL_CONTENT,   /* text for the message content */
+    SRV_TOOL_CALL,      /* a call begins: id and name */
+    SRV_TOOL_ARGS,      /* a piece of the current call's arguments */
+    SRV_TOOL_REASONING, /* thinking, split off before the content (reasoning.h) */
 } srv_tool_event_kind;
 
 typedef struct srv_tool_event {

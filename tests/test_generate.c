@@ -68,7 +68,16 @@ static void test_stop_string_across_tokens(void **state) {
     assert_string_equal(r.text, ", there was a litt");
     assert_string_equal(s.text, r.text);
     assert_null(strstr(s.text, "le"));
+    assert_int_equal(r.stop_index, 0); /* "le gi" */
     nu_generate_result_free(&r);
+    /* which stop string matched: the second of these */
+    const char *other[] = {"never", "le gi"};
+    p.stop = other;
+    s = (stream){0};
+    assert_int_equal(nu_generate(ctx, "Once upon a time", &p, &r, NULL), NU_OK);
+    assert_int_equal(r.stop_index, 1);
+    nu_generate_result_free(&r);
+    p.stop = stops;
     /* kept when asked */
     p.include_stop = true;
     s = (stream){0};
@@ -91,6 +100,7 @@ static void test_stream_equals_text(void **state) {
     nu_generate_result r;
     assert_int_equal(nu_generate(ctx, "Once upon a time", &p, &r, NULL), NU_OK);
     assert_int_equal(r.finish, NU_FINISH_LENGTH);
+    assert_int_equal(r.stop_index, -1);
     assert_int_equal(r.n_generated, 12);
     assert_string_equal(s.text, r.text);
     assert_int_equal(strncmp(r.text, "Once upon a time", 16), 0);
@@ -288,6 +298,65 @@ static void test_bad_params(void **state) {
     nu_context_free(ctx);
 }
 
+/* The thinking budget through the scheduler and speculative decoding: the
+ * prompt's last token stands for the open marker, so generation starts
+ * inside a block; after 3 tokens the forced pair comes, whatever the model
+ * prefers, in every sample and with prompt-lookup speculation alike. */
+static void test_think_budget(void **state) {
+    (void)state;
+    nu_context *ctx = make_context(1, 2, 64);
+    const char *prompt = "Once upon a time";
+    int32_t toks[16];
+    size_t n = 0;
+    assert_int_equal(
+        nu_tokenize(nu_test_demo, prompt, strlen(prompt), NU_TOKENIZE_ADD_BOS, toks, 16, &n, NULL),
+        NU_OK);
+    nu_generate_params p = greedy(8);
+    nu_generate_result plain, r[2];
+    assert_int_equal(nu_generate(ctx, prompt, &p, &plain, NULL), NU_OK);
+    /* a close marker the plain text never writes, two forced tokens */
+    int32_t close = 0;
+    for (bool used = true; used; close++) {
+        used = false;
+        for (int32_t i = 0; i < plain.n_tokens; i++) used |= plain.tokens[i] == close;
+    }
+    close--;
+    int32_t open = toks[n - 1], force[] = {100, 101};
+    p.think = (nu_think_budget){&open, 1, &close, 1, force, 2, 3, false};
+    assert_int_equal(nu_generate(ctx, prompt, &p, r, NULL), NU_OK);
+    assert_int_equal(r[0].n_tokens, 8);
+    assert_memory_equal(r[0].tokens, plain.tokens, 3 * sizeof(int32_t));
+    assert_int_equal(r[0].tokens[3], 100);
+    assert_int_equal(r[0].tokens[4], 101);
+    int32_t budgeted[8];
+    memcpy(budgeted, r[0].tokens, sizeof budgeted);
+    nu_generate_result_free(&r[0]);
+    /* sampled, two samples */
+    p.n = 2;
+    p.sampling.temperature = 1;
+    assert_int_equal(nu_generate(ctx, prompt, &p, r, NULL), NU_OK);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(r[i].tokens[3], 100);
+        assert_int_equal(r[i].tokens[4], 101);
+        nu_generate_result_free(&r[i]);
+    }
+    /* greedy with prompt lookup: the same tokens */
+    p.n = 1;
+    p.sampling.temperature = 0;
+    nu_speculative_params sp = nu_speculative_default_params();
+    sp.lookup = true;
+    assert_int_equal(nu_generate_speculative(ctx, prompt, &p, &sp, &r[0], NULL, NULL), NU_OK);
+    assert_memory_equal(r[0].tokens, budgeted, sizeof budgeted);
+    nu_generate_result_free(&r[0]);
+    /* a bad budget is refused */
+    nu_error err;
+    p.think.max_tokens = -1;
+    assert_int_equal(nu_generate(ctx, prompt, &p, r, &err), NU_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "think budget"));
+    nu_generate_result_free(&plain);
+    nu_context_free(ctx);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stop_string_across_tokens),
@@ -299,6 +368,7 @@ int main(void) {
         cmocka_unit_test(test_logprobs_and_echo),
         cmocka_unit_test(test_prefix_reuse),
         cmocka_unit_test(test_bad_params),
+        cmocka_unit_test(test_think_budget),
     };
     return cmocka_run_group_tests(tests, nu_test_demo_setup, nu_test_demo_teardown);
 }

@@ -1019,6 +1019,111 @@ static void test_partial_selection(void **state) {
     }
 }
 
+/* The thinking budget on hand-made logits that always favour token 0:
+ * open marker {5}, close {6}, forced sequence {4, 6}, 2 tokens allowed. */
+static nu_sampler *think_sampler(float temperature, const int32_t *prompt, int n_prompt) {
+    static const int32_t open[] = {5}, close[] = {6}, force[] = {4, 6};
+    nu_think_budget b = {open, 1, close, 1, force, 2, 2, false};
+    nu_sampler_params sp = nu_sampler_default_params();
+    sp.temperature = temperature;
+    nu_sampler *s = make_sampler(sp, N_VOCAB, NULL);
+    assert_int_equal(nu_sampler_set_think_budget(s, &b, NULL), NU_OK);
+    nu_sampler_accept_prompt(s, prompt, n_prompt);
+    return s;
+}
+
+/* Samples greedily n times, accepting each token; writes them to out. */
+static void think_run(nu_sampler *s, int n, int32_t *out) {
+    float logits[N_VOCAB];
+    base_logits(logits);
+    for (int i = 0; i < n; i++) {
+        out[i] = nu_sampler_sample(s, logits);
+        nu_sampler_accept(s, out[i]);
+    }
+}
+
+static void test_think_budget(void **state) {
+    (void)state;
+    int32_t got[8];
+    /* a prompt that ends with the open marker starts inside: two free
+     * tokens, then the forced sequence, then free again */
+    static const int32_t inside[] = {1, 5}, outside[] = {1, 2}, closed[] = {5, 1, 6};
+    nu_sampler *s = think_sampler(0, inside, 2);
+    think_run(s, 6, got);
+    static const int32_t want_inside[] = {0, 0, 4, 6, 0, 0};
+    assert_memory_equal(got, want_inside, sizeof want_inside);
+    /* after a reset the model opens a block itself: the budget counts from there */
+    nu_sampler_reset(s);
+    nu_sampler_accept_prompt(s, outside, 2);
+    think_run(s, 5, got);
+    static const int32_t free_run[] = {0, 0, 0, 0, 0};
+    assert_memory_equal(got, free_run, sizeof free_run);
+    nu_sampler_accept(s, 5);
+    think_run(s, 4, got);
+    static const int32_t want_opened[] = {0, 0, 4, 6};
+    assert_memory_equal(got, want_opened, sizeof want_opened);
+    nu_sampler_free(s);
+    /* a block closed in the prompt is not counted */
+    s = think_sampler(0, closed, 3);
+    think_run(s, 5, got);
+    assert_memory_equal(got, free_run, sizeof free_run);
+    nu_sampler_free(s);
+    /* a block the model closes itself is not forced */
+    s = think_sampler(0, inside, 2);
+    nu_sampler_accept(s, 0);
+    nu_sampler_accept(s, 6);
+    think_run(s, 5, got);
+    assert_memory_equal(got, free_run, sizeof free_run);
+    nu_sampler_free(s);
+    /* start_inside: the caller knows better than the prompt's tokens */
+    static const int32_t open[] = {5}, close[] = {6}, force[] = {4, 6};
+    nu_think_budget b = {open, 1, close, 1, force, 2, 1, true};
+    nu_sampler_params greedy = nu_sampler_default_params();
+    greedy.temperature = 0;
+    s = make_sampler(greedy, N_VOCAB, NULL);
+    assert_int_equal(nu_sampler_set_think_budget(s, &b, NULL), NU_OK);
+    nu_sampler_accept_prompt(s, outside, 2);
+    think_run(s, 4, got);
+    static const int32_t want_start_inside[] = {0, 4, 6, 0};
+    assert_memory_equal(got, want_start_inside, sizeof want_start_inside);
+    nu_sampler_free(s);
+    /* sampling at temperature 1 takes the forced token every time, and the
+     * distribution is a point mass on it */
+    static const int32_t spent[] = {5, 0, 0};
+    s = think_sampler(1, spent, 1);
+    nu_sampler_accept(s, 0);
+    nu_sampler_accept(s, 0);
+    float logits[N_VOCAB];
+    base_logits(logits);
+    for (int i = 0; i < 1000; i++) assert_int_equal(nu_sampler_sample(s, logits), 4);
+    const nu_candidates *c = nu_sampler_distribution(s, logits);
+    for (size_t i = 0; i < c->size; i++)
+        assert_true(c->data[i].id == 4 ? c->data[i].prob == 1.0f : c->data[i].prob == 0.0f);
+    nu_sampler_free(s);
+}
+
+static void test_think_budget_checks(void **state) {
+    (void)state;
+    static const int32_t one[] = {1}, far[] = {N_VOCAB}, nine[9] = {0};
+    nu_sampler *s = make_sampler(nu_sampler_default_params(), N_VOCAB, NULL);
+    nu_error err;
+    nu_think_budget b = {one, 1, one, 1, one, 1, 0, false};
+    assert_int_equal(nu_sampler_set_think_budget(s, &b, &err), NU_OK);
+    b.max_tokens = -1;
+    assert_int_equal(nu_sampler_set_think_budget(s, &b, &err), NU_ERR_INVALID_ARG);
+    b.max_tokens = 0, b.open = nine, b.n_open = 9;
+    assert_int_equal(nu_sampler_set_think_budget(s, &b, &err), NU_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "open"));
+    b.open = one, b.n_open = 1, b.force = far;
+    assert_int_equal(nu_sampler_set_think_budget(s, &b, &err), NU_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "vocabulary"));
+    b.n_close = 0;
+    assert_int_equal(nu_think_budget_check(&b, 0, &err), NU_ERR_INVALID_ARG);
+    nu_think_budget none = {0};
+    assert_int_equal(nu_think_budget_check(&none, N_VOCAB, &err), NU_OK);
+    nu_sampler_free(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pure_sampling),
@@ -1057,6 +1162,8 @@ int main(void) {
         cmocka_unit_test(test_reproducible_with_history),
         cmocka_unit_test(test_last_candidates),
         cmocka_unit_test(test_partial_selection),
+        cmocka_unit_test(test_think_budget),
+        cmocka_unit_test(test_think_budget_checks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -259,6 +259,7 @@ static bool collect(void *user, const srv_tool_event *ev) {
         assert_true(ev->index < c->n_calls); /* the call came first */
         strncat(c->args[ev->index], ev->text, ev->len);
         break;
+    case SRV_TOOL_REASONING: fail_msg("the tool parser sent thinking"); break;
     }
     return true;
 }
@@ -797,7 +798,7 @@ static void test_render_golden(void **state) {
             parse_ok(body, &r);
             free(body);
             srv_error err = {0};
-            char *got = srv_chat_render(&c, r.messages, r.n_messages, &r.tools, &err);
+            char *got = srv_chat_render(&c, r.messages, r.n_messages, &r.tools, NULL, &err);
             if (!got) fail_msg("%s: %s", names[i], err.message);
             char path[256];
             snprintf(path, sizeof path, "chat_templates/expected/%s.f_tools.txt", names[i]);
@@ -833,7 +834,7 @@ static void test_render_round_trip(void **state) {
         srv_request r;
         parse_ok(body, &r);
         srv_error err = {0};
-        char *got = srv_chat_render(&c, r.messages, r.n_messages, &r.tools, &err);
+        char *got = srv_chat_render(&c, r.messages, r.n_messages, &r.tools, NULL, &err);
         if (!got) fail_msg("%s: %s", names[i], err.message);
         if (!strstr(got, "\"city\": \"Paris\"") || !strstr(got, "22 degrees") ||
             strstr(got, "\\\"city")) {
@@ -866,7 +867,7 @@ static void test_render_without_tools(void **state) {
                            "\"tools\":" TOOLS ",\"tool_choice\":\"required\"}",
              &r);
     srv_error err;
-    char *got = srv_chat_render(&c, r.messages, r.n_messages, &r.tools, &err);
+    char *got = srv_chat_render(&c, r.messages, r.n_messages, &r.tools, NULL, &err);
     assert_non_null(got);
     const char *expect[] = {
         "<|im_start|>system\nBe brief.\n\n# Tools\n\nYou can call these functions",
@@ -886,7 +887,7 @@ static void test_render_without_tools(void **state) {
     /* a template that refuses system messages gets the tools with the question */
     chat_for(&c, "gemma2_it");
     parse_ok("{" ASK ",\"tools\":" TOOLS "}", &r);
-    got = srv_chat_render(&c, r.messages, r.n_messages, &r.tools, &err);
+    got = srv_chat_render(&c, r.messages, r.n_messages, &r.tools, NULL, &err);
     if (!got) fail_msg("gemma2: %s", err.message);
     assert_non_null(strstr(got, "<start_of_turn>user\n# Tools"));
     assert_non_null(strstr(got, "as usual instead.\n\n\nWeather in Paris?"));

@@ -200,6 +200,19 @@ class nu_token_logprob(Structure):
 TEXT_CALLBACK = CFUNCTYPE(c_bool, c_void_p, c_int32, c_void_p, c_size_t)
 
 
+class nu_think_budget(Structure):
+    _fields_ = [
+        ("open", POINTER(c_int32)),
+        ("n_open", c_int32),
+        ("close", POINTER(c_int32)),
+        ("n_close", c_int32),
+        ("force", POINTER(c_int32)),
+        ("n_force", c_int32),
+        ("max_tokens", c_int32),
+        ("start_inside", c_bool),
+    ]
+
+
 class nu_generate_params(Structure):
     _fields_ = [
         ("n_predict", c_int32),
@@ -217,6 +230,7 @@ class nu_generate_params(Structure):
         ("logprobs_after_chain", c_bool),
         ("grammar", c_void_p),
         ("draft_max", c_int32),
+        ("think", nu_think_budget),
         ("on_text", TEXT_CALLBACK),
         ("user", c_void_p),
     ]
@@ -242,6 +256,7 @@ class nu_generate_result(Structure):
         ("score", c_double),
         ("n_drafted", c_int32),
         ("n_accepted", c_int32),
+        ("stop_index", c_int32),
     ]
 
 
@@ -315,6 +330,7 @@ STRUCTS = [
     nu_sampler_params,
     nu_top_logprob,
     nu_token_logprob,
+    nu_think_budget,
     nu_generate_params,
     nu_generate_result,
     nu_detokenizer,

@@ -224,6 +224,7 @@ static void write_results(beam_state *b, nu_generate_result *results) {
     for (int32_t r = 0; r < b->p->n_return; r++) {
         nu_generate_result *res = &results[r];
         memset(res, 0, sizeof *res);
+        res->stop_index = -1;
         res->index = r;
         res->n_prompt = b->n_prompt;
         if (r >= b->n_hyps) continue;

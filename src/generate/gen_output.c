@@ -40,6 +40,7 @@ void nu_gen_output_init(gen_output *o, nu_generate_result *res, const nu_generat
     o->p = p;
     o->model = m;
     res->index = index;
+    res->stop_index = -1;
     for (int32_t i = 0; i < p->n_stop; i++) {
         size_t len = strlen(p->stop[i]);
         if (len > o->max_stop) o->max_stop = len;
@@ -145,8 +146,8 @@ void nu_gen_output_echo(gen_output *o, const int32_t *prompt, int32_t n) {
 }
 
 /* The earliest complete stop string in the generated text that may involve
- * the bytes from `from` on; returns its offset or -1. */
-static long find_stop(const gen_output *o, size_t from, size_t *stop_len) {
+ * the bytes from `from` on; returns its offset or -1 (*which: its index). */
+static long find_stop(const gen_output *o, size_t from, size_t *stop_len, int32_t *which) {
     const char *text = o->res->text;
     long best = -1;
     size_t start = from > o->gen_start + o->max_stop ? from - o->max_stop : o->gen_start;
@@ -157,6 +158,7 @@ static long find_stop(const gen_output *o, size_t from, size_t *stop_len) {
         if (hit && (best < 0 || hit - text < best)) {
             best = hit - text;
             *stop_len = len;
+            *which = i;
         }
     }
     return best;
@@ -209,7 +211,7 @@ nu_finish_reason nu_gen_output_token(gen_output *o, int32_t token, const float *
     size_t k = nu_detokenizer_push(&o->detok, token, buf, sizeof buf);
     append_text(o, buf, k < sizeof buf ? k : sizeof buf);
     size_t stop_len = 0;
-    long hit = o->p->n_stop ? find_stop(o, before, &stop_len) : -1;
+    long hit = o->p->n_stop ? find_stop(o, before, &stop_len, &o->res->stop_index) : -1;
     if (hit >= 0) {
         o->res->text_len = (size_t)hit + (o->p->include_stop ? stop_len : 0);
         o->res->text[o->res->text_len] = 0;

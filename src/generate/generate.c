@@ -47,7 +47,8 @@ nu_status nu_generate_params_check(const nu_generate_params *p, nu_error *err) {
     for (int32_t i = 0; i < p->n_stop; i++)
         if (!p->stop[i] || !p->stop[i][0])
             return nu_fail(err, NU_ERR_INVALID_ARG, "stop string %d is empty", i);
-    return nu_sampler_params_check(&p->sampling, err);
+    nu_status st = nu_think_budget_check(&p->think, 0, err);
+    return st ? st : nu_sampler_params_check(&p->sampling, err);
 }
 
 void nu_generate_result_free(nu_generate_result *r) {

@@ -306,6 +306,7 @@ static nu_status make_spec_sample(const nu_scheduler *s, gen_request *r, gen_sam
     nu_sampler_params dp = *sampling;
     dp.seed ^= 0x5bd1e995u; /* the draft's own stream */
     nu_status st = nu_sampler_new_for_model(&dp, nu_context_model(s->ctx), &sp->ds, err);
+    if (st == NU_OK) st = nu_sampler_set_think_budget(sp->ds, &r->p.think, err);
     if (st == NU_OK) nu_sampler_accept_prompt(sp->ds, r->prompt, r->n_prompt);
     return st;
 }
@@ -320,6 +321,7 @@ static nu_status make_samples(const nu_scheduler *s, gen_request *r, nu_error *e
         sp.seed += (uint64_t)i; /* each sample its own stream, reproducibly */
         /* a sampler that knows the end-of-generation tokens, for min_tokens and ignore_eos */
         nu_status st = nu_sampler_new_for_model(&sp, m, &g->sampler, err);
+        if (!st) st = nu_sampler_set_think_budget(g->sampler, &r->p.think, err);
         if (st) return st;
         nu_sampler_accept_prompt(g->sampler, r->prompt, r->n_prompt);
         if (r->p.grammar &&

@@ -366,6 +366,9 @@ static nu_status setup(nu_spec_state *s, const char *prompt, nu_error *err) {
     dp.seed ^= 0x5bd1e995u; /* the draft's own stream */
     if ((st = nu_sampler_new_for_model(&s->p->sampling, m, &s->ts, err))) return st;
     if (s->sp->draft && (st = nu_sampler_new_for_model(&dp, m, &s->ds, err))) return st;
+    if ((st = nu_sampler_set_think_budget(s->ts, &s->p->think, err)) ||
+        (s->ds && (st = nu_sampler_set_think_budget(s->ds, &s->p->think, err))))
+        return st;
     nu_sampler_accept_prompt(s->ts, s->toks, s->n_prompt);
     if (s->p->grammar && (st = nu_sampler_set_grammar(s->ts, s->p->grammar, s->p->n_predict, err)))
         return st;

@@ -19,6 +19,7 @@
 
 #include "error.h"
 #include "nucleus.h"
+#include "think_budget.h"
 #include "watermark.h"
 
 struct nu_sampler {
@@ -56,6 +57,7 @@ struct nu_sampler {
      * the caller's string need not outlive nu_sampler_new). */
     bool watermark_on;
     nu_watermark wm;
+    nu_think_state think; /* the thinking budget (think.on: set) */
 };
 
 /* ---- parameters ------------------------------------------------------------ */
@@ -425,6 +427,10 @@ bool nu_sampler_grammar_must_end(const nu_sampler *s) {
     return s->grammar && nu_grammar_must_end(s->grammar);
 }
 
+nu_status nu_sampler_set_think_budget(nu_sampler *s, const nu_think_budget *b, nu_error *err) {
+    return nu_think_set(&s->think, b, s->n_vocab, err);
+}
+
 nu_status nu_sampler_set_eog(nu_sampler *s, const int32_t *tokens, int32_t n, nu_error *err) {
     if (n < 0 || (n > 0 && !tokens))
         return nu_fail(err, NU_ERR_INVALID_ARG, "%d end-of-generation tokens", n);
@@ -466,6 +472,7 @@ void nu_sampler_reset(nu_sampler *s) {
         for (size_t i = 0; i < s->n_seen; i++) s->counts[s->seen[i]] = 0;
     s->n_seen = 0;
     nu_watermark_clear(&s->wm);
+    nu_think_reset(&s->think);
 }
 
 /* Makes room for one more token: doubles the array while the windows need
@@ -519,6 +526,8 @@ static void history_push(nu_sampler *s, int32_t t) {
 void nu_sampler_accept_prompt(nu_sampler *s, const int32_t *tokens, int32_t n) {
     /* the prompt's last tokens choose the first green list */
     for (int32_t i = 0; s->watermark_on && i < n; i++) nu_watermark_push(&s->wm, tokens[i]);
+    for (int32_t i = 0; s->think.on && i < n; i++) nu_think_accept(&s->think, tokens[i], false);
+    nu_think_prompt_end(&s->think);
     if (!s->p.penalize_prompt) return;
     for (int32_t i = 0; i < n; i++) history_push(s, tokens[i]);
 }
@@ -527,6 +536,7 @@ void nu_sampler_accept(nu_sampler *s, int32_t token) {
     history_push(s, token);
     if (s->watermark_on) nu_watermark_push(&s->wm, token);
     s->n_generated++;
+    nu_think_accept(&s->think, token, true);
     /* a token the grammar refuses leaves its state as it was (the caller
      * chose it: nu_sampler_sample never does) */
     if (s->grammar) nu_grammar_accept(s->grammar, token, NULL);
@@ -702,10 +712,19 @@ static void suppress_eog(nu_sampler *s, nu_candidates *c) {
 
 /* ---- the chain --------------------------------------------------------------- */
 
-/* Not nu_stage_kinds: the EOG suppression and the watermark, run (and
- * observed) like stages. */
+/* Not nu_stage_kinds: the EOG suppression, the watermark and the thinking
+ * budget's forced token, run (and observed) like stages. */
 #define STAGE_EOG NU_STAGE_COUNT_
 #define STAGE_WATERMARK (NU_STAGE_COUNT_ + 1)
+#define STAGE_THINK (NU_STAGE_COUNT_ + 2)
+
+/* The thinking budget is spent: only its next forced token stays. */
+static void force_think_token(nu_sampler *s, nu_candidates *c) {
+    int32_t keep = nu_think_forced(&s->think);
+    for (size_t i = 0; i < c->size; i++)
+        if (c->data[i].id != keep) c->data[i].logit = -INFINITY;
+    c->sorted = false;
+}
 
 /* The stages greedy decoding skips, with temperature: they cannot change
  * the argmax (typical-p could drop it, which greedy does not want). */
@@ -742,6 +761,7 @@ static void run_stage(nu_sampler *s, int kind, nu_candidates *c, bool identity) 
     case NU_STAGE_REPETITION_GUARD: stage_repetition_guard(s, c, identity); break;
     case STAGE_EOG: suppress_eog(s, c); break;
     case STAGE_WATERMARK: nu_watermark_apply(&s->wm, c, identity); break;
+    case STAGE_THINK: force_think_token(s, c); break;
     default: break;
     }
 }
@@ -760,6 +780,7 @@ static void run_observed(nu_sampler *s, int kind, nu_candidates *c, bool *identi
         nu_candidates_softmax(c);
         const char *name = kind == STAGE_EOG         ? "eog"
                            : kind == STAGE_WATERMARK ? "watermark"
+                           : kind == STAGE_THINK     ? "think_budget"
                                                      : nu_stage_name(kind);
         s->observer(s->observer_user, name, &before, c);
     }
@@ -829,6 +850,7 @@ static nu_candidates *run_chain(nu_sampler *s, const float *logits, bool greedy,
         identity = false;
     }
     if (eog_suppressed(s)) run_observed(s, STAGE_EOG, c, &identity);
+    if (nu_think_forced(&s->think) >= 0) run_observed(s, STAGE_THINK, c, &identity);
     /* the watermark shifts the logits the filters and temperature will see,
      * the logits after the bias and penalties of the default order */
     bool watermark = s->watermark_on && nu_watermark_ready(&s->wm);

@@ -3,7 +3,8 @@
 // requests or with raw sockets, and stop it (SIGTERM: it must exit 0 with no
 // sanitizer report). Everything only talks to 127.0.0.1 and every wait is
 // bounded in time.
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
+import fs from "node:fs";
 import http from "node:http";
 import net from "node:net";
 import path from "node:path";
@@ -29,8 +30,8 @@ export function withTimeout(p, ms, what) {
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // Starts the server with extra arguments; resolves once it listens.
-export async function startServer(args = [], { startMs = 60000 } = {}) {
-    const argv = ["serve", "-m", MODEL, "--host", HOST, "--port", "0", "-t", "1", ...args];
+export async function startServer(args = [], { startMs = 60000, model = MODEL } = {}) {
+    const argv = ["serve", "-m", model, "--host", HOST, "--port", "0", "-t", "1", ...args];
     const proc = spawn(NUCLEUS, argv, { stdio: ["ignore", "ignore", "pipe"] });
     let stderr = "";
     const exited = new Promise((resolve) => {
@@ -154,3 +155,24 @@ export async function collectStream(stream, kind = "chat") {
     }
     return { texts, finish, usage, chunks, logprobs };
 }
+
+// A tiny Qwen3 with random weights and the real Qwen2/2.5/3 tokenizer
+// (shared/vocab), for the chat templates of reasoning models: made once by
+// shared/tools/synth_gguf.py and kept in NU_ARCH_CACHE (or TMPDIR). Its text
+// is meaningless; the tests force what they need with a regex.
+export function thinkingModel() {
+    const dir = process.env.NU_ARCH_CACHE ?? process.env.TMPDIR ?? "/tmp";
+    const file = path.join(dir, "server-qwen3-tiny-qwen2vocab-seed3.gguf");
+    if (!fs.existsSync(file)) {
+        fs.mkdirSync(dir, { recursive: true });
+        const part = `${file}.${process.pid}.part`;
+        execFileSync("python3", [path.join(SHARED, "tools/synth_gguf.py"), "--shape", "tiny", "--arch", "qwen3",
+            "--seed", "3", "--vocab-from", path.join(SHARED, "vocab/ggml-vocab-qwen2.gguf"), "-o", part],
+        { stdio: ["ignore", "ignore", "inherit"], timeout: 300000 });
+        fs.renameSync(part, file); // whole or not at all, even with two builds testing at once
+    }
+    return file;
+}
+
+// A chat template of shared/chat_templates.
+export const template = (name) => path.join(SHARED, "chat_templates", `${name}.jinja`);

@@ -1,0 +1,384 @@
+/* reasoning.c - the thinking of reasoning models: what a template does with
+ * it, the template variables a request sets, the budget's tokens, and the
+ * parser that splits an answer into thinking and content. */
+#include "reasoning.h"
+
+#include "buf.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- what the template does ------------------------------------------------ */
+
+/* The marker pairs models are known to write (DeepSeek-R1, Qwen3, QwQ and
+ * most others: <think>; Command R7B; Magistral; Seed-OSS; Kimi). */
+static const char *const marker_pairs[][2] = {
+    {"<seed:think>", "</seed:think>"},
+    {"<think>", "</think>"},
+    {"<|START_THINKING|>", "<|END_THINKING|>"},
+    {"[THINK]", "[/THINK]"},
+    {"\xe2\x97\x81think\xe2\x96\xb7", "\xe2\x97\x81/think\xe2\x96\xb7"}, /* ◁think▷ ◁/think▷ */
+};
+
+/* Whether text is one token of the vocabulary (read as special text). */
+static bool one_token(const nu_model *m, const char *text) {
+    int32_t toks[4];
+    size_t n = 0;
+    return m &&
+           nu_tokenize(m, text, strlen(text), NU_TOKENIZE_PARSE_SPECIAL, toks, 4, &n, NULL) ==
+               NU_OK &&
+           n == 1;
+}
+
+void srv_think_detect(srv_think *t, const char *src, const nu_model *m) {
+    memset(t, 0, sizeof *t);
+    if (!src) src = "";
+    size_t n_pairs = sizeof marker_pairs / sizeof *marker_pairs;
+    for (size_t i = 0; i < n_pairs && !t->thinks; i++)
+        if (strstr(src, marker_pairs[i][1])) {
+            snprintf(t->open, sizeof t->open, "%s", marker_pairs[i][0]);
+            snprintf(t->close, sizeof t->close, "%s", marker_pairs[i][1]);
+            t->thinks = true;
+        }
+    if (!t->thinks && one_token(m, "<think>") && one_token(m, "</think>")) {
+        snprintf(t->open, sizeof t->open, "<think>");
+        snprintf(t->close, sizeof t->close, "</think>");
+        t->thinks = true;
+    }
+    t->switch_enable = t->thinks && strstr(src, "enable_thinking") != NULL;
+    t->switch_effort = t->thinks && strstr(src, "reasoning_effort") != NULL;
+    if (t->thinks && strstr(src, "reasoning_content"))
+        snprintf(t->history_field, sizeof t->history_field, "reasoning_content");
+}
+
+/* ---- template variables ----------------------------------------------------- */
+
+/* A 400 about reasoning, naming param. */
+static bool refuse(srv_error *err, const char *param, const char *what) {
+    return srv_fail(err, 400, "invalid_request_error", NULL, param, "%s", what);
+}
+
+/* The reasoning_effort template variable: gpt-oss takes low, medium, high. */
+static const char *effort_value(const char *effort) {
+    return !strcmp(effort, "minimal") ? "low" : effort;
+}
+
+/* Sets the switch the effort asks for; false (err) when the template
+ * cannot do it. */
+static bool add_switch(const srv_think *t, const char *effort, cJSON *vars, srv_error *err) {
+    bool off = effort && !strcmp(effort, "none");
+    if (!t->thinks && effort && !off)
+        return refuse(err, "reasoning_effort",
+                      "this model's chat template does not think: 'reasoning_effort' can only "
+                      "be 'none'");
+    if (t->switch_enable && !cJSON_AddBoolToObject(vars, "enable_thinking", !off)) return false;
+    if (!off || !t->thinks || t->switch_enable) {
+        if (t->switch_effort && effort && !off &&
+            !cJSON_AddStringToObject(vars, "reasoning_effort", effort_value(effort)))
+            return false;
+        return true;
+    }
+    return refuse(err, "reasoning_effort",
+                  "this model's chat template always thinks: it has no switch to turn "
+                  "thinking off ('reasoning_effort': 'none')");
+}
+
+bool srv_think_template_vars(const srv_think *t, const srv_request *r, char **out, srv_error *err) {
+    *out = NULL;
+    const srv_reasoning *q = &r->reasoning;
+    if (q->max_tokens >= 0 && !t->thinks)
+        return refuse(err, "max_thinking_tokens",
+                      "this model's chat template does not think: 'max_thinking_tokens' does "
+                      "not apply");
+    if (q->max_tokens >= 0 && q->effort && !strcmp(q->effort, "none"))
+        return refuse(err, "max_thinking_tokens",
+                      "'max_thinking_tokens' cannot be combined with 'reasoning_effort': 'none'");
+    cJSON *vars = cJSON_CreateObject();
+    srv_error oom;
+    srv_fail(&oom, 500, "server_error", NULL, NULL, "out of memory");
+    if (!vars) return *err = oom, false;
+    bool ok = add_switch(t, q->effort, vars, err);
+    cJSON *kw = ok && q->kwargs ? cJSON_Parse(q->kwargs) : NULL;
+    if (ok && q->kwargs && !kw) ok = (*err = oom, false);
+    /* chat_template_kwargs come last: they win over the switch */
+    for (cJSON *v = kw ? kw->child : NULL; ok && v; v = v->next) {
+        cJSON *copy = cJSON_Duplicate(v, true);
+        cJSON_DeleteItemFromObjectCaseSensitive(vars, v->string);
+        if (!copy || !cJSON_AddItemToObject(vars, v->string, copy))
+            cJSON_Delete(copy), ok = (*err = oom, false);
+    }
+    cJSON_Delete(kw);
+    if (ok && vars->child && !(*out = cJSON_PrintUnformatted(vars))) ok = (*err = oom, false);
+    cJSON_Delete(vars);
+    return ok;
+}
+
+static bool is_blank(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* The last occurrence of needle in hay, or NULL. */
+static const char *last_of(const char *hay, const char *needle) {
+    const char *last = NULL;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) last = p;
+    return last;
+}
+
+bool srv_think_prompt_inside(const srv_think *t, const char *prompt) {
+    if (!t->thinks) return false;
+    const char *open = last_of(prompt, t->open);
+    if (!open) return false;
+    for (const char *p = open + strlen(t->open); *p; p++)
+        if (!is_blank(*p)) return false;
+    return true;
+}
+
+/* text as tokens (special text read as its token), into toks (at most cap). */
+static bool marker_tokens(const nu_model *m, const char *text, int32_t *toks, int32_t cap,
+                          int32_t *n, srv_error *err) {
+    size_t got = 0;
+    nu_error e;
+    nu_status st =
+        nu_tokenize(m, text, strlen(text), NU_TOKENIZE_PARSE_SPECIAL, toks, (size_t)cap, &got, &e);
+    if (st != NU_OK || got == 0)
+        return srv_fail(err, 500, "server_error", NULL, NULL,
+                        "the thinking marker '%s' does not tokenize into 1..%d tokens", text, cap);
+    *n = (int32_t)got;
+    return true;
+}
+
+bool srv_think_budget(const srv_think *t, const nu_model *m, int32_t max_tokens,
+                      nu_think_budget *out, int32_t open[NU_THINK_MAX_MARKER],
+                      int32_t close[NU_THINK_MAX_MARKER], int32_t force[NU_THINK_MAX_FORCE],
+                      srv_error *err) {
+    char forced[3 * SRV_THINK_MARKER_MAX];
+    snprintf(forced, sizeof forced, "\n%s\n\n", t->close);
+    memset(out, 0, sizeof *out);
+    out->max_tokens = max_tokens;
+    out->open = open, out->close = close, out->force = force;
+    return marker_tokens(m, t->open, open, NU_THINK_MAX_MARKER, &out->n_open, err) &&
+           marker_tokens(m, t->close, close, NU_THINK_MAX_MARKER, &out->n_close, err) &&
+           marker_tokens(m, forced, force, NU_THINK_MAX_FORCE, &out->n_force, err);
+}
+
+/* ---- the thinking parser ----------------------------------------------------- */
+
+typedef enum think_state {
+    AT_START,    /* blanks so far: a block may still open */
+    THINK_LEAD,  /* just inside: blanks dropped */
+    THINKING,    /* inside */
+    AFTER_THINK, /* after the close marker: blanks dropped */
+    CONTENT,     /* the rest is content */
+} think_state;
+
+struct srv_think_parser {
+    srv_think_split s;
+    think_state state;
+    size_t pos; /* bytes of the text consumed */
+    srv_tool_emit emit;
+    void *user;
+    bool failed;
+};
+
+srv_think_parser *srv_think_parser_new(const srv_think_split *s) {
+    srv_think_parser *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->s = *s;
+    p->state = !s->on ? CONTENT : s->starts_inside ? THINK_LEAD : AT_START;
+    return p;
+}
+
+void srv_think_parser_free(srv_think_parser *p) {
+    free(p);
+}
+
+static void send(srv_think_parser *p, srv_tool_event_kind kind, const char *text, size_t len) {
+    if (len == 0 || p->failed) return;
+    srv_tool_event ev = {.kind = kind, .text = text, .len = len};
+    if (!p->emit(p->user, &ev)) p->failed = true;
+}
+
+/* Where the blanks from `from` end (len when all of it is blank). */
+static size_t skip_blanks(const char *s, size_t from, size_t len) {
+    while (from < len && is_blank(s[from])) from++;
+    return from;
+}
+
+/* How long a proper prefix of marker the text [from, len) ends with. */
+static size_t partial_marker(const char *s, size_t from, size_t len, const char *marker) {
+    size_t m = strlen(marker);
+    for (size_t k = m - 1; k > 0; k--)
+        if (len - from >= k && !memcmp(s + len - k, marker, k)) return k;
+    return 0;
+}
+
+/* The first occurrence of marker in [from, len), or NULL. */
+static const char *find(const char *s, size_t from, size_t len, const char *marker) {
+    size_t m = strlen(marker);
+    for (size_t i = from; i + m <= len; i++)
+        if (s[i] == marker[0] && !memcmp(s + i, marker, m)) return s + i;
+    return NULL;
+}
+
+/* One step; false when it must wait for more text. */
+static bool think_step(srv_think_parser *p, const char *s, size_t len, bool done) {
+    size_t at, open_len = strlen(p->s.open);
+    const char *hit;
+    switch (p->state) {
+    case AT_START:
+        at = skip_blanks(s, p->pos, len);
+        if (len - at >= open_len && !memcmp(s + at, p->s.open, open_len)) {
+            p->pos = at + open_len;
+            p->state = THINK_LEAD;
+        } else if (!done && len - at < open_len && !memcmp(s + at, p->s.open, len - at)) {
+            return false; /* blanks, or the marker's beginning */
+        } else {
+            p->state = CONTENT;
+        }
+        return true;
+    case THINK_LEAD:
+    case AFTER_THINK:
+        at = skip_blanks(s, p->pos, len);
+        if (at == len && !done) return false;
+        p->pos = at;
+        p->state = p->state == THINK_LEAD ? THINKING : CONTENT;
+        return true;
+    case THINKING: {
+        hit = find(s, p->pos, len, p->s.close);
+        size_t end = hit ? (size_t)(hit - s) : len;
+        size_t keep = end;
+        if (!hit && !done) keep -= partial_marker(s, p->pos, len, p->s.close);
+        size_t text_end = keep;
+        while (text_end > p->pos && is_blank(s[text_end - 1])) text_end--; /* held or dropped */
+        send(p, SRV_TOOL_REASONING, s + p->pos, text_end - p->pos);
+        p->pos = text_end;
+        if (!hit) return false;
+        p->pos = end + strlen(p->s.close);
+        p->state = AFTER_THINK;
+        return true;
+    }
+    case CONTENT:
+        send(p, SRV_TOOL_CONTENT, s + p->pos, len - p->pos);
+        p->pos = len;
+        return false;
+    }
+    return false;
+}
+
+bool srv_think_parser_feed(srv_think_parser *p, const char *text, size_t len, bool done,
+                           srv_tool_emit emit, void *user) {
+    p->emit = emit;
+    p->user = user;
+    if (!text) text = "", len = 0;
+    while (!p->failed && think_step(p, text, len, done)) {
+    }
+    return !p->failed;
+}
+
+/* ---- thinking and tool calls -------------------------------------------------- */
+
+struct srv_splitter {
+    srv_think_parser *think;
+    srv_tool_parser *tools; /* NULL without active tools */
+    nu_buf content;         /* the content so far, which the tool parser reads whole */
+    srv_tool_emit emit;
+    void *user;
+    bool failed;
+};
+
+bool srv_splitter_needed(const srv_request *r) {
+    return r->reasoning.split.on || srv_tools_active(&r->tools);
+}
+
+srv_splitter *srv_splitter_new(const srv_request *r) {
+    srv_splitter *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->think = srv_think_parser_new(&r->reasoning.split);
+    bool ok = s->think != NULL;
+    if (ok && srv_tools_active(&r->tools)) ok = (s->tools = srv_tool_parser_new(&r->tools)) != NULL;
+    if (!ok) {
+        srv_splitter_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void srv_splitter_free(srv_splitter *s) {
+    if (!s) return;
+    srv_think_parser_free(s->think);
+    srv_tool_parser_free(s->tools);
+    nu_buf_free(&s->content);
+    free(s);
+}
+
+/* Thinking goes out; content goes out too, or into the buffer the tool
+ * parser reads. */
+static bool from_think(void *user, const srv_tool_event *ev) {
+    srv_splitter *s = user;
+    if (ev->kind == SRV_TOOL_REASONING || !s->tools) return s->emit(s->user, ev);
+    nu_buf_add(&s->content, ev->text, ev->len);
+    return !s->content.failed;
+}
+
+bool srv_splitter_feed(srv_splitter *s, const char *text, size_t len, bool done, srv_tool_emit emit,
+                       void *user) {
+    s->emit = emit;
+    s->user = user;
+    if (!srv_think_parser_feed(s->think, text, len, done, from_think, s)) return false;
+    if (s->tools &&
+        !srv_tool_parser_feed(s->tools, s->content.data, s->content.len, done, emit, user))
+        return false;
+    return true;
+}
+
+int32_t srv_splitter_n_calls(const srv_splitter *s) {
+    return s->tools ? srv_tool_parser_n_calls(s->tools) : 0;
+}
+
+/* ---- whole answers ------------------------------------------------------------ */
+
+typedef struct collected {
+    nu_buf reasoning, content;
+} collected;
+
+static bool collect(void *user, const srv_tool_event *ev) {
+    collected *c = user;
+    if (ev->kind == SRV_TOOL_REASONING || ev->kind == SRV_TOOL_CONTENT)
+        nu_buf_add(ev->kind == SRV_TOOL_REASONING ? &c->reasoning : &c->content, ev->text, ev->len);
+    return !c->reasoning.failed && !c->content.failed;
+}
+
+bool srv_answer_split(const srv_request *r, const char *text, size_t len, srv_split_answer *out) {
+    memset(out, 0, sizeof *out);
+    srv_tool_result *res = &out->result;
+    if (srv_tools_active(&r->tools) && !r->reasoning.split.on)
+        return srv_tools_parse(&r->tools, text, len, res);
+    /* the thinking first; then the content as one answer of its own */
+    srv_think_parser *p = srv_think_parser_new(&r->reasoning.split);
+    collected c = {0};
+    bool ok = p && srv_think_parser_feed(p, text, len, true, collect, &c);
+    srv_think_parser_free(p);
+    size_t content_len = c.content.len;
+    if (ok && srv_tools_active(&r->tools))
+        ok = srv_tools_parse(&r->tools, c.content.data ? c.content.data : "", content_len, res);
+    else if (ok && (res->content = nu_buf_take(&c.content)) != NULL)
+        res->content_len = content_len;
+    else
+        ok = false;
+    nu_buf_free(&c.content);
+    /* no thinking (or an empty block): no reasoning, as a stream sends none */
+    out->reasoning_len = c.reasoning.len;
+    out->reasoning = out->reasoning_len ? nu_buf_take(&c.reasoning) : NULL;
+    nu_buf_free(&c.reasoning);
+    if (out->reasoning_len && !out->reasoning) ok = false;
+    if (!ok) srv_answer_free(out);
+    return ok;
+}
+
+void srv_answer_free(srv_split_answer *a) {
+    free(a->reasoning);
+    srv_tool_result_free(&a->result);
+    memset(a, 0, sizeof *a);
+}
