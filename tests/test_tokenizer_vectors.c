@@ -46,6 +46,26 @@ static void test_shared_vectors(void **state) {
     shared_vectors("gemma-4", 46);
 }
 
+/* The vocabularies make_refs.mjs pinned llama.cpp's ids for. */
+static const char *const llamacpp_vocabs[] = {"qwen35",    "gemma-4", "qwen2",    "llama-bpe",
+                                              "llama-spm", "gpt-2",   "command-r"};
+#define N_LLAMACPP_VOCABS (sizeof llamacpp_vocabs / sizeof llamacpp_vocabs[0])
+#define N_OWN_STRINGS 45
+
+static void test_llamacpp_strings(void **state) {
+    (void)state;
+    char inp[4096], out[4096], label[128];
+    snprintf(inp, sizeof inp, "%s/tests/vocab/llamacpp.inp", NU_SOURCE_DIR);
+    for (size_t k = 0; k < N_LLAMACPP_VOCABS; k++) {
+        tv_vocab lv = tv_open_named(llamacpp_vocabs[k]);
+        snprintf(out, sizeof out, "%s/tests/vocab/llamacpp-%s.out", NU_SOURCE_DIR,
+                 llamacpp_vocabs[k]);
+        snprintf(label, sizeof label, "llama.cpp on %s", llamacpp_vocabs[k]);
+        tv_check_vectors(lv.vocab, label, inp, out, N_OWN_STRINGS);
+        tv_close(&lv);
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* Round trips                                                              */
 /* ------------------------------------------------------------------------ */
@@ -258,9 +278,9 @@ static void test_gemma4_merge_rules(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_shared_vectors),     cmocka_unit_test(test_round_trips),
-        cmocka_unit_test(test_gemma4_vocab),       cmocka_unit_test(test_gemma4_malformed),
-        cmocka_unit_test(test_gemma4_merge_rules),
+        cmocka_unit_test(test_shared_vectors),   cmocka_unit_test(test_llamacpp_strings),
+        cmocka_unit_test(test_round_trips),      cmocka_unit_test(test_gemma4_vocab),
+        cmocka_unit_test(test_gemma4_malformed), cmocka_unit_test(test_gemma4_merge_rules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

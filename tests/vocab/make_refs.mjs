@@ -52,7 +52,8 @@ function readStrings() {
 function tokenize(vocab, text, tmp) {
   fs.writeFileSync(tmp, text);
   const out = execFileSync(path.join(BIN, 'llama-tokenize'),
-    ['-m', vocab, '-f', tmp, '--ids', '--no-bos', '--no-escape', '--log-disable'],
+    ['-m', vocab, '-f', tmp, '--ids', '--no-bos', '--no-parse-special', '--no-escape',
+     '--log-disable'],
     { env: { ...process.env, LD_LIBRARY_PATH: BIN }, stdio: ['ignore', 'pipe', 'pipe'] });
   const lines = out.toString('utf8').trim().split('\n');
   const last = lines[lines.length - 1].trim();
