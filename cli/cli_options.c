@@ -16,6 +16,15 @@ void cli_run_opts_init(cli_run_opts *o) {
     *o =
         (cli_run_opts){.ctx = nu_context_default_params(), .sampling = nu_sampler_default_params()};
     o->sampling.logit_bias = o->bias; /* read up to n_logit_bias, which stays 0 until given */
+    o->sampling.banned_strings = o->banned;
+    o->sampling.banned_tokens = o->ban_seqs;
+    for (int i = 0; i < CLI_MAX_BANS; i++) o->ban_seqs[i].tokens = o->ban_ids[i];
+    /* the library's default breakers stay until --dry-sequence-breaker is given */
+    int32_t n = o->sampling.n_dry_sequence_breakers;
+    for (int32_t i = 0; i < n && i < CLI_MAX_BREAKERS; i++)
+        o->breakers.items[i] = o->sampling.dry_sequence_breakers[i];
+    o->sampling.dry_sequence_breakers = o->breakers.items;
+    o->breakers.count = &o->sampling.n_dry_sequence_breakers;
 }
 
 const cli_choice cli_kv_types[] = {
@@ -94,6 +103,56 @@ static bool parse_logit_bias(void *target, const char *value, char *why, size_t 
     }
     snprintf(why, why_cap, "expected TOKEN_ID=BIAS (BIAS a number or -inf), got '%s'", value);
     return false;
+}
+
+/* --dry-sequence-breaker STRING: the first replaces the defaults, "none"
+ * clears the list (llama.cpp's rules). */
+static bool parse_breaker(void *target, const char *value, char *why, size_t why_cap) {
+    cli_breakers *b = target;
+    if (!b->given) *b->count = 0;
+    b->given = true;
+    if (!strcmp(value, "none")) {
+        *b->count = 0;
+        return true;
+    }
+    size_t len = strlen(value);
+    if (len == 0 || len > NU_DRY_MAX_BREAKER_LEN) {
+        snprintf(why, why_cap, "a breaker has 1 to %d bytes; '%s' has %zu", NU_DRY_MAX_BREAKER_LEN,
+                 value, len);
+        return false;
+    }
+    if (*b->count >= CLI_MAX_BREAKERS) {
+        snprintf(why, why_cap, "at most %d breakers", CLI_MAX_BREAKERS);
+        return false;
+    }
+    b->items[(*b->count)++] = value;
+    return true;
+}
+
+/* --ban-tokens ID,ID,...: one banned token sequence, into its element
+ * (whose tokens point to storage of CLI_MAX_BAN_TOKENS ids). */
+static bool parse_ban_tokens(void *target, const char *value, char *why, size_t why_cap) {
+    nu_token_seq *seq = target;
+    int32_t *ids = (int32_t *)seq->tokens, n = 0;
+    const char *p = value;
+    for (;;) {
+        char *end;
+        errno = 0;
+        long id = strtol(p, &end, 10);
+        if (errno || end == p || id < 0 || id > INT32_MAX || (*end && *end != ',')) {
+            snprintf(why, why_cap, "expected token ids separated by commas, got '%s'", value);
+            return false;
+        }
+        if (n == CLI_MAX_BAN_TOKENS) {
+            snprintf(why, why_cap, "at most %d tokens in a sequence", CLI_MAX_BAN_TOKENS);
+            return false;
+        }
+        ids[n++] = (int32_t)id;
+        if (!*end) break;
+        p = end + 1;
+    }
+    seq->n = n;
+    return true;
 }
 
 const cli_option cli_sampling_options[] = {
@@ -203,6 +262,116 @@ const cli_option cli_sampling_options[] = {
      CLI_LIST_AT(cli_run_opts, bias, sampling.n_logit_bias),
      .placeholder = "ID=B",
      .help = "add B to token ID's logit (B may be -inf: ban)"},
+    {.name = "--dry-multiplier",
+     .kind = CLI_FLOAT,
+     .field = CLI_FIELD(cli_run_opts, sampling.dry_multiplier),
+     .fmin = 0,
+     .fmax = 100,
+     .placeholder = "X",
+     .help = "DRY: subtract X * base^(L - allowed length) from a token that would extend a "
+             "repeat of L tokens; 0 is off"},
+    {.name = "--dry-base",
+     .kind = CLI_FLOAT,
+     .field = CLI_FIELD(cli_run_opts, sampling.dry_base),
+     .fmin = 1,
+     .fmax = 100,
+     .placeholder = "X",
+     .help = "DRY: the base of the penalty's growth"},
+    {.name = "--dry-allowed-length",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(cli_run_opts, sampling.dry_allowed_length),
+     .min = 0,
+     .max = 1 << 30,
+     .placeholder = "N",
+     .help = "DRY: repeats up to N tokens go unpunished"},
+    {.name = "--dry-penalty-last-n",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(cli_run_opts, sampling.dry_penalty_last_n),
+     .min = -1,
+     .max = 1 << 30,
+     .placeholder = "N",
+     .help = "DRY: tokens it looks back on; 0 is off, -1 all"},
+    {.name = "--dry-sequence-breaker",
+     .kind = CLI_CUSTOM,
+     .parse = parse_breaker,
+     .field = CLI_AT(cli_run_opts, breakers),
+     .placeholder = "S",
+     .help = "DRY: a string that ends repeats (repeatable; the first replaces the defaults "
+             "'\\n' ':' '\"' '*'; none: no breakers)"},
+    {.name = "--xtc-probability",
+     .kind = CLI_FLOAT,
+     .field = CLI_FIELD(cli_run_opts, sampling.xtc_probability),
+     .fmin = 0,
+     .fmax = 1,
+     .placeholder = "X",
+     .help = "XTC: how often the tokens above the threshold but the least likely are "
+             "removed; 0 is off"},
+    {.name = "--xtc-threshold",
+     .kind = CLI_FLOAT,
+     .field = CLI_FIELD(cli_run_opts, sampling.xtc_threshold),
+     .fmin = 0,
+     .fmax = 1,
+     .placeholder = "X",
+     .help = "XTC: the probability a token needs to be removed (above 0.5: never)"},
+    {.name = "--top-n-sigma",
+     .alias = "--top-nsigma",
+     .kind = CLI_FLOAT,
+     .field = CLI_FIELD(cli_run_opts, sampling.top_n_sigma),
+     .fmin = -1,
+     .fmax = 100,
+     .placeholder = "X",
+     .help = "keep the tokens within X standard deviations of the top logit; <= 0 is off"},
+    {.name = "--dynatemp-range",
+     .kind = CLI_FLOAT,
+     .field = CLI_FIELD(cli_run_opts, sampling.dynatemp_range),
+     .fmin = 0,
+     .fmax = 100,
+     .placeholder = "X",
+     .help = "dynamic temperature: between temp - X and temp + X, with the entropy; 0 is off"},
+    {.name = "--dynatemp-exp",
+     .alias = "--dynatemp-exponent",
+     .kind = CLI_FLOAT,
+     .field = CLI_FIELD(cli_run_opts, sampling.dynatemp_exponent),
+     .fmin = 0,
+     .fmax = 100,
+     .placeholder = "X",
+     .help = "dynamic temperature: the exponent of the normalised entropy"},
+    {.name = "--mirostat",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(cli_run_opts, sampling.mirostat),
+     .min = 0,
+     .max = 2,
+     .placeholder = "N",
+     .help = "mirostat 1 or 2 replaces the filters and the draw, keeping the surprise near "
+             "tau; 0 is off"},
+    {.name = "--mirostat-tau",
+     .alias = "--mirostat-ent",
+     .kind = CLI_FLOAT,
+     .field = CLI_FIELD(cli_run_opts, sampling.mirostat_tau),
+     .fmin = 0,
+     .fmax = 100,
+     .placeholder = "X",
+     .help = "mirostat: the target surprise in bits"},
+    {.name = "--mirostat-eta",
+     .alias = "--mirostat-lr",
+     .kind = CLI_FLOAT,
+     .field = CLI_FIELD(cli_run_opts, sampling.mirostat_eta),
+     .fmin = 0,
+     .fmax = 1,
+     .placeholder = "X",
+     .help = "mirostat: the learning rate"},
+    {.name = "--ban",
+     .kind = CLI_STRING,
+     .nonempty = true,
+     CLI_LIST(cli_run_opts, banned, sampling.n_banned_strings),
+     .placeholder = "TEXT",
+     .help = "the generated text never contains TEXT, whatever tokens would spell it"},
+    {.name = "--ban-tokens",
+     .kind = CLI_CUSTOM,
+     .parse = parse_ban_tokens,
+     CLI_LIST_AT(cli_run_opts, ban_seqs, sampling.n_banned_tokens),
+     .placeholder = "IDS",
+     .help = "never generate this sequence of token ids (comma-separated)"},
     {.name = "--min-tokens",
      .kind = CLI_INT,
      .field = CLI_FIELD(cli_run_opts, sampling.min_tokens),
@@ -219,9 +388,10 @@ const cli_option cli_sampling_options[] = {
      .parse = parse_sampler_order,
      .field = CLI_AT(cli_run_opts, sampling),
      .placeholder = "LIST",
-     .help = "comma-separated stages, or a preset: default (logit_bias, penalties, "
-             "no_repeat_ngram, repetition_guard, top_k, typical_p, top_p, min_p, temperature) or "
-             "temp_first (... temperature, top_k, top_p, min_p, typical_p)",
+     .help = "comma-separated stages, or a preset: default (logit_bias, penalties, dry, "
+             "no_repeat_ngram, repetition_guard, top_n_sigma, top_k, typical_p, top_p, min_p, "
+             "xtc, temperature) or temp_first (... temperature, top_n_sigma, top_k, top_p, "
+             "min_p, typical_p, xtc)",
      .default_text = "default"},
     {.name = "--seed",
      .kind = CLI_INT,

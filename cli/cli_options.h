@@ -11,12 +11,30 @@
 
 /* Most --logit-bias options one command line may give. */
 #define CLI_MAX_LOGIT_BIAS 256
+/* Most --dry-sequence-breaker, --ban and --ban-tokens options, and the
+ * longest token sequence of one --ban-tokens. */
+#define CLI_MAX_BREAKERS 32
+#define CLI_MAX_BANS 64
+#define CLI_MAX_BAN_TOKENS 32
+
+/* The --dry-sequence-breaker strings: the first one given replaces the
+ * library's defaults, "none" leaves none. count points to the sampler
+ * params' n_dry_sequence_breakers (set by cli_run_opts_init). */
+typedef struct cli_breakers {
+    const char *items[CLI_MAX_BREAKERS];
+    int32_t *count;
+    bool given;
+} cli_breakers;
 
 typedef struct cli_run_opts {
     const char *model;
     nu_context_params ctx;
     nu_sampler_params sampling; /* its logit_bias points into bias below */
     nu_logit_bias bias[CLI_MAX_LOGIT_BIAS];
+    cli_breakers breakers;               /* sampling.dry_sequence_breakers points into it */
+    const char *banned[CLI_MAX_BANS];    /* sampling.banned_strings points here */
+    nu_token_seq ban_seqs[CLI_MAX_BANS]; /* sampling.banned_tokens; each into ban_ids */
+    int32_t ban_ids[CLI_MAX_BANS][CLI_MAX_BAN_TOKENS];
     /* constrained output: at most one of these */
     const char *grammar_file, *schema_file, *regex, *choices;
     bool json_object;
@@ -24,7 +42,8 @@ typedef struct cli_run_opts {
     bool watermark_tuned; /* a --watermark-* setting was given (it needs --watermark KEY) */
 } cli_run_opts;
 
-/* The defaults: the library's context and sampler defaults, nothing else. */
+/* The defaults: the library's context and sampler defaults, nothing else
+ * (the lists the options fill point into o itself: o must not be copied). */
 void cli_run_opts_init(cli_run_opts *o);
 
 /* The KV cache types by name, for every --kv-type. */

@@ -1,7 +1,8 @@
 /* cmd_compare.c - `nucleus compare`: how decoding strategies treat one
  * next-token distribution. Each strategy (greedy, pure sampling, several
- * temperatures, top-k, top-p, min-p, typical-p, and the chain the sampling
- * flags describe) draws many tokens from the same distribution: a model's
+ * temperatures, top-k, top-p, min-p, typical-p, top-nσ, XTC, dynamic
+ * temperature, mirostat, and the chain the sampling flags describe) draws
+ * many tokens from the same distribution: a model's
  * after a prompt, or a synthetic Zipf law. The table shows how much of the
  * distribution each keeps (exactly, from the sampler's filtered
  * distribution) and what the draws look like (empirically), so the effect
@@ -16,23 +17,45 @@
 #include "cli_json.h"
 #include "cli_options.h"
 
-/* One row of the table: the filtering stages it uses (the rest stay off). */
+/* One row of the table: the stages it uses (the rest stay off; mirostat
+ * with tau = mirostat_tau when mirostat is set). */
 typedef struct strategy {
     const char *name;
     float temperature;
     int32_t top_k;
     float top_p, min_p, typical_p;
+    float top_n_sigma, xtc_probability, xtc_threshold, dynatemp_range;
+    int32_t mirostat;
+    float mirostat_tau;
 } strategy;
 
+/* Off: temperature 1 and no filter. */
+#define PURE 1.0f, 0, 1.0f, 0.0f, 1.0f
+#define NO_NEWER -1.0f, 0.0f, 0.1f, 0.0f, 0, 5.0f
+
 static const strategy strategies[] = {
-    {"greedy", 0.0f, 0, 1.0f, 0.0f, 1.0f},        {"pure", 1.0f, 0, 1.0f, 0.0f, 1.0f},
-    {"temp=0.5", 0.5f, 0, 1.0f, 0.0f, 1.0f},      {"temp=0.8", 0.8f, 0, 1.0f, 0.0f, 1.0f},
-    {"temp=1.5", 1.5f, 0, 1.0f, 0.0f, 1.0f},      {"top_k=5", 1.0f, 5, 1.0f, 0.0f, 1.0f},
-    {"top_k=20", 1.0f, 20, 1.0f, 0.0f, 1.0f},     {"top_k=50", 1.0f, 50, 1.0f, 0.0f, 1.0f},
-    {"top_p=0.5", 1.0f, 0, 0.5f, 0.0f, 1.0f},     {"top_p=0.9", 1.0f, 0, 0.9f, 0.0f, 1.0f},
-    {"top_p=0.95", 1.0f, 0, 0.95f, 0.0f, 1.0f},   {"min_p=0.05", 1.0f, 0, 1.0f, 0.05f, 1.0f},
-    {"min_p=0.1", 1.0f, 0, 1.0f, 0.1f, 1.0f},     {"min_p=0.2", 1.0f, 0, 1.0f, 0.2f, 1.0f},
-    {"typical_p=0.5", 1.0f, 0, 1.0f, 0.0f, 0.5f}, {"typical_p=0.9", 1.0f, 0, 1.0f, 0.0f, 0.9f},
+    {"greedy", 0.0f, 0, 1.0f, 0.0f, 1.0f, NO_NEWER},
+    {"pure", PURE, NO_NEWER},
+    {"temp=0.5", 0.5f, 0, 1.0f, 0.0f, 1.0f, NO_NEWER},
+    {"temp=0.8", 0.8f, 0, 1.0f, 0.0f, 1.0f, NO_NEWER},
+    {"temp=1.5", 1.5f, 0, 1.0f, 0.0f, 1.0f, NO_NEWER},
+    {"top_k=5", 1.0f, 5, 1.0f, 0.0f, 1.0f, NO_NEWER},
+    {"top_k=20", 1.0f, 20, 1.0f, 0.0f, 1.0f, NO_NEWER},
+    {"top_k=50", 1.0f, 50, 1.0f, 0.0f, 1.0f, NO_NEWER},
+    {"top_p=0.5", 1.0f, 0, 0.5f, 0.0f, 1.0f, NO_NEWER},
+    {"top_p=0.9", 1.0f, 0, 0.9f, 0.0f, 1.0f, NO_NEWER},
+    {"top_p=0.95", 1.0f, 0, 0.95f, 0.0f, 1.0f, NO_NEWER},
+    {"min_p=0.05", 1.0f, 0, 1.0f, 0.05f, 1.0f, NO_NEWER},
+    {"min_p=0.1", 1.0f, 0, 1.0f, 0.1f, 1.0f, NO_NEWER},
+    {"min_p=0.2", 1.0f, 0, 1.0f, 0.2f, 1.0f, NO_NEWER},
+    {"typical_p=0.5", 1.0f, 0, 1.0f, 0.0f, 0.5f, NO_NEWER},
+    {"typical_p=0.9", 1.0f, 0, 1.0f, 0.0f, 0.9f, NO_NEWER},
+    {"top_n_sigma=1", PURE, 1.0f, 0.0f, 0.1f, 0.0f, 0, 5.0f},
+    {"top_n_sigma=2", PURE, 2.0f, 0.0f, 0.1f, 0.0f, 0, 5.0f},
+    {"xtc=0.05", PURE, -1.0f, 0.5f, 0.05f, 0.0f, 0, 5.0f},
+    {"dynatemp=0.5", PURE, -1.0f, 0.0f, 0.1f, 0.5f, 0, 5.0f},
+    {"mirostat=3", PURE, -1.0f, 0.0f, 0.1f, 0.0f, 1, 3.0f},
+    {"mirostat_v2=3", PURE, -1.0f, 0.0f, 0.1f, 0.0f, 2, 3.0f},
 };
 #define N_STRATEGIES (sizeof strategies / sizeof *strategies)
 #define N_ROWS (N_STRATEGIES + 1) /* and the chain of the flags */
@@ -98,6 +121,8 @@ const cli_command compare_command = {
              "H(q) (entropy of the strategy's exact distribution q), H(draws) (entropy of the\n"
              "drawn frequencies), top (whether and how often the most likely token was drawn),\n"
              "KL(q||p) (exact divergence of q from the original p) and KL(draws||p). Bits.\n"
+             "xtc=T removes the likely tokens above T half of the time; dynatemp=R is temperature\n"
+             "1 +- R; mirostat=TAU and mirostat_v2=TAU show mirostat's first step (mu = 2 tau).\n"
              "The last row, 'chain', is the sampler the sampling options describe.\n",
     .sections = compare_sections,
     .run = run_compare,
@@ -241,23 +266,49 @@ static void add_term(double q, double p, double *h, double *kl) {
     *kl += q * log2(q / p);
 }
 
-/* The exact distribution q the strategy draws from: the sampler's last
- * candidates (a point mass on the choice when greedy). */
-static void exact_stats(const distribution *d, const nu_sampler *s, outcome *r) {
-    const nu_candidates *c = nu_sampler_last_candidates(s);
+/* A sampler for the strategy: with the model's vocabulary when there is a
+ * model (for banned strings); NULL after printing the error. */
+static nu_sampler *strategy_sampler(const distribution *d, const nu_sampler_params *p) {
+    nu_sampler *s;
+    nu_error err;
+    nu_status st = d->model ? nu_sampler_new_for_model(p, d->model, &s, &err)
+                            : nu_sampler_new(p, d->n, &s, &err);
+    if (st == NU_OK) return s;
+    cli_error("%s", err.message);
+    return NULL;
+}
+
+/* Adds weight times the distribution the sampler would draw from to q. */
+static bool add_distribution(const distribution *d, const nu_sampler_params *p, double weight,
+                             double *q) {
+    nu_sampler *s = strategy_sampler(d, p);
+    if (!s) return false;
+    const nu_candidates *c = nu_sampler_distribution(s, d->logits);
+    for (size_t i = 0; i < c->size; i++) q[c->data[i].id] += weight * c->data[i].prob;
+    nu_sampler_free(s);
+    return true;
+}
+
+/* The exact distribution q the strategy draws from: the sampler's (a point
+ * mass when greedy); XTC's is a mixture, the distribution with the top
+ * tokens removed with probability xtc_probability and the full one
+ * otherwise. */
+static bool exact_stats(const distribution *d, outcome *r, double *q) {
+    memset(q, 0, (size_t)d->n * sizeof *q);
+    nu_sampler_params p = r->params;
+    double xtc = p.xtc_threshold <= 0.5f ? p.xtc_probability : 0.0;
+    p.xtc_probability = 1.0f;
+    if (xtc > 0 && !add_distribution(d, &p, xtc, q)) return false;
+    p.xtc_probability = 0.0f;
+    if (xtc < 1 && !add_distribution(d, &p, 1 - xtc, q)) return false;
     r->kept = 0;
     r->h_exact = r->kl_exact = 0;
-    if (r->params.temperature <= 0.0f) {
-        int32_t id = c->selected >= 0 ? c->data[c->selected].id : d->top;
-        r->kept = 1;
-        add_term(1.0, d->p[id], &r->h_exact, &r->kl_exact);
-        return;
-    }
-    for (size_t i = 0; i < c->size; i++) {
-        r->kept += c->data[i].prob > 0;
-        add_term(c->data[i].prob, d->p[c->data[i].id], &r->h_exact, &r->kl_exact);
+    for (int32_t i = 0; i < d->n; i++) {
+        r->kept += q[i] > 0;
+        add_term(q[i], d->p[i], &r->h_exact, &r->kl_exact);
     }
     r->kl_exact = fmax(r->kl_exact, 0.0);
+    return true;
 }
 
 /* The drawn frequencies: distinct tokens, entropy, KL from p, top token. */
@@ -273,20 +324,16 @@ static void draw_stats(const distribution *d, const int64_t *counts, long n, out
 }
 
 /* Draws n tokens with the strategy's sampler (nothing is accepted: every
- * draw is from the same distribution) and fills r. */
-static bool run_strategy(const distribution *d, long n, int64_t *counts, outcome *r) {
-    nu_sampler *s;
-    nu_error err;
-    if (nu_sampler_new(&r->params, d->n, &s, &err) != NU_OK) {
-        cli_error("%s", err.message);
-        return false;
-    }
+ * draw is from the same distribution, mirostat's at its first mu) and
+ * fills r; q is scratch for the exact distribution. */
+static bool run_strategy(const distribution *d, long n, int64_t *counts, double *q, outcome *r) {
+    nu_sampler *s = strategy_sampler(d, &r->params);
+    if (!s) return false;
     memset(counts, 0, (size_t)d->n * sizeof *counts);
     for (long i = 0; i < n; i++) counts[nu_sampler_sample(s, d->logits)]++;
-    exact_stats(d, s, r);
-    draw_stats(d, counts, n, r);
     nu_sampler_free(s);
-    return true;
+    draw_stats(d, counts, n, r);
+    return exact_stats(d, r, q);
 }
 
 /* A strategy's sampler: the defaults with its filters, the seed of the flags. */
@@ -297,6 +344,12 @@ static nu_sampler_params strategy_params(const strategy *st, const nu_sampler_pa
     p.top_p = st->top_p;
     p.min_p = st->min_p;
     p.typical_p = st->typical_p;
+    p.top_n_sigma = st->top_n_sigma;
+    p.xtc_probability = st->xtc_probability;
+    p.xtc_threshold = st->xtc_threshold;
+    p.dynatemp_range = st->dynatemp_range;
+    p.mirostat = st->mirostat;
+    p.mirostat_tau = st->mirostat_tau;
     p.seed = flags->seed;
     return p;
 }
@@ -396,10 +449,14 @@ static void print_json(const compare_opts *o, const distribution *d, const outco
         const outcome *r = &rows[i];
         const nu_sampler_params *p = &r->params;
         printf("%s\n  {\"name\": \"%s\", \"temperature\": %g, \"top_k\": %d, \"top_p\": %g, "
-               "\"min_p\": %g, \"typical_p\": %g, \"kept\": %zu, \"unique\": %d, "
+               "\"min_p\": %g, \"typical_p\": %g, \"top_n_sigma\": %g, \"xtc_probability\": %g, "
+               "\"xtc_threshold\": %g, \"dynatemp_range\": %g, \"mirostat\": %d, "
+               "\"mirostat_tau\": %g, \"kept\": %zu, \"unique\": %d, "
                "\"top_token_drawn\": %s, \"top_token_frac\": %.6f, \"entropy_bits\": ",
                i ? "," : "", row_name(i), p->temperature, p->top_k, p->top_p, p->min_p,
-               p->typical_p, r->kept, r->unique, r->top_frac > 0 ? "true" : "false", r->top_frac);
+               p->typical_p, p->top_n_sigma, p->xtc_probability, p->xtc_threshold,
+               p->dynatemp_range, p->mirostat, p->mirostat_tau, r->kept, r->unique,
+               r->top_frac > 0 ? "true" : "false", r->top_frac);
         json_number(stdout, r->h_exact);
         printf(", \"sample_entropy_bits\": ");
         json_number(stdout, r->h_draws);
@@ -416,7 +473,10 @@ static void print_json(const compare_opts *o, const distribution *d, const outco
 static int compare(const compare_opts *o, const distribution *d) {
     outcome rows[N_ROWS];
     int64_t *counts = malloc((size_t)d->n * sizeof *counts);
-    if (!counts) {
+    double *q = malloc((size_t)d->n * sizeof *q);
+    if (!counts || !q) {
+        free(counts);
+        free(q);
         cli_error("out of memory");
         return 1;
     }
@@ -424,9 +484,10 @@ static int compare(const compare_opts *o, const distribution *d) {
     for (size_t i = 0; ok && i < N_ROWS; i++) {
         rows[i].params =
             i < N_STRATEGIES ? strategy_params(&strategies[i], &o->run.sampling) : o->run.sampling;
-        ok = run_strategy(d, o->samples, counts, &rows[i]);
+        ok = run_strategy(d, o->samples, counts, q, &rows[i]);
     }
     free(counts);
+    free(q);
     if (!ok) return 1;
     if (o->json) {
         print_json(o, d, rows);
@@ -446,6 +507,11 @@ static int run_compare(int argc, char **argv) {
         /* compare draws single tokens with no context, which the green list needs */
         cli_error("compare does not take --watermark: the green list depends on the previous "
                   "tokens, and compare samples one position without history");
+        return 2;
+    }
+    if (o.run.sampling.dry_multiplier > 0) {
+        cli_error("compare does not take --dry-multiplier: DRY penalises repeats of the "
+                  "previous tokens, and compare samples one position without history");
         return 2;
     }
     distribution d = {0};

@@ -415,6 +415,11 @@ static int run_generate(int argc, char **argv) {
         cli_error("--watermark cannot be combined with --beam (use sampling or greedy decoding)");
         return 2;
     }
+    if (o.use_beam && (o.run.sampling.n_banned_strings || o.run.sampling.n_banned_tokens)) {
+        cli_error("--ban and --ban-tokens cannot be combined with --beam, which draws nothing "
+                  "(use sampling or greedy decoding)");
+        return 2;
+    }
     char *file_text = NULL, *batch[64];
     int32_t n_batch = 0;
     const char *file = o.prompt_file ? o.prompt_file : o.prompts_file;

@@ -71,6 +71,23 @@ static void check_sampling(const nu_sampler_params *s) {
     check(s->frequency_penalty >= -2 && s->frequency_penalty <= 2);
     check(s->penalty_last_n >= -1 && s->top_k >= 0 && s->min_tokens >= 0);
     check(s->no_repeat_ngram_size >= 0 && s->min_tokens <= limits.max_tokens);
+    check(s->dry_multiplier >= 0 && s->dry_multiplier <= 100 && s->dry_base >= 1 &&
+          s->dry_base <= 100 && s->dry_allowed_length >= 0 && s->dry_penalty_last_n >= -1);
+    check(s->xtc_probability >= 0 && s->xtc_probability <= 1 && s->xtc_threshold >= 0 &&
+          s->xtc_threshold <= 1 && s->top_n_sigma >= -1 && s->top_n_sigma <= 100);
+    check(s->dynatemp_range >= 0 && s->dynatemp_range <= 100 && s->dynatemp_exponent >= 0 &&
+          s->dynatemp_exponent <= 100);
+    check(s->mirostat >= 0 && s->mirostat <= 2 && s->mirostat_tau >= 0 && s->mirostat_eta <= 1);
+    for (int32_t i = 0; i < s->n_dry_sequence_breakers; i++)
+        check(strlen(s->dry_sequence_breakers[i]) >= 1 &&
+              strlen(s->dry_sequence_breakers[i]) <= NU_DRY_MAX_BREAKER_LEN);
+    for (int32_t i = 0; i < s->n_banned_strings; i++) check(s->banned_strings[i][0] != 0);
+    for (int32_t i = 0; i < s->n_banned_tokens; i++) {
+        check(s->banned_tokens[i].n >= 1);
+        for (int32_t k = 0; k < s->banned_tokens[i].n; k++)
+            check(s->banned_tokens[i].tokens[k] >= 0 &&
+                  s->banned_tokens[i].tokens[k] < limits.n_vocab);
+    }
     check(s->n_logit_bias >= 0 && (s->n_logit_bias == 0 || s->logit_bias));
     for (int32_t i = 0; i < s->n_logit_bias; i++) {
         check(s->logit_bias[i].token >= 0 && s->logit_bias[i].token < limits.n_vocab);

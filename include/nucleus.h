@@ -382,6 +382,26 @@ typedef struct nu_candidates {
  *                     harder repeating is penalised. With penalties also on,
  *                     a token in both windows is penalised by
  *                     repeat_penalty * factor.
+ *   dry               DRY, "Don't Repeat Yourself" (p-e-w; as llama.cpp
+ *                     defines it): looks at the last dry_penalty_last_n
+ *                     tokens of the history (all with -1). For each earlier
+ *                     position where the text so far ends the same way as
+ *                     the whole window does, over L >= dry_allowed_length
+ *                     tokens, the token that followed there would extend
+ *                     the repetition; its logit loses
+ *                       dry_multiplier * dry_base^(L - dry_allowed_length)
+ *                     (L the longest such match for that token; the
+ *                     exponent is capped where the power would overflow a
+ *                     float). A sequence breaker (a string, e.g. "\n"; see
+ *                     nu_sampler_params) ends every match: no match reaches
+ *                     back past the last breaker in the window, and a token
+ *                     that is a breaker by itself is never penalised. Does
+ *                     nothing until the window holds more than
+ *                     dry_allowed_length tokens.
+ *   top_n_sigma       top-nσ (Tang et al. 2024): with m the highest finite
+ *                     logit and μ, σ the mean and standard deviation of the
+ *                     finite logits, bans (logit -INFINITY) every token
+ *                     whose logit is below m - top_n_sigma * σ.
  *   top_k             keeps the top_k highest logits.
  *   typical_p         locally typical sampling (Meister et al. 2023): with
  *                     p_i the softmax and H = -sum p_i ln p_i its entropy,
@@ -390,8 +410,22 @@ typedef struct nu_candidates {
  *   top_p             nucleus sampling (Holtzman et al. 2020): keeps the most
  *                     likely tokens until their probability adds up to >= top_p.
  *   min_p             keeps the tokens with p_i >= min_p * max_j p_j.
- *   temperature       logit /= temperature.
- * Filtering stages always keep at least one token. The watermark (see
+ *   xtc               "Exclude Top Choices" (p-e-w; as llama.cpp): with
+ *                     probability xtc_probability (a draw from the seeded
+ *                     RNG each time), when at least two tokens have
+ *                     p_i >= xtc_threshold, removes all of them but the
+ *                     least likely one. Off when xtc_probability is 0 or
+ *                     xtc_threshold > 0.5 (no two tokens can pass it).
+ *   temperature       logit /= temperature. With dynatemp_range r > 0, the
+ *                     temperature follows the entropy H of the candidates'
+ *                     softmax (dynamic temperature, as llama.cpp): over the
+ *                     n candidates left (banned ones included),
+ *                       T = t0 + (t1 - t0) * (H / ln n)^dynatemp_exponent,
+ *                     t0 = max(0, temperature - r), t1 = temperature + r;
+ *                     T = 0 keeps only the most likely token.
+ * Filtering stages always keep at least one token. The bans (banned_strings,
+ * banned_tokens) are, like the end-of-generation suppression, a constraint
+ * applied before the chain, not a stage of the order. The watermark (see
  * nu_watermark_params) is not part of the order: when a key is set it runs
  * just before the first filtering stage or temperature of the order (after
  * the logit bias and penalties of the default order), or last if there is
@@ -406,10 +440,22 @@ typedef enum nu_stage_kind {
     NU_STAGE_PENALTIES,
     NU_STAGE_NO_REPEAT_NGRAM,
     NU_STAGE_REPETITION_GUARD,
+    NU_STAGE_DRY,
+    NU_STAGE_TOP_N_SIGMA,
+    NU_STAGE_XTC,
     NU_STAGE_COUNT_
 } nu_stage_kind;
 
 #define NU_MAX_STAGES 16
+
+/* A sequence of token ids (a banned sequence, a DRY sequence breaker). */
+typedef struct nu_token_seq {
+    const int32_t *tokens;
+    int32_t n; /* >= 1 */
+} nu_token_seq;
+
+/* The longest DRY sequence breaker, in bytes (llama.cpp's limit). */
+#define NU_DRY_MAX_BREAKER_LEN 40
 
 /* An additive bias on one token's logit. */
 typedef struct nu_logit_bias {
@@ -465,6 +511,61 @@ typedef struct nu_sampler_params {
     int32_t no_repeat_ngram_size; /* 0 (off) */
     float guard_strength;         /* 0 (off); 0..10; 1 is a good start */
     int32_t guard_window;         /* 64; generated tokens the guard looks at; 2..512 */
+    /* DRY (stage dry). Sequence breakers are strings, found in the
+     * vocabulary as llama.cpp finds them (each token whose text contains
+     * one is a breaker by itself; a token whose text ends with the start of
+     * one, followed by the tokens of the rest (at most 20), is one too); they need
+     * nu_sampler_new_for_model, or nu_sampler_set_dry_breakers with token
+     * sequences. Each is 1..NU_DRY_MAX_BREAKER_LEN bytes; copied when the
+     * sampler is made. */
+    float dry_multiplier;                     /* 0 (off); 0..100 */
+    float dry_base;                           /* 1.75; 1..100 */
+    int32_t dry_allowed_length;               /* 2; 0..2^30 */
+    int32_t dry_penalty_last_n;               /* 64; 0 is off, -1 the whole history */
+    const char *const *dry_sequence_breakers; /* "\n", ":", "\"", "*" */
+    int32_t n_dry_sequence_breakers;
+    /* XTC (stage xtc) and top-nσ (stage top_n_sigma). */
+    float xtc_probability; /* 0 (off); 0..1 */
+    float xtc_threshold;   /* 0.1; 0..1 (above 0.5 it never acts) */
+    float top_n_sigma;     /* -1 (off; any value <= 0 is off); -1..100 */
+    /* Dynamic temperature (stage temperature): the temperature moves within
+     * [max(0, temperature - dynatemp_range), temperature + dynatemp_range]
+     * with the entropy. With a range, temperature 0 is not greedy. */
+    float dynatemp_range;    /* 0 (off); 0..100 */
+    float dynatemp_exponent; /* 1; 0..100 */
+    /* Mirostat (Basu et al. 2021), as llama.cpp: 1 or 2 replaces the draw.
+     * The filtering stages (top_k, typical_p, top_p, min_p, top_n_sigma, xtc)
+     * and the dynamic temperature are skipped; the logit-shaping stages (off
+     * by default; llama.cpp's mirostat chain has only the logit bias) and the
+     * plain temperature run, then
+     *   v1: with s the Zipf exponent estimated from the 100 most likely
+     *       tokens (least squares on ln(p_i / p_i+1) against ln((i+2)/(i+1)))
+     *       and N the vocabulary size, keeps the top
+     *         k = ((s - 1) 2^mu / (1 - N^(1-s)))^(1/s)
+     *       tokens (at least one);
+     *   v2: keeps the most likely tokens while their surprise -log2 p <= mu
+     *       (at least one);
+     * draws from what is left, and when the token is accepted
+     * (nu_sampler_accept), mu -= mirostat_eta * (surprise - mirostat_tau),
+     * the surprise -log2 p of the token in the distribution it was drawn
+     * from. mu starts at 2 * tau (again after nu_sampler_reset). */
+    int32_t mirostat;   /* 0 (off), 1 or 2 */
+    float mirostat_tau; /* 5; target surprise in bits; 0..100 */
+    float mirostat_eta; /* 0.1; learning rate; 0..1 */
+    /* Bans: the generated text never contains one of banned_strings
+     * (non-empty byte strings, matched exactly; they need
+     * nu_sampler_new_for_model), and the generated tokens never contain one
+     * of banned_tokens. Before each token, every candidate that would
+     * complete one gets logit -INFINITY: a token whose text (as
+     * nu_token_to_bytes gives it, control tokens giving nothing) would make
+     * the text generated so far contain a banned string, and the last token
+     * of a banned sequence whose other tokens end the generated tokens.
+     * Only generated tokens count, not the prompt. Both lists are copied
+     * when the sampler is made. */
+    const char *const *banned_strings;
+    int32_t n_banned_strings;
+    const nu_token_seq *banned_tokens;
+    int32_t n_banned_tokens;
     /* End of generation: the end-of-generation tokens (nu_sampler_new_for_model
      * or nu_sampler_set_eog) get logit -INFINITY before the chain while fewer
      * than min_tokens tokens were accepted, or always with ignore_eos. This
@@ -479,10 +580,12 @@ typedef struct nu_sampler_params {
     nu_watermark_params watermark; /* off (key NULL); nu_watermark_default_params otherwise */
     /* Order in which the stages run; a stage left out does not run and none
      * may appear twice. n_stages 0 means the default (the "default" preset of
-     * nu_sampler_order_parse): logit_bias, penalties, no_repeat_ngram,
-     * repetition_guard, top_k, typical_p, top_p, min_p, temperature.
-     * After the chain comes a seeded draw from the softmax of what is left.
-     * With temperature 0 (greedy) the filtering stages and temperature are
+     * nu_sampler_order_parse): logit_bias, penalties, dry, no_repeat_ngram,
+     * repetition_guard, top_n_sigma, top_k, typical_p, top_p, min_p, xtc,
+     * temperature.
+     * After the chain comes a seeded draw from the softmax of what is left
+     * (or mirostat's). With temperature 0 and no dynatemp_range (greedy) the
+     * filtering stages and temperature are
      * skipped and the highest remaining logit is taken (lowest id among
      * equals): greedy is the argmax of the biased and penalised logits. If
      * the stages leave no token with a finite logit, the argmax of the raw
@@ -505,11 +608,13 @@ NU_API const char *nu_stage_name(nu_stage_kind kind);
 /* Parses an order: stage names separated by commas (e.g. "penalties,top_k,
  * typical_p,top_p,min_p,temperature"; '-' may stand for '_', blanks around
  * names are ignored) or a preset:
- *   "default"     logit_bias,penalties,no_repeat_ngram,repetition_guard,
- *                 top_k,typical_p,top_p,min_p,temperature (llama.cpp's order)
- *   "temp_first"  logit_bias,penalties,no_repeat_ngram,repetition_guard,
- *                 temperature,top_k,top_p,min_p,typical_p (the temperature ->
- *                 top-k -> top-p pipeline of Hugging Face transformers)
+ *   "default"     logit_bias,penalties,dry,no_repeat_ngram,repetition_guard,
+ *                 top_n_sigma,top_k,typical_p,top_p,min_p,xtc,temperature
+ *                 (llama.cpp's order)
+ *   "temp_first"  logit_bias,penalties,dry,no_repeat_ngram,repetition_guard,
+ *                 temperature,top_n_sigma,top_k,top_p,min_p,typical_p,xtc
+ *                 (the temperature -> top-k -> top-p pipeline of Hugging
+ *                 Face transformers)
  * Writes the stages to order (room for NU_MAX_STAGES) and their count to *n.
  * Unknown or repeated names are NU_ERR_INVALID_ARG. */
 NU_API nu_status nu_sampler_order_parse(const char *text, nu_stage_kind *order, int32_t *n,
@@ -534,6 +639,12 @@ NU_API nu_status nu_sampler_new_for_model(const nu_sampler_params *params, const
 NU_API void nu_sampler_free(nu_sampler *s);
 /* Sets the end-of-generation tokens (a copy is kept). */
 NU_API nu_status nu_sampler_set_eog(nu_sampler *s, const int32_t *tokens, int32_t n, nu_error *err);
+/* Replaces DRY's sequence breakers with token sequences (copied): a match
+ * of seqs[i] in the window ends repetitions as a breaker string would; a
+ * one-token sequence also makes that token exempt from the penalty. For
+ * samplers without a model (make them with n_dry_sequence_breakers 0). */
+NU_API nu_status nu_sampler_set_dry_breakers(nu_sampler *s, const nu_token_seq *seqs, int32_t n,
+                                             nu_error *err);
 
 /* Picks the next token from raw logits (n_vocab floats). Same seed, settings,
  * history and logits give the same token. */
@@ -626,10 +737,11 @@ NU_API const nu_candidates *nu_sampler_last_candidates(const nu_sampler *s);
  * whole candidate arrays before and after it (probabilities
  * softmax-normalised over each; array order, not necessarily sorted), valid
  * during the call only. stage is the stage's name; the suppression of
- * end-of-generation tokens is reported as "eog", the watermark as
- * "watermark" and the final choice as "greedy" or "dist", whose
- * after->selected is the chosen index. Observing
- * does not change which tokens are drawn. */
+ * end-of-generation tokens is reported as "eog", the bans as "banned", the
+ * watermark as "watermark", mirostat's truncation as "mirostat" or
+ * "mirostat_v2", and the final choice as "greedy" or "dist", whose
+ * after->selected is the chosen index. Observing does not change which
+ * tokens are drawn. */
 typedef void (*nu_stage_observer)(void *user, const char *stage, const nu_candidates *before,
                                   const nu_candidates *after);
 /* Sets (fn NULL: removes) the observer; allocates its copy buffer once. */
@@ -646,6 +758,10 @@ NU_API void nu_stage_top_p(nu_candidates *c, float p);
 NU_API void nu_stage_min_p(nu_candidates *c, float p);
 NU_API void nu_stage_typical_p(nu_candidates *c, float p);
 NU_API void nu_stage_temperature(nu_candidates *c, float t);
+/* Dynamic temperature (see the stage temperature): returns the temperature
+ * it applied. */
+NU_API float nu_stage_dynatemp(nu_candidates *c, float t, float range, float exponent);
+NU_API void nu_stage_top_n_sigma(nu_candidates *c, float n);
 
 /* A seeded random source (xoshiro256**), the one samplers use. */
 typedef struct nu_rng {
@@ -654,6 +770,8 @@ typedef struct nu_rng {
 NU_API void nu_rng_seed(nu_rng *rng, uint64_t seed);
 NU_API uint64_t nu_rng_next(nu_rng *rng);
 NU_API double nu_rng_uniform(nu_rng *rng); /* [0, 1) with 53 random bits */
+/* XTC (see the stage xtc); draws its chance from rng. */
+NU_API void nu_stage_xtc(nu_candidates *c, float probability, float threshold, nu_rng *rng);
 
 /* ------------------------------------------------------------------------ */
 /* Constrained generation                                                   */

@@ -123,11 +123,18 @@ printf '\x01{"prompt":[[1,2,3],[4]],"max_tokens":0,"echo":true,"logprobs":5,"bes
       `'"top_k":40,"min_p":0.1,"typical_p":0.5,"repetition_penalty":1.1,"penalty_last_n":-1,'`
       `'"no_repeat_ngram_size":3,"min_tokens":2,"ignore_eos":false,"choice":["a","b"]}' >"$seeds/completion"
 printf '\x01{"prompt":"Once","beam_width":3,"n":2,"length_penalty":0.5,"early_stopping":true}' >"$seeds/beam"
+printf '\x01{"prompt":"Once","dry_multiplier":0.8,"dry_base":1.75,"dry_allowed_length":2,'`
+      `'"dry_penalty_last_n":-1,"dry_sequence_breakers":["\\n",":"],"xtc_probability":0.5,'`
+      `'"xtc_threshold":0.1,"top_n_sigma":1,"dynatemp_range":0.5,"dynatemp_exponent":1,"mirostat":2,'`
+      `'"mirostat_tau":5,"mirostat_eta":0.1,"banned_strings":["ab"],"banned_tokens":[3,[4,5]]}' >"$seeds/samplers"
 : >"$build/request.dict"
 write_dict "$build/request.dict" messages prompt role content system user assistant max_tokens \
   max_completion_tokens temperature top_p stream stream_options include_usage stop presence_penalty frequency_penalty \
   logit_bias logprobs top_logprobs echo seed response_format json_schema json_object best_of \
   top_k min_p typical_p repetition_penalty penalty_last_n beam_width null true false '\\u0000' \
+  dry_multiplier dry_base dry_allowed_length dry_penalty_last_n dry_sequence_breakers \
+  xtc_probability xtc_threshold top_n_sigma dynatemp_range dynatemp_exponent mirostat \
+  mirostat_tau mirostat_eta banned_strings banned_tokens \
   '\\ud800' 1e999 -0 9007199254740993
 fuzz_capped request 30 4096 "the server's request parser"
 

@@ -21,6 +21,10 @@
 #define MAX_STOP_LEN 1024   /* bytes per stop string */
 #define MAX_LOGIT_BIAS 1024 /* logit_bias entries */
 #define MAX_CHOICES 1024    /* strings of the "choice" extension */
+#define MAX_BREAKERS 32     /* dry_sequence_breakers */
+#define MAX_BANS 64         /* banned_strings, and banned_tokens entries */
+#define MAX_BAN_LEN 256     /* bytes per banned string */
+#define MAX_BAN_TOKENS 64   /* tokens per banned sequence */
 #define MAX_TOP_LOGPROBS_COMPLETIONS 5
 
 bool srv_fail(srv_error *err, int status, const char *type, const char *code, const char *param,
@@ -151,7 +155,13 @@ static const char *const common_fields[] = {
     /* nucleus extensions */
     "top_k", "min_p", "typical_p", "repetition_penalty", "penalty_last_n", "no_repeat_ngram_size",
     "min_tokens", "ignore_eos", "grammar", "regex", "choice", "beam_width", "length_penalty",
-    "early_stopping", "watermark", "speculative", "draft_max", NULL};
+    "early_stopping", "watermark", "speculative", "draft_max",
+    /* llama.cpp's server names */
+    "dry_multiplier", "dry_base", "dry_allowed_length", "dry_penalty_last_n",
+    "dry_sequence_breakers", "xtc_probability", "xtc_threshold", "top_n_sigma", "dynatemp_range",
+    "dynatemp_exponent", "mirostat", "mirostat_tau", "mirostat_eta",
+    /* bans (the names of text-generation-webui and TabbyAPI) */
+    "banned_strings", "banned_tokens", NULL};
 static const char *const chat_fields[] = {
     "messages", "max_completion_tokens", "top_logprobs", "store", "metadata", "service_tier",
     "tools", "tool_choice", "parallel_tool_calls", "reasoning_effort", "chat_template_kwargs",
@@ -214,6 +224,100 @@ static bool parse_extra_sampling(const cJSON *root, srv_request *r, const srv_li
            get_int32(root, "no_repeat_ngram_size", 0, 1024, &s->no_repeat_ngram_size, err) >= 0 &&
            get_int32(root, "min_tokens", 0, lim->max_tokens, &s->min_tokens, err) >= 0 &&
            get_bool(root, "ignore_eos", &s->ignore_eos, err) >= 0;
+}
+
+/* llama.cpp's samplers, with its server's field names and nucleus's ranges. */
+static bool parse_llama_sampling(const cJSON *root, srv_request *r, srv_error *err) {
+    nu_sampler_params *s = &r->gen.sampling;
+    return get_float(root, "dry_multiplier", 0, 100, &s->dry_multiplier, err) >= 0 &&
+           get_float(root, "dry_base", 1, 100, &s->dry_base, err) >= 0 &&
+           get_int32(root, "dry_allowed_length", 0, 1 << 30, &s->dry_allowed_length, err) >= 0 &&
+           get_int32(root, "dry_penalty_last_n", -1, INT32_MAX, &s->dry_penalty_last_n, err) >= 0 &&
+           get_float(root, "xtc_probability", 0, 1, &s->xtc_probability, err) >= 0 &&
+           get_float(root, "xtc_threshold", 0, 1, &s->xtc_threshold, err) >= 0 &&
+           get_float(root, "top_n_sigma", -1, 100, &s->top_n_sigma, err) >= 0 &&
+           get_float(root, "dynatemp_range", 0, 100, &s->dynatemp_range, err) >= 0 &&
+           get_float(root, "dynatemp_exponent", 0, 100, &s->dynatemp_exponent, err) >= 0 &&
+           get_int32(root, "mirostat", 0, 2, &s->mirostat, err) >= 0 &&
+           get_float(root, "mirostat_tau", 0, 100, &s->mirostat_tau, err) >= 0 &&
+           get_float(root, "mirostat_eta", 0, 1, &s->mirostat_eta, err) >= 0;
+}
+
+/* An array of at most max non-empty strings of at most max_len bytes into
+ * a new array *out (count *n); 1 given, 0 absent, -1 err filled. */
+static int get_string_list(const cJSON *root, const char *name, int max, size_t max_len,
+                           char ***out, int32_t *n, srv_error *err) {
+    const cJSON *v = field(root, name);
+    if (!v) return 0;
+    int count = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : -1;
+    if (count < 0 || count > max)
+        return BAD(err, name, "'%s' must be an array of at most %d strings", name, max), -1;
+    if (!(*out = calloc((size_t)count + 1, sizeof **out))) return out_of_memory(err), -1;
+    for (const cJSON *s = v->child; s; s = s->next) {
+        size_t len = cJSON_IsString(s) ? strlen(s->valuestring) : 0;
+        if (len == 0 || len > max_len)
+            return BAD(err, name, "'%s' must hold strings of 1 to %zu bytes", name, max_len), -1;
+        if (!((*out)[(*n)++] = dup_or_fail(s->valuestring, err))) return -1;
+    }
+    return 1;
+}
+
+/* dry_sequence_breakers: strings of 1..40 bytes ([] for none). */
+static bool parse_breakers(const cJSON *root, srv_request *r, srv_error *err) {
+    int32_t n = 0;
+    int got = get_string_list(root, "dry_sequence_breakers", MAX_BREAKERS, NU_DRY_MAX_BREAKER_LEN,
+                              &r->dry_breakers, &n, err);
+    if (got == 1) {
+        r->gen.sampling.dry_sequence_breakers = (const char *const *)r->dry_breakers;
+        r->gen.sampling.n_dry_sequence_breakers = n;
+    }
+    return got >= 0;
+}
+
+/* One entry of banned_tokens: a token id, or an array of them (a sequence). */
+static bool add_ban_seq(srv_request *r, const cJSON *v, int32_t i, const srv_limits *lim,
+                        srv_error *err) {
+    const char *msg = "'banned_tokens' entries must be token ids or arrays of 1 to %d token ids "
+                      "(0..%d)";
+    int32_t *ids = r->ban_ids + (size_t)i * MAX_BAN_TOKENS, n = 0;
+    int len = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : 1;
+    if (len < 1 || len > MAX_BAN_TOKENS)
+        return BAD(err, "banned_tokens", msg, MAX_BAN_TOKENS, lim->n_vocab - 1);
+    for (const cJSON *t = cJSON_IsArray(v) ? v->child : v; t;
+         t = cJSON_IsArray(v) ? t->next : NULL) {
+        if (!cJSON_IsNumber(t) || !is_integer(t->valuedouble) || t->valuedouble < 0 ||
+            t->valuedouble >= lim->n_vocab)
+            return BAD(err, "banned_tokens", msg, MAX_BAN_TOKENS, lim->n_vocab - 1);
+        ids[n++] = (int32_t)t->valuedouble;
+    }
+    r->ban_seqs[i] = (nu_token_seq){ids, n};
+    return true;
+}
+
+/* banned_strings (texts the output never contains) and banned_tokens. */
+static bool parse_bans(const cJSON *root, srv_request *r, const srv_limits *lim, srv_error *err) {
+    nu_sampler_params *s = &r->gen.sampling;
+    int32_t n = 0;
+    int got = get_string_list(root, "banned_strings", MAX_BANS, MAX_BAN_LEN, &r->banned, &n, err);
+    if (got < 0) return false;
+    s->banned_strings = (const char *const *)r->banned;
+    s->n_banned_strings = n;
+    const cJSON *v = field(root, "banned_tokens");
+    if (!v) return true;
+    int count = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : -1;
+    if (count < 0 || count > MAX_BANS)
+        return BAD(err, "banned_tokens",
+                   "'banned_tokens' must be an array of at most %d token ids or id arrays",
+                   MAX_BANS);
+    r->ban_seqs = calloc((size_t)count + 1, sizeof *r->ban_seqs);
+    r->ban_ids = malloc(((size_t)count + 1) * MAX_BAN_TOKENS * sizeof *r->ban_ids);
+    if (!r->ban_seqs || !r->ban_ids) return out_of_memory(err);
+    int32_t i = 0;
+    for (const cJSON *e = v->child; e; e = e->next, i++)
+        if (!add_ban_seq(r, e, i, lim, err)) return false;
+    s->banned_tokens = r->ban_seqs;
+    s->n_banned_tokens = count;
+    return true;
 }
 
 /* Whether text is a token id in decimal (what logit_bias keys are). */
@@ -481,6 +585,8 @@ static bool check_beam_compatible(const srv_request *r, srv_error *err) {
                        : r->best_of > r->gen.n                                 ? "best_of"
                        : (r->grammar || r->regex || r->n_choices || r->format) ? "grammar"
                        : r->watermark_key                                      ? "watermark"
+                       : r->gen.sampling.n_banned_strings                      ? "banned_strings"
+                       : r->gen.sampling.n_banned_tokens                       ? "banned_tokens"
                        : r->tools.choice != SRV_TOOLS_NONE                     ? "tools"
                        : r->reasoning.max_tokens >= 0 ? "max_thinking_tokens"
                                                       : NULL;
@@ -948,6 +1054,8 @@ static void init_request(srv_request *r, srv_kind kind, const srv_defaults *d) {
     s->repeat_penalty = 1, s->presence_penalty = 0, s->frequency_penalty = 0;
     s->penalty_last_n = -1, s->no_repeat_ngram_size = 0, s->min_tokens = 0;
     s->ignore_eos = false, s->logit_bias = NULL, s->n_logit_bias = 0;
+    s->banned_strings = NULL, s->n_banned_strings = 0, s->banned_tokens = NULL,
+    s->n_banned_tokens = 0;
     r->beam_params = d->beam;
     r->reasoning.max_tokens = -1;
 }
@@ -961,8 +1069,10 @@ static bool parse_fields(const cJSON *root, srv_request *r, const srv_limits *li
     if (get_int32(root, "n", 1, lim->max_n, &r->gen.n, err) < 0) return false;
     if (!parse_speculation(root, r, lim, err)) return false;
     if (!parse_max_tokens(root, r, lim, err) || !parse_openai_sampling(root, r, err) ||
-        !parse_extra_sampling(root, r, lim, err) || !parse_logit_bias(root, r, lim, err) ||
-        !parse_stop(root, r, err) || !parse_stream(root, r, err) || !parse_logprobs(root, r, err))
+        !parse_extra_sampling(root, r, lim, err) || !parse_llama_sampling(root, r, err) ||
+        !parse_breakers(root, r, err) || !parse_bans(root, r, lim, err) ||
+        !parse_logit_bias(root, r, lim, err) || !parse_stop(root, r, err) ||
+        !parse_stream(root, r, err) || !parse_logprobs(root, r, err))
         return false;
     if (r->kind == SRV_CHAT) {
         r->best_of = r->gen.n;
@@ -1028,6 +1138,12 @@ void srv_request_free(srv_request *r) {
     free(r->grammar);
     free(r->regex);
     free(r->watermark_key);
+    for (int32_t i = 0; r->dry_breakers && r->dry_breakers[i]; i++) free(r->dry_breakers[i]);
+    free(r->dry_breakers);
+    for (int32_t i = 0; r->banned && r->banned[i]; i++) free(r->banned[i]);
+    free(r->banned);
+    free(r->ban_seqs);
+    free(r->ban_ids);
     for (int32_t i = 0; i < r->n_choices; i++) free(r->choices[i]);
     free(r->choices);
     free(r->reasoning.effort);

@@ -131,9 +131,13 @@ typedef struct srv_request {
     bool beam;                  /* beam search (beam_width given) */
     nu_beam_params beam_params; /* n_predict left to the server */
     srv_format format;
-    char *json_schema;     /* the schema as JSON text (SRV_FORMAT_JSON_SCHEMA) */
-    char *grammar, *regex; /* constraint extensions, or NULL */
-    char *watermark_key;   /* gen.sampling.watermark.key points here (NULL: no watermark) */
+    char *json_schema;      /* the schema as JSON text (SRV_FORMAT_JSON_SCHEMA) */
+    char *grammar, *regex;  /* constraint extensions, or NULL */
+    char *watermark_key;    /* gen.sampling.watermark.key points here (NULL: no watermark) */
+    char **dry_breakers;    /* gen.sampling.dry_sequence_breakers, when given */
+    char **banned;          /* gen.sampling.banned_strings */
+    nu_token_seq *ban_seqs; /* gen.sampling.banned_tokens; their ids in ban_ids */
+    int32_t *ban_ids;
     char **choices;
     int32_t n_choices;
     srv_tools tools;

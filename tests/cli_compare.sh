@@ -15,7 +15,7 @@ check() { n=$((n + 1)); if ! eval "$2"; then echo "FAIL: $1"; fail=$((fail + 1))
 rc=$?
 check "table exits 0" '[ $rc -eq 0 ]'
 check "header names the distribution" 'grep -q "512 tokens, entropy" "$tmp/model.txt" && grep -q "most likely: '"'"' little'"'"'" "$tmp/model.txt"'
-check "a row per strategy" '[ "$(grep -cE "^[a-z_]+(=[0-9.]+)? +[0-9]+ +[0-9]+ " "$tmp/model.txt")" -eq 17 ]'
+check "a row per strategy" '[ "$(grep -cE "^[a-z0-9_]+(=[0-9.]+)? +[0-9]+ +[0-9]+ " "$tmp/model.txt")" -eq 23 ]'
 check "greedy keeps and draws one token" 'grep -qE "^greedy +1 +1 " "$tmp/model.txt"'
 check "top_k=5 keeps 5" 'grep -qE "^top_k=5 +5 " "$tmp/model.txt"'
 
@@ -25,7 +25,7 @@ import json, sys, math
 d = json.load(open(sys.argv[1]))
 s = {x["name"]: x for x in d["strategies"]}
 assert d["distribution"]["source"] == "model" and d["distribution"]["n_vocab"] == 512, d
-assert len(s) == 17 and d["samples"] == 3000
+assert len(s) == 23 and d["samples"] == 3000
 assert s["greedy"]["kept"] == 1 and s["greedy"]["unique"] == 1
 assert abs(s["greedy"]["kl_bits"] + math.log2(d["distribution"]["top_prob"])) < 1e-4
 assert s["pure"]["kept"] == 512 and s["pure"]["kl_bits"] < 1e-6
@@ -85,6 +85,28 @@ for P in (0.5, 0.9):        # typical: ascending |-ln p - H| until mass >= P
     c, k = 0, 0
     while c < P: c += p[order[k]]; k += 1
     assert abs(s["typical_p=%g" % P]["kept"] - k) <= 1, (P, k, s["typical_p=%g" % P]["kept"])
+l = [-1.1 * math.log(i + 1) for i in range(1000)]
+for n in (1, 2):            # top-n-sigma: logits >= max - n * std
+    mean = sum(l) / 1000; sd = math.sqrt(sum((x - mean) ** 2 for x in l) / 1000)
+    k = sum(x >= l[0] - n * sd for x in l)
+    assert s["top_n_sigma=%d" % n]["kept"] == k, (n, k)
+    near(s["top_n_sigma=%d" % n]["kl_bits"], -math.log2(sum(p[:k])))
+# XTC (threshold 0.05, probability 0.5): half the time the tokens above 0.05
+# but the last of them go
+k = sum(x >= 0.05 for x in p)
+assert k == 3
+rest = sum(p[k - 1:])
+q = [0.5 * x + (0.5 * x / rest if i >= k - 1 else 0) for i, x in enumerate(p)]
+near(s["xtc=0.05"]["entropy_bits"], H(q))
+near(s["xtc=0.05"]["kl_bits"], sum(a * math.log2(a / b) for a, b in zip(q, p)))
+# dynamic temperature 1 +- 0.5: T = 0.5 + H / ln 1000, q ~ p^(1/T)
+T = 0.5 + (-sum(x * math.log(x) for x in p)) / math.log(1000)
+q = [x ** (1 / T) for x in p]; zq = sum(q); q = [x / zq for x in q]
+near(s["dynatemp=0.5"]["entropy_bits"], H(q), 1e-3)
+# mirostat at mu = 2 tau = 6: v1 keeps ((s-1) 2^mu / (1 - N^(1-s)))^(1/s), v2 the tokens of
+# surprise <= mu
+assert s["mirostat=3"]["kept"] == int((0.1 * 2 ** 6 / (1 - 1000 ** -0.1)) ** (1 / 1.1))
+assert s["mirostat_v2=3"]["kept"] == sum(-math.log2(x) <= 6 for x in p)
 # the drawn frequencies follow the exact ones (20000 draws)
 near(s["pure"]["sample_entropy_bits"], H(p), 0.1)
 assert s["pure"]["sample_kl_bits"] < 0.1
@@ -124,6 +146,19 @@ check "--typical-p 1.5 refused" '[ $rc -eq 2 ]'
     --frequency-penalty 0.5 --no-repeat-ngram 3 --repetition-guard --sampler-order default >"$tmp/pen.out" 2>"$tmp/pen.err"
 check "generate takes the repetition flags and they change greedy text" '[ -s "$tmp/pen.out" ] && ! cmp -s "$tmp/plain.out" "$tmp/pen.out"'
 "$nucleus" generate --help >"$tmp/help.out" 2>&1
-check "help lists the sampling flags" 'for f in --repeat-penalty --repeat-last-n --frequency-penalty --presence-penalty --penalize-prompt --no-repeat-ngram --repetition-guard --typical-p --logit-bias --min-tokens --ignore-eos --sampler-order; do grep -q -- "$f" "$tmp/help.out" || exit 1; done'
+check "help lists the sampling flags" 'for f in --repeat-penalty --repeat-last-n --frequency-penalty --presence-penalty --penalize-prompt --no-repeat-ngram --repetition-guard --typical-p --logit-bias --min-tokens --ignore-eos --sampler-order --dry-multiplier --dry-base --dry-allowed-length --dry-penalty-last-n --dry-sequence-breaker --xtc-probability --xtc-threshold --top-n-sigma --dynatemp-range --dynatemp-exp --mirostat --mirostat-tau --mirostat-eta --ban --ban-tokens; do grep -q -- "$f" "$tmp/help.out" || exit 1; done'
+"$nucleus" compare --zipf 10 --dry-multiplier 1 >/dev/null 2>"$tmp/err8"
+rc=$?
+check "compare refuses DRY (no history)" '[ $rc -eq 2 ] && grep -q "dry-multiplier" "$tmp/err8"'
+"$nucleus" compare --zipf 10 --ban abc >/dev/null 2>"$tmp/err9"
+rc=$?
+check "banned strings without a model: the library says why" '[ $rc -eq 1 ] && grep -q "banned strings need" "$tmp/err9"'
+"$nucleus" generate -m "$model" -p "Once upon a time" -n 60 --temp 0 --no-summary --ban Lily --ban " park" >"$tmp/ban.out" 2>/dev/null
+check "generate --ban: the greedy story loses Lily and the park" 'grep -q Lily "$tmp/plain.out" && [ -s "$tmp/ban.out" ] && ! grep -qE "Lily| park" "$tmp/ban.out"'
+for bad in "--mirostat 3" "--xtc-threshold 1.5" "--dry-base 0.5" "--top-n-sigma -2" "--dynatemp-exp -1" "--ban-tokens 1,x" "--dry-sequence-breaker 01234567890123456789012345678901234567890"; do
+  "$nucleus" generate -m "$model" -p hi -n 1 $bad >/dev/null 2>"$tmp/bad.err"
+  rc=$?
+  check "refused: $bad" '[ $rc -eq 2 ] && grep -q -- "${bad%% *}" "$tmp/bad.err"'
+done
 echo "$((n - fail)) passed, $fail failed"
 [ "$fail" -eq 0 ]

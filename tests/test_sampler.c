@@ -703,18 +703,21 @@ static void test_order_parse(void **state) {
     assert_int_equal(order[1], NU_STAGE_TEMPERATURE);
     assert_int_equal(nu_sampler_order_parse("default", order, &n, NULL), NU_OK);
     nu_sampler_order_string(order, n, buf, sizeof buf);
-    assert_string_equal(buf, "logit_bias,penalties,no_repeat_ngram,repetition_guard,top_k,"
-                             "typical_p,top_p,min_p,temperature");
+    assert_string_equal(buf, "logit_bias,penalties,dry,no_repeat_ngram,repetition_guard,"
+                             "top_n_sigma,top_k,typical_p,top_p,min_p,xtc,temperature");
     nu_sampler_order_string(NULL, 0, buf, 12); /* the default, cut to fit */
     assert_string_equal(buf, "logit_bias,");
     assert_int_equal(
         nu_sampler_order_string(NULL, 0, NULL, 0),
-        strlen("logit_bias,penalties,"
-               "no_repeat_ngram,repetition_guard,top_k,typical_p,top_p,min_p,temperature"));
+        strlen("logit_bias,penalties,dry,no_repeat_ngram,repetition_guard,top_n_sigma,top_k,"
+               "typical_p,top_p,min_p,xtc,temperature"));
     assert_int_equal(nu_sampler_order_parse("temp_first", order, &n, NULL), NU_OK);
-    assert_int_equal(order[4], NU_STAGE_TEMPERATURE);
-    assert_int_equal(order[5], NU_STAGE_TOP_K);
-    assert_int_equal(order[6], NU_STAGE_TOP_P);
+    assert_int_equal(n, 12);
+    assert_int_equal(order[5], NU_STAGE_TEMPERATURE);
+    assert_int_equal(order[6], NU_STAGE_TOP_N_SIGMA);
+    assert_int_equal(order[7], NU_STAGE_TOP_K);
+    assert_int_equal(order[8], NU_STAGE_TOP_P);
+    assert_int_equal(order[11], NU_STAGE_XTC);
     nu_error err;
     assert_int_equal(nu_sampler_order_parse("top_k,bogus", order, &n, &err), NU_ERR_INVALID_ARG);
     assert_non_null(strstr(err.message, "'bogus'"));
@@ -840,14 +843,15 @@ static void test_observer(void **state) {
     observed o = {.n = 0, .normalised = true};
     assert_int_equal(nu_sampler_set_observer(s, observe, &o, NULL), NU_OK);
     int32_t tok = nu_sampler_sample(s, small_logits);
-    const char *want[] = {"eog",   "logit_bias", "penalties", "no_repeat_ngram", "repetition_guard",
-                          "top_k", "typical_p",  "top_p",     "min_p",           "temperature",
-                          "dist"};
-    assert_int_equal(o.n, 11);
-    for (int i = 0; i < 11; i++) assert_string_equal(o.names[i], want[i]);
+    const char *want[] = {
+        "eog",         "logit_bias", "penalties", "dry",   "no_repeat_ngram", "repetition_guard",
+        "top_n_sigma", "top_k",      "typical_p", "top_p", "min_p",           "xtc",
+        "temperature", "dist"};
+    assert_int_equal(o.n, 14);
+    for (int i = 0; i < 14; i++) assert_string_equal(o.names[i], want[i]);
     assert_true(o.normalised);
-    assert_int_equal(o.before[5], SMALL_VOCAB); /* top_k: 6 -> 3 */
-    assert_int_equal(o.after[5], 3);
+    assert_int_equal(o.before[7], SMALL_VOCAB); /* top_k: 6 -> 3 */
+    assert_int_equal(o.after[7], 3);
     const nu_candidates *c = nu_sampler_last_candidates(s);
     assert_int_equal(c->data[o.selected].id, tok);
     nu_sampler_free(s);
@@ -858,13 +862,13 @@ static void test_observer(void **state) {
     o = (observed){.n = 0, .normalised = true};
     assert_int_equal(nu_sampler_set_observer(s, observe, &o, NULL), NU_OK);
     assert_int_equal(nu_sampler_sample(s, small_logits), 5);
-    assert_int_equal(o.n, 5);
+    assert_int_equal(o.n, 6);
     assert_string_equal(o.names[0], "logit_bias");
-    assert_string_equal(o.names[4], "greedy");
+    assert_string_equal(o.names[5], "greedy");
     assert_true(o.normalised);
     nu_sampler_set_observer(s, NULL, NULL, NULL);
     nu_sampler_sample(s, small_logits);
-    assert_int_equal(o.n, 5);
+    assert_int_equal(o.n, 6);
     nu_sampler_free(s);
 }
 

@@ -283,7 +283,7 @@ static void test_stage_place_and_observer(void **state) {
     int w = index_of(&log, "watermark");
     assert_true(w > 0);
     assert_int_equal(w, index_of(&log, "repetition_guard") + 1);
-    assert_int_equal(w + 1, index_of(&log, "top_k"));
+    assert_int_equal(w + 1, index_of(&log, "top_n_sigma"));
 
     assert_int_equal(
         nu_sampler_order_parse("top_k,penalties,temperature", sp.order, &sp.n_stages, NULL), NU_OK);

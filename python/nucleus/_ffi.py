@@ -147,6 +147,10 @@ class nu_logit_bias(Structure):
     _fields_ = [("token", c_int32), ("bias", c_float)]
 
 
+class nu_token_seq(Structure):
+    _fields_ = [("tokens", POINTER(c_int32)), ("n", c_int32)]
+
+
 class nu_watermark_params(Structure):
     _fields_ = [
         ("key", c_char_p),
@@ -171,6 +175,24 @@ class nu_sampler_params(Structure):
         ("no_repeat_ngram_size", c_int32),
         ("guard_strength", c_float),
         ("guard_window", c_int32),
+        ("dry_multiplier", c_float),
+        ("dry_base", c_float),
+        ("dry_allowed_length", c_int32),
+        ("dry_penalty_last_n", c_int32),
+        ("dry_sequence_breakers", POINTER(c_char_p)),
+        ("n_dry_sequence_breakers", c_int32),
+        ("xtc_probability", c_float),
+        ("xtc_threshold", c_float),
+        ("top_n_sigma", c_float),
+        ("dynatemp_range", c_float),
+        ("dynatemp_exponent", c_float),
+        ("mirostat", c_int32),
+        ("mirostat_tau", c_float),
+        ("mirostat_eta", c_float),
+        ("banned_strings", POINTER(c_char_p)),
+        ("n_banned_strings", c_int32),
+        ("banned_tokens", POINTER(nu_token_seq)),
+        ("n_banned_tokens", c_int32),
         ("min_tokens", c_int32),
         ("ignore_eos", c_bool),
         ("logit_bias", POINTER(nu_logit_bias)),
@@ -326,6 +348,7 @@ STRUCTS = [
     nu_model_params,
     nu_context_params,
     nu_logit_bias,
+    nu_token_seq,
     nu_watermark_params,
     nu_sampler_params,
     nu_top_logprob,

@@ -161,8 +161,21 @@ _SAMPLING_FIELDS = {
     "min_tokens": "min_tokens",
     "ignore_eos": "ignore_eos",
     "seed": "seed",
+    "dry_multiplier": "dry_multiplier",
+    "dry_base": "dry_base",
+    "dry_allowed_length": "dry_allowed_length",
+    "dry_penalty_last_n": "dry_penalty_last_n",
+    "xtc_probability": "xtc_probability",
+    "xtc_threshold": "xtc_threshold",
+    "top_n_sigma": "top_n_sigma",
+    "dynatemp_range": "dynatemp_range",
+    "dynatemp_exponent": "dynatemp_exponent",
+    "mirostat": "mirostat",
+    "mirostat_tau": "mirostat_tau",
+    "mirostat_eta": "mirostat_eta",
 }
-_INT_FIELDS = {"top_k", "penalty_last_n", "no_repeat_ngram_size", "guard_window", "min_tokens"}
+_INT_FIELDS = {"top_k", "penalty_last_n", "no_repeat_ngram_size", "guard_window", "min_tokens",
+               "dry_allowed_length", "dry_penalty_last_n", "mirostat"}
 _BOOL_FIELDS = {"penalize_prompt", "ignore_eos"}
 
 # Every option generate, stream and chat take, besides the prompt.
@@ -172,6 +185,9 @@ OPTIONS = frozenset(
         "max_tokens",
         "n",
         "logit_bias",
+        "dry_sequence_breakers",
+        "banned_strings",
+        "banned_tokens",
         "sampler_order",
         "watermark",
         "stop",
@@ -286,6 +302,7 @@ class _Params:
             self.keep.append(arr)
             s.logit_bias = ctypes.cast(arr, POINTER(_ffi.nu_logit_bias))
             s.n_logit_bias = len(items)
+        self._lists(s, opt)
         order = opt.get("sampler_order")
         if order is not None:
             text = order if isinstance(order, str) else ",".join(order)
@@ -306,6 +323,33 @@ class _Params:
             s.watermark.context = _int("context", wm.pop("context", 1), 1)
             if wm:
                 raise TypeError(f"unknown watermark field(s): {', '.join(sorted(wm))}")
+
+    def _lists(self, s: _ffi.nu_sampler_params, opt: Mapping[str, Any]) -> None:
+        """dry_sequence_breakers, banned_strings and banned_tokens (kept alive
+        in self.keep for as long as the parameters are used)."""
+        for name, ptr, count in (("dry_sequence_breakers", "dry_sequence_breakers",
+                                  "n_dry_sequence_breakers"),
+                                 ("banned_strings", "banned_strings", "n_banned_strings")):
+            if name not in opt:
+                continue
+            items = [x.encode() for x in _strings(name, opt[name])]
+            arr = (c_char_p * max(len(items), 1))(*items)
+            self.keep += [arr, items]
+            setattr(s, ptr, ctypes.cast(arr, POINTER(c_char_p)))
+            setattr(s, count, len(items))
+        bans = opt.get("banned_tokens")
+        if bans:
+            seqs = (_ffi.nu_token_seq * len(bans))()
+            for i, b in enumerate(bans):
+                ids = [b] if isinstance(b, int) else list(b)
+                arr = (c_int32 * max(len(ids), 1))(
+                    *[_int("banned_tokens", t, 0) for t in ids])
+                self.keep.append(arr)
+                seqs[i].tokens = ctypes.cast(arr, POINTER(c_int32))
+                seqs[i].n = len(ids)
+            self.keep.append(seqs)
+            s.banned_tokens = ctypes.cast(seqs, POINTER(_ffi.nu_token_seq))
+            s.n_banned_tokens = len(bans)
 
     def close(self) -> None:
         if self.grammar:
@@ -752,6 +796,14 @@ class Model:
           (strength), ``guard_window``, ``min_tokens``, ``ignore_eos``,
           ``logit_bias`` ({token: bias}), ``sampler_order`` (names or a preset),
           ``seed``, ``watermark`` (a key, or {"key", "gamma", "delta", "context"});
+        * llama.cpp's samplers, by its names: ``dry_multiplier`` (0: off),
+          ``dry_base`` (1.75), ``dry_allowed_length`` (2), ``dry_penalty_last_n``
+          (64; -1 all), ``dry_sequence_breakers`` (strings; ["\\n", ":", "\\"", "*"]),
+          ``xtc_probability`` (0: off), ``xtc_threshold`` (0.1), ``top_n_sigma``
+          (-1: off), ``dynatemp_range`` (0: off), ``dynatemp_exponent`` (1),
+          ``mirostat`` (0, 1 or 2), ``mirostat_tau`` (5), ``mirostat_eta`` (0.1);
+        * bans: ``banned_strings`` (texts the output never contains, however
+          spelt), ``banned_tokens`` (token ids, or lists of ids: sequences);
         * ending: ``stop`` (a string or strings; the text ends before the first
           match), ``stop_tokens``, ``include_stop``;
         * prompt: ``echo``, ``add_bos`` (True), ``special`` (read special-token

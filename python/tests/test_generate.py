@@ -170,3 +170,45 @@ def test_close_and_context_manager():
     with pytest.raises(ValueError, match="closed"):
         m.tokenize("Once")
     m.close()  # again: nothing happens
+
+
+# llama.cpp's samplers and the bans, by their keyword names: the same text as
+# the command line with the same settings; banned strings never appear.
+SAMPLER_CASES = [
+    ({"dry_multiplier": 2.0, "dry_allowed_length": 2, "dry_penalty_last_n": -1},
+     ["--dry-multiplier", "2", "--dry-allowed-length", "2", "--dry-penalty-last-n", "-1"]),
+    ({"dry_multiplier": 1.0, "dry_sequence_breakers": ["."]},
+     ["--dry-multiplier", "1", "--dry-sequence-breaker", "."]),
+    ({"xtc_probability": 0.5, "xtc_threshold": 0.1}, ["--xtc-probability", "0.5", "--xtc-threshold", "0.1"]),
+    ({"top_n_sigma": 1.0}, ["--top-n-sigma", "1"]),
+    ({"dynatemp_range": 0.5, "dynatemp_exponent": 2.0}, ["--dynatemp-range", "0.5", "--dynatemp-exp", "2"]),
+    ({"mirostat": 1, "mirostat_tau": 3.0, "mirostat_eta": 0.2},
+     ["--mirostat", "1", "--mirostat-tau", "3", "--mirostat-eta", "0.2"]),
+    ({"mirostat": 2, "mirostat_tau": 3.0}, ["--mirostat", "2", "--mirostat-tau", "3"]),
+    ({"banned_strings": ["Lily", " park"], "banned_tokens": [[13, 14], 29]},
+     ["--ban", "Lily", "--ban", " park", "--ban-tokens", "13,14", "--ban-tokens", "29"]),
+]
+
+
+@pytest.mark.parametrize("kwargs,flags", SAMPLER_CASES)
+def test_samplers_equal_cli(model, nucleus_bin, kwargs, flags):
+    cli = _cli_samples(nucleus_bin, ["-p", "Once upon a time", "-n", "40", "--seed", "7"] + flags)
+    got = model.generate("Once upon a time", max_tokens=40, seed=7, **kwargs)
+    assert got.text == cli[0]["text"]
+    assert got.tokens == cli[0]["tokens"]
+
+
+def test_banned_strings_never_appear(model):
+    plain = model.generate("Once upon a time", max_tokens=60, temperature=0)
+    assert "Lily" in plain.text
+    for seed in range(4):
+        got = model.generate("Once upon a time", max_tokens=60, seed=seed,
+                             banned_strings=["Lily"])
+        assert "Lily" not in got.text
+
+
+def test_bad_sampler_values_raise(model):
+    for kwargs in ({"mirostat": 3}, {"dry_base": 0.5}, {"xtc_threshold": 2.0},
+                   {"banned_strings": [""]}, {"dry_sequence_breakers": ["x" * 41]}):
+        with pytest.raises(nucleus.NucleusError):
+            model.generate("Once upon a time", max_tokens=2, **kwargs)

@@ -275,7 +275,7 @@ static nu_status check_speculation(const nu_scheduler *s, gen_request *r, nu_err
      * ignores the grammar would mostly be rejected. Greedy log-probs after
      * the chain need the chain's shaped distribution, which verification
      * (a point mass when greedy) does not keep. */
-    bool greedy = r->p.sampling.temperature <= 0.0f;
+    bool greedy = r->p.sampling.temperature <= 0.0f && r->p.sampling.dynatemp_range <= 0.0f;
     r->spec = s->nu_spec_on && k != -1 && !r->p.grammar &&
               !(greedy && r->p.logprobs >= 0 && r->p.logprobs_after_chain);
     return NU_OK;

@@ -2,10 +2,13 @@
  * and stage order, the history it keeps (for the repetition stages), the
  * stages that need that state (logit bias, penalties, no-repeat-n-gram, the
  * repetition guard, end-of-generation suppression), and the chain itself:
- * stages in the configured order, then a seeded draw or the argmax.
+ * stages in the configured order, then a seeded draw, mirostat or the
+ * argmax.
  *
- * The stateless stages (top-k, top-p, min-p, typical-p, temperature) and the
- * RNG live in sampler_stages.c, the watermark's green lists in watermark.c.
+ * The stateless stages (top-k, top-p, min-p, typical-p, temperature and
+ * its dynamic form, top-nσ, XTC) and the RNG live in sampler_stages.c, DRY
+ * in sampler_dry.c, the bans in sampler_bans.c, mirostat's truncations in
+ * sampler_mirostat.c, the watermark's green lists in watermark.c.
  *
  * Cost per token: one copy of the logits into the candidate array, then each
  * stage. While no filtering stage has run, the candidate array is still
@@ -17,7 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bans.h"
+#include "dry.h"
 #include "error.h"
+#include "mirostat.h"
 #include "nucleus.h"
 #include "think_budget.h"
 #include "watermark.h"
@@ -58,19 +64,43 @@ struct nu_sampler {
     bool watermark_on;
     nu_watermark wm;
     nu_think_state think; /* the thinking budget (think.on: set) */
+    bool dry_on;          /* dry_multiplier > 0 and a window */
+    nu_dry dry;
+    nu_bans bans;
+    float mu;              /* mirostat's truncation level */
+    bool mirostat_pending; /* the last chain was mirostat's: accept updates mu */
 };
 
 /* ---- parameters ------------------------------------------------------------ */
 
-static const nu_stage_kind default_order[] = {
-    NU_STAGE_LOGIT_BIAS, NU_STAGE_PENALTIES, NU_STAGE_NO_REPEAT_NGRAM, NU_STAGE_REPETITION_GUARD,
-    NU_STAGE_TOP_K,      NU_STAGE_TYPICAL_P, NU_STAGE_TOP_P,           NU_STAGE_MIN_P,
-    NU_STAGE_TEMPERATURE};
+static const nu_stage_kind default_order[] = {NU_STAGE_LOGIT_BIAS,
+                                              NU_STAGE_PENALTIES,
+                                              NU_STAGE_DRY,
+                                              NU_STAGE_NO_REPEAT_NGRAM,
+                                              NU_STAGE_REPETITION_GUARD,
+                                              NU_STAGE_TOP_N_SIGMA,
+                                              NU_STAGE_TOP_K,
+                                              NU_STAGE_TYPICAL_P,
+                                              NU_STAGE_TOP_P,
+                                              NU_STAGE_MIN_P,
+                                              NU_STAGE_XTC,
+                                              NU_STAGE_TEMPERATURE};
 
-static const nu_stage_kind temp_first_order[] = {
-    NU_STAGE_LOGIT_BIAS,  NU_STAGE_PENALTIES, NU_STAGE_NO_REPEAT_NGRAM, NU_STAGE_REPETITION_GUARD,
-    NU_STAGE_TEMPERATURE, NU_STAGE_TOP_K,     NU_STAGE_TOP_P,           NU_STAGE_MIN_P,
-    NU_STAGE_TYPICAL_P};
+static const nu_stage_kind temp_first_order[] = {NU_STAGE_LOGIT_BIAS,
+                                                 NU_STAGE_PENALTIES,
+                                                 NU_STAGE_DRY,
+                                                 NU_STAGE_NO_REPEAT_NGRAM,
+                                                 NU_STAGE_REPETITION_GUARD,
+                                                 NU_STAGE_TEMPERATURE,
+                                                 NU_STAGE_TOP_N_SIGMA,
+                                                 NU_STAGE_TOP_K,
+                                                 NU_STAGE_TOP_P,
+                                                 NU_STAGE_MIN_P,
+                                                 NU_STAGE_TYPICAL_P,
+                                                 NU_STAGE_XTC};
+
+/* llama.cpp's default DRY sequence breakers. */
+static const char *const default_breakers[] = {"\n", ":", "\"", "*"};
 
 #define N_DEFAULT_STAGES ((int32_t)(sizeof default_order / sizeof *default_order))
 
@@ -92,6 +122,20 @@ nu_sampler_params nu_sampler_default_params(void) {
                            .ignore_eos = false,
                            .logit_bias = NULL,
                            .n_logit_bias = 0,
+                           .dry_multiplier = 0.0f,
+                           .dry_base = 1.75f,
+                           .dry_allowed_length = 2,
+                           .dry_penalty_last_n = 64,
+                           .dry_sequence_breakers = default_breakers,
+                           .n_dry_sequence_breakers = 4,
+                           .xtc_probability = 0.0f,
+                           .xtc_threshold = 0.1f,
+                           .top_n_sigma = -1.0f,
+                           .dynatemp_range = 0.0f,
+                           .dynatemp_exponent = 1.0f,
+                           .mirostat = 0,
+                           .mirostat_tau = 5.0f,
+                           .mirostat_eta = 0.1f,
                            .seed = 0xC0FFEE,
                            .n_stages = 0};
     p.watermark = nu_watermark_default_params();
@@ -152,6 +196,85 @@ static nu_status check_repetition(const nu_sampler_params *p, nu_error *err) {
     return NU_OK;
 }
 
+/* DRY, XTC, top-nσ, the dynamic temperature and mirostat. */
+static nu_status check_newer_stages(const nu_sampler_params *p, nu_error *err) {
+    if (!in_range(p->dry_multiplier, 0.0f, 100.0f))
+        return nu_fail(err, NU_ERR_INVALID_ARG, "dry_multiplier %g is out of range (0..100)",
+                       p->dry_multiplier);
+    if (!in_range(p->dry_base, 1.0f, 100.0f))
+        return nu_fail(err, NU_ERR_INVALID_ARG, "dry_base %g is out of range (1..100)",
+                       p->dry_base);
+    if (p->dry_allowed_length < 0 || p->dry_allowed_length > (1 << 30))
+        return nu_fail(err, NU_ERR_INVALID_ARG, "dry_allowed_length %d is out of range (0..2^30)",
+                       p->dry_allowed_length);
+    if (p->dry_penalty_last_n < -1)
+        return nu_fail(err, NU_ERR_INVALID_ARG,
+                       "dry_penalty_last_n %d must be >= -1 (0 is off, -1 the whole history)",
+                       p->dry_penalty_last_n);
+    if (!in_range(p->xtc_probability, 0.0f, 1.0f))
+        return nu_fail(err, NU_ERR_INVALID_ARG, "xtc_probability %g is out of range (0..1)",
+                       p->xtc_probability);
+    if (!in_range(p->xtc_threshold, 0.0f, 1.0f))
+        return nu_fail(err, NU_ERR_INVALID_ARG, "xtc_threshold %g is out of range (0..1)",
+                       p->xtc_threshold);
+    if (!in_range(p->top_n_sigma, -1.0f, 100.0f))
+        return nu_fail(err, NU_ERR_INVALID_ARG,
+                       "top_n_sigma %g is out of range (-1..100; <= 0 turns it off)",
+                       p->top_n_sigma);
+    if (!in_range(p->dynatemp_range, 0.0f, 100.0f))
+        return nu_fail(err, NU_ERR_INVALID_ARG, "dynatemp_range %g is out of range (0..100)",
+                       p->dynatemp_range);
+    if (!in_range(p->dynatemp_exponent, 0.0f, 100.0f))
+        return nu_fail(err, NU_ERR_INVALID_ARG, "dynatemp_exponent %g is out of range (0..100)",
+                       p->dynatemp_exponent);
+    if (p->mirostat < 0 || p->mirostat > 2)
+        return nu_fail(err, NU_ERR_INVALID_ARG, "mirostat %d must be 0 (off), 1 or 2", p->mirostat);
+    if (!in_range(p->mirostat_tau, 0.0f, 100.0f))
+        return nu_fail(err, NU_ERR_INVALID_ARG, "mirostat_tau %g is out of range (0..100)",
+                       p->mirostat_tau);
+    if (!in_range(p->mirostat_eta, 0.0f, 1.0f))
+        return nu_fail(err, NU_ERR_INVALID_ARG, "mirostat_eta %g is out of range (0..1)",
+                       p->mirostat_eta);
+    return NU_OK;
+}
+
+/* A list of n strings at list; each 1..max_len bytes (max_len 0: any). */
+static nu_status check_strings(const char *what, const char *const *list, int32_t n, size_t max_len,
+                               nu_error *err) {
+    if (n < 0 || (n > 0 && !list))
+        return nu_fail(err, NU_ERR_INVALID_ARG, "%s: %d entries at %p", what, n,
+                       (const void *)list);
+    for (int32_t i = 0; i < n; i++) {
+        size_t len = list[i] ? strlen(list[i]) : 0;
+        if (len == 0) return nu_fail(err, NU_ERR_INVALID_ARG, "%s[%d] is empty", what, i);
+        if (max_len && len > max_len)
+            return nu_fail(err, NU_ERR_INVALID_ARG, "%s[%d] has %zu bytes (at most %zu)", what, i,
+                           len, max_len);
+    }
+    return NU_OK;
+}
+
+/* The breaker and ban lists (ban tokens' range is checked by nu_sampler_new). */
+static nu_status check_lists(const nu_sampler_params *p, nu_error *err) {
+    nu_status st = check_strings("dry_sequence_breakers", p->dry_sequence_breakers,
+                                 p->n_dry_sequence_breakers, NU_DRY_MAX_BREAKER_LEN, err);
+    if (!st) st = check_strings("banned_strings", p->banned_strings, p->n_banned_strings, 0, err);
+    if (st) return st;
+    if (p->n_banned_tokens < 0 || (p->n_banned_tokens > 0 && !p->banned_tokens))
+        return nu_fail(err, NU_ERR_INVALID_ARG, "banned_tokens: %d entries at %p",
+                       p->n_banned_tokens, (const void *)p->banned_tokens);
+    for (int32_t i = 0; i < p->n_banned_tokens; i++) {
+        const nu_token_seq *q = &p->banned_tokens[i];
+        if (q->n < 1 || !q->tokens)
+            return nu_fail(err, NU_ERR_INVALID_ARG, "banned_tokens[%d] is empty", i);
+        for (int32_t k = 0; k < q->n; k++)
+            if (q->tokens[k] < 0)
+                return nu_fail(err, NU_ERR_INVALID_ARG, "banned_tokens[%d]: token %d is negative",
+                               i, q->tokens[k]);
+    }
+    return NU_OK;
+}
+
 /* The bias list (its tokens' range is checked by nu_sampler_new). */
 static nu_status check_bias(const nu_sampler_params *p, nu_error *err) {
     if (p->n_logit_bias < 0 || (p->n_logit_bias > 0 && !p->logit_bias))
@@ -187,6 +310,8 @@ static nu_status check_order(const nu_stage_kind *order, int32_t n, nu_error *er
 nu_status nu_sampler_params_check(const nu_sampler_params *p, nu_error *err) {
     nu_status st = check_filters(p, err);
     if (!st) st = check_repetition(p, err);
+    if (!st) st = check_newer_stages(p, err);
+    if (!st) st = check_lists(p, err);
     if (!st) st = check_bias(p, err);
     if (!st) st = check_order(p->order, p->n_stages, err);
     if (!st && p->watermark.key) st = nu_watermark_params_check(&p->watermark, err);
@@ -205,6 +330,9 @@ static const char *const stage_names[NU_STAGE_COUNT_] = {
     [NU_STAGE_PENALTIES] = "penalties",
     [NU_STAGE_NO_REPEAT_NGRAM] = "no_repeat_ngram",
     [NU_STAGE_REPETITION_GUARD] = "repetition_guard",
+    [NU_STAGE_DRY] = "dry",
+    [NU_STAGE_TOP_N_SIGMA] = "top_n_sigma",
+    [NU_STAGE_XTC] = "xtc",
 };
 
 const char *nu_stage_name(nu_stage_kind kind) {
@@ -254,9 +382,9 @@ nu_status nu_sampler_order_parse(const char *text, nu_stage_kind *order, int32_t
         int kind = stage_by_name(s, trimmed);
         if (kind < 0)
             return nu_fail(err, NU_ERR_INVALID_ARG,
-                           "unknown sampler stage '%.*s' (stages: logit_bias, penalties, "
-                           "no_repeat_ngram, repetition_guard, top_k, typical_p, top_p, min_p, "
-                           "temperature; presets: default, temp_first)",
+                           "unknown sampler stage '%.*s' (stages: logit_bias, penalties, dry, "
+                           "no_repeat_ngram, repetition_guard, top_n_sigma, top_k, typical_p, "
+                           "top_p, min_p, xtc, temperature; presets: default, temp_first)",
                            (int)trimmed, s);
         if (*n == NU_MAX_STAGES)
             return nu_fail(err, NU_ERR_INVALID_ARG, "more than %d sampler stages", NU_MAX_STAGES);
@@ -292,10 +420,18 @@ static bool penalties_on(const nu_sampler_params *p) {
                                       p->presence_penalty != 0.0f);
 }
 
+static bool dry_on(const nu_sampler_params *p) {
+    return p->dry_multiplier > 0.0f && p->dry_penalty_last_n != 0;
+}
+
 /* How many of the last history tokens the windows need. */
-static size_t history_keep(const nu_sampler_params *p) {
+static size_t history_keep(const nu_sampler *s) {
+    const nu_sampler_params *p = &s->p;
     size_t keep = (size_t)p->guard_window;
     if (p->penalty_last_n > 0 && (size_t)p->penalty_last_n > keep) keep = (size_t)p->penalty_last_n;
+    if (s->dry_on && p->dry_penalty_last_n > 0 && (size_t)p->dry_penalty_last_n > keep)
+        keep = (size_t)p->dry_penalty_last_n;
+    if ((size_t)s->bans.max_seq_len > keep) keep = (size_t)s->bans.max_seq_len;
     return keep;
 }
 
@@ -327,8 +463,8 @@ enum { HISTORY_FIRST = 256 };
 /* Every buffer the sampler will use while sampling. */
 static nu_status make_buffers(nu_sampler *s, nu_error *err) {
     size_t nv = (size_t)s->n_vocab;
-    s->keep_hist = history_keep(&s->p);
-    s->hist_unbounded = s->p.no_repeat_ngram_size > 0;
+    s->keep_hist = history_keep(s);
+    s->hist_unbounded = s->p.no_repeat_ngram_size > 0 || (s->dry_on && s->p.dry_penalty_last_n < 0);
     s->cap_hist = HISTORY_FIRST;
     s->cand = malloc(nv * sizeof *s->cand);
     s->hist = malloc(s->cap_hist * sizeof *s->hist);
@@ -346,8 +482,23 @@ static nu_status make_buffers(nu_sampler *s, nu_error *err) {
     return make_bias(s, err);
 }
 
-nu_status nu_sampler_new(const nu_sampler_params *params, int32_t n_vocab, nu_sampler **out,
-                         nu_error *err) {
+/* The state of the stages that were given strings or lists (DRY, bans);
+ * model NULL when there is none. The caller's lists are not kept. */
+static nu_status make_list_stages(nu_sampler *s, const nu_sampler_params *params,
+                                  const nu_model *model, nu_error *err) {
+    s->p.dry_sequence_breakers = NULL, s->p.n_dry_sequence_breakers = 0;
+    s->p.banned_strings = NULL, s->p.n_banned_strings = 0;
+    s->p.banned_tokens = NULL, s->p.n_banned_tokens = 0;
+    s->dry_on = dry_on(params);
+    nu_status st = nu_bans_init(&s->bans, params, model, s->n_vocab, err);
+    if (!st && s->dry_on) st = nu_dry_init(&s->dry, params, model, s->n_vocab, err);
+    return st;
+}
+
+/* nu_sampler_new, with the model whose vocabulary strings are looked up in
+ * (NULL: none). */
+static nu_status sampler_create(const nu_sampler_params *params, int32_t n_vocab,
+                                const nu_model *model, nu_sampler **out, nu_error *err) {
     *out = NULL;
     nu_status st = nu_sampler_params_check(params, err);
     if (st) return st;
@@ -364,8 +515,9 @@ nu_status nu_sampler_new(const nu_sampler_params *params, int32_t n_vocab, nu_sa
     nu_rng_seed(&s->rng, params->seed);
     s->watermark_on = params->watermark.key != NULL;
     s->p.watermark.key = NULL;
+    s->mu = 2.0f * params->mirostat_tau;
     if ((s->watermark_on && (st = nu_watermark_init(&s->wm, &params->watermark, err))) ||
-        (st = make_buffers(s, err))) {
+        (st = make_list_stages(s, params, model, err)) || (st = make_buffers(s, err))) {
         nu_sampler_free(s);
         return st;
     }
@@ -373,10 +525,15 @@ nu_status nu_sampler_new(const nu_sampler_params *params, int32_t n_vocab, nu_sa
     return NU_OK;
 }
 
+nu_status nu_sampler_new(const nu_sampler_params *params, int32_t n_vocab, nu_sampler **out,
+                         nu_error *err) {
+    return sampler_create(params, n_vocab, NULL, out, err);
+}
+
 nu_status nu_sampler_new_for_model(const nu_sampler_params *params, const nu_model *model,
                                    nu_sampler **out, nu_error *err) {
     int32_t n_vocab = nu_model_n_vocab(model);
-    nu_status st = nu_sampler_new(params, n_vocab, out, err);
+    nu_status st = sampler_create(params, n_vocab, model, out, err);
     if (st) return st;
     int32_t n = 0;
     for (int32_t t = 0; t < n_vocab; t++) n += nu_token_is_eog(model, t);
@@ -406,6 +563,8 @@ void nu_sampler_free(nu_sampler *s) {
     free(s->mark);
     free(s->before);
     nu_grammar_state_free(s->grammar);
+    nu_dry_free(&s->dry);
+    nu_bans_free(&s->bans);
     free(s);
 }
 
@@ -448,6 +607,18 @@ nu_status nu_sampler_set_eog(nu_sampler *s, const int32_t *tokens, int32_t n, nu
     return NU_OK;
 }
 
+nu_status nu_sampler_set_dry_breakers(nu_sampler *s, const nu_token_seq *seqs, int32_t n,
+                                      nu_error *err) {
+    if (!s->dry_on) {
+        /* checked as if DRY were on, kept nowhere: DRY is off */
+        nu_dry probe = {.n_vocab = s->n_vocab};
+        nu_status st = nu_dry_set_breakers(&probe, seqs, n, err);
+        nu_dry_free(&probe);
+        return st;
+    }
+    return nu_dry_set_breakers(&s->dry, seqs, n, err);
+}
+
 nu_status nu_sampler_set_observer(nu_sampler *s, nu_stage_observer fn, void *user, nu_error *err) {
     if (fn && !s->before) {
         s->before = malloc((size_t)s->n_vocab * sizeof *s->before);
@@ -473,6 +644,9 @@ void nu_sampler_reset(nu_sampler *s) {
     s->n_seen = 0;
     nu_watermark_clear(&s->wm);
     nu_think_reset(&s->think);
+    nu_bans_reset(&s->bans);
+    s->mu = 2.0f * s->p.mirostat_tau;
+    s->mirostat_pending = false;
 }
 
 /* Makes room for one more token: doubles the array while the windows need
@@ -532,9 +706,27 @@ void nu_sampler_accept_prompt(nu_sampler *s, const int32_t *tokens, int32_t n) {
     for (int32_t i = 0; i < n; i++) history_push(s, tokens[i]);
 }
 
+/* mu -= eta * (surprise - tau), the surprise of the token in the
+ * distribution mirostat drew from (the last candidates); a token outside it
+ * (not drawn by this sampler) leaves mu alone. */
+static void mirostat_update(nu_sampler *s, int32_t token) {
+    s->mirostat_pending = false;
+    const nu_candidates *c = nu_sampler_last_candidates(s);
+    for (size_t i = 0; c && i < c->size; i++) {
+        if (c->data[i].id != token) continue;
+        if (c->data[i].prob > 0.0f) {
+            float surprise = -log2f(c->data[i].prob);
+            s->mu -= s->p.mirostat_eta * (surprise - s->p.mirostat_tau);
+        }
+        return;
+    }
+}
+
 void nu_sampler_accept(nu_sampler *s, int32_t token) {
+    if (s->mirostat_pending) mirostat_update(s, token);
     history_push(s, token);
     if (s->watermark_on) nu_watermark_push(&s->wm, token);
+    nu_bans_accept(&s->bans, token);
     s->n_generated++;
     nu_think_accept(&s->think, token, true);
     /* a token the grammar refuses leaves its state as it was (the caller
@@ -712,11 +904,14 @@ static void suppress_eog(nu_sampler *s, nu_candidates *c) {
 
 /* ---- the chain --------------------------------------------------------------- */
 
-/* Not nu_stage_kinds: the EOG suppression, the watermark and the thinking
- * budget's forced token, run (and observed) like stages. */
+/* Not nu_stage_kinds: the EOG suppression, the watermark, the thinking
+ * budget's forced token, the bans and mirostat's truncation, run (and
+ * observed) like stages. */
 #define STAGE_EOG NU_STAGE_COUNT_
 #define STAGE_WATERMARK (NU_STAGE_COUNT_ + 1)
 #define STAGE_THINK (NU_STAGE_COUNT_ + 2)
+#define STAGE_BANNED (NU_STAGE_COUNT_ + 3)
+#define STAGE_MIROSTAT (NU_STAGE_COUNT_ + 4)
 
 /* The thinking budget is spent: only its next forced token stays. */
 static void force_think_token(nu_sampler *s, nu_candidates *c) {
@@ -726,23 +921,58 @@ static void force_think_token(nu_sampler *s, nu_candidates *c) {
     c->sorted = false;
 }
 
-/* The stages greedy decoding skips, with temperature: they cannot change
- * the argmax (typical-p could drop it, which greedy does not want). */
+/* The stages greedy decoding (and mirostat) skips: they cannot change the
+ * argmax, or could drop it (typical-p, XTC), which greedy does not want. */
 static bool is_filter(int kind) {
     return kind == NU_STAGE_TOP_K || kind == NU_STAGE_TOP_P || kind == NU_STAGE_MIN_P ||
-           kind == NU_STAGE_TYPICAL_P;
+           kind == NU_STAGE_TYPICAL_P || kind == NU_STAGE_TOP_N_SIGMA || kind == NU_STAGE_XTC;
 }
 
 /* Whether a stage leaves an identity array indexed by id: the stages that
- * only change logits do, and a filter that is switched off. */
+ * only change logits do (top-nσ and a temperature of 0 ban, they do not
+ * remove), and a filter that is switched off. */
 static bool keeps_identity(const nu_sampler_params *p, int kind) {
     switch (kind) {
     case NU_STAGE_TOP_K: return p->top_k == 0;
     case NU_STAGE_TOP_P: return p->top_p >= 1.0f;
     case NU_STAGE_MIN_P: return p->min_p <= 0.0f;
     case NU_STAGE_TYPICAL_P: return p->typical_p >= 1.0f;
+    case NU_STAGE_XTC: return p->xtc_probability <= 0.0f || p->xtc_threshold > 0.5f;
+    case STAGE_MIROSTAT: return false;
     default: return true;
     }
+}
+
+/* Temperature 0 without a dynamic range: the argmax. */
+static bool is_greedy(const nu_sampler_params *p) {
+    return p->temperature <= 0.0f && p->dynatemp_range <= 0.0f;
+}
+
+/* The temperature stage: mirostat uses the plain temperature, as llama.cpp. */
+static void stage_temperature(const nu_sampler_params *p, nu_candidates *c) {
+    if (p->mirostat)
+        nu_stage_temperature(c, p->temperature);
+    else
+        nu_stage_dynatemp(c, p->temperature, p->dynatemp_range, p->dynatemp_exponent);
+}
+
+/* The generated tokens in the history (the bans look at these only). */
+static const int32_t *generated(const nu_sampler *s, size_t *n) {
+    *n = (uint64_t)s->n_generated < s->n_hist ? (size_t)s->n_generated : s->n_hist;
+    return s->hist + s->n_hist - *n;
+}
+
+static void stage_bans(nu_sampler *s, nu_candidates *c, bool identity) {
+    size_t n;
+    const int32_t *gen = generated(s, &n);
+    nu_bans_apply(&s->bans, gen, n, c, identity);
+}
+
+static void stage_mirostat(nu_sampler *s, nu_candidates *c) {
+    if (s->p.mirostat == 1)
+        nu_mirostat_v1(c, s->mu, s->n_vocab);
+    else
+        nu_mirostat_v2(c, s->mu);
 }
 
 /* One stage with its parameters; identity says the array is still indexed
@@ -754,7 +984,12 @@ static void run_stage(nu_sampler *s, int kind, nu_candidates *c, bool identity) 
     case NU_STAGE_TOP_P: nu_stage_top_p(c, p->top_p); break;
     case NU_STAGE_MIN_P: nu_stage_min_p(c, p->min_p); break;
     case NU_STAGE_TYPICAL_P: nu_stage_typical_p(c, p->typical_p); break;
-    case NU_STAGE_TEMPERATURE: nu_stage_temperature(c, p->temperature); break;
+    case NU_STAGE_TEMPERATURE: stage_temperature(p, c); break;
+    case NU_STAGE_TOP_N_SIGMA: nu_stage_top_n_sigma(c, p->top_n_sigma); break;
+    case NU_STAGE_XTC: nu_stage_xtc(c, p->xtc_probability, p->xtc_threshold, &s->rng); break;
+    case NU_STAGE_DRY:
+        if (s->dry_on) nu_dry_apply(&s->dry, s->hist, s->n_hist, c, identity);
+        break;
     case NU_STAGE_LOGIT_BIAS: stage_logit_bias(s, c, identity); break;
     case NU_STAGE_PENALTIES: stage_penalties(s, c, identity); break;
     case NU_STAGE_NO_REPEAT_NGRAM: stage_no_repeat_ngram(s, c, identity); break;
@@ -762,6 +997,8 @@ static void run_stage(nu_sampler *s, int kind, nu_candidates *c, bool identity) 
     case STAGE_EOG: suppress_eog(s, c); break;
     case STAGE_WATERMARK: nu_watermark_apply(&s->wm, c, identity); break;
     case STAGE_THINK: force_think_token(s, c); break;
+    case STAGE_BANNED: stage_bans(s, c, identity); break;
+    case STAGE_MIROSTAT: stage_mirostat(s, c); break;
     default: break;
     }
 }
@@ -781,7 +1018,10 @@ static void run_observed(nu_sampler *s, int kind, nu_candidates *c, bool *identi
         const char *name = kind == STAGE_EOG         ? "eog"
                            : kind == STAGE_WATERMARK ? "watermark"
                            : kind == STAGE_THINK     ? "think_budget"
-                                                     : nu_stage_name(kind);
+                           : kind == STAGE_BANNED    ? "banned"
+                           : kind == STAGE_MIROSTAT
+                               ? (s->p.mirostat == 1 ? "mirostat" : "mirostat_v2")
+                               : nu_stage_name(kind);
         s->observer(s->observer_user, name, &before, c);
     }
     *identity = *identity && keeps_identity(&s->p, kind);
@@ -838,7 +1078,8 @@ static int32_t pick(nu_sampler *s, nu_candidates *c, bool greedy) {
 }
 
 /* Copies the logits into the candidate array (indexed by id), bans the
- * EOG tokens if asked and runs the order (greedy skips the filters). */
+ * EOG tokens if asked and the banned strings and sequences, runs the order
+ * (greedy and mirostat skip the filters) and mirostat's truncation. */
 static nu_candidates *run_chain(nu_sampler *s, const float *logits, bool greedy, bool masked) {
     nu_candidates *c = &s->last;
     *c = (nu_candidates){s->cand, (size_t)s->n_vocab, false, -1};
@@ -851,6 +1092,8 @@ static nu_candidates *run_chain(nu_sampler *s, const float *logits, bool greedy,
     }
     if (eog_suppressed(s)) run_observed(s, STAGE_EOG, c, &identity);
     if (nu_think_forced(&s->think) >= 0) run_observed(s, STAGE_THINK, c, &identity);
+    if (nu_bans_on(&s->bans)) run_observed(s, STAGE_BANNED, c, &identity);
+    bool mirostat = s->p.mirostat && !greedy;
     /* the watermark shifts the logits the filters and temperature will see,
      * the logits after the bias and penalties of the default order */
     bool watermark = s->watermark_on && nu_watermark_ready(&s->wm);
@@ -861,10 +1104,12 @@ static nu_candidates *run_chain(nu_sampler *s, const float *logits, bool greedy,
             run_observed(s, STAGE_WATERMARK, c, &identity);
             watermark = false;
         }
-        if (greedy && !shaping) continue;
+        if ((greedy && !shaping) || (mirostat && is_filter(kind))) continue;
         run_observed(s, kind, c, &identity);
     }
     if (watermark) run_observed(s, STAGE_WATERMARK, c, &identity);
+    if (mirostat) run_observed(s, STAGE_MIROSTAT, c, &identity);
+    s->mirostat_pending = mirostat;
     return c;
 }
 
@@ -874,7 +1119,7 @@ static nu_candidates *run_chain(nu_sampler *s, const float *logits, bool greedy,
  * temperature sampling and greedy; with truncating stages the cheap first
  * pick sees the unmasked candidates, as in llama.cpp). */
 int32_t nu_sampler_sample(nu_sampler *s, const float *logits) {
-    bool greedy = s->p.temperature <= 0.0f;
+    bool greedy = is_greedy(&s->p);
     nu_candidates *c = run_chain(s, logits, greedy, false);
     int32_t i = pick(s, c, greedy);
     int32_t tok = i >= 0 ? c->data[i].id : raw_argmax(logits, s->n_vocab);
@@ -886,7 +1131,7 @@ int32_t nu_sampler_sample(nu_sampler *s, const float *logits) {
 
 /* The chain without the draw: greedy gives a point mass on its choice. */
 const nu_candidates *nu_sampler_distribution(nu_sampler *s, const float *logits) {
-    bool greedy = s->p.temperature <= 0.0f;
+    bool greedy = is_greedy(&s->p);
     nu_candidates *c = run_chain(s, logits, greedy, s->grammar != NULL);
     int32_t i = greedy ? best_index(c) : -1;
     bool finite = false;

@@ -311,3 +311,82 @@ void nu_stage_temperature(nu_candidates *c, float t) {
     if (t <= 0.0f || t == 1.0f) return;
     for (size_t i = 0; i < c->size; i++) c->data[i].logit /= t;
 }
+
+/* The temperature t applied: logit /= t, or for t <= 0 only the first
+ * highest logit kept (the others get -INFINITY), as llama.cpp does when a
+ * dynamic temperature comes out as 0. */
+static void apply_temperature(nu_candidates *c, float t) {
+    if (t > 0.0f) {
+        nu_stage_temperature(c, t);
+        return;
+    }
+    size_t best = 0;
+    for (size_t i = 1; i < c->size; i++)
+        if (c->data[i].logit > c->data[best].logit) best = i;
+    for (size_t i = 0; i < c->size; i++)
+        if (i != best) c->data[i].logit = -INFINITY;
+}
+
+/* Dynamic temperature: the normalised entropy H / ln n of the candidates
+ * (all n of them, banned ones included) chooses a temperature between
+ * max(0, t - range) and t + range. */
+float nu_stage_dynatemp(nu_candidates *c, float t, float range, float exponent) {
+    if (range <= 0.0f) {
+        nu_stage_temperature(c, t);
+        return t;
+    }
+    if (c->size <= 1) return t;
+    float lo = t - range > 0.0f ? t - range : 0.0f, hi = t + range;
+    nu_candidates_softmax(c);
+    double entropy = 0;
+    for (size_t i = 0; i < c->size; i++) {
+        double p = c->data[i].prob;
+        if (p > 0) entropy -= p * log(p);
+    }
+    double normalised = entropy / log((double)c->size);
+    float dyn = (float)(lo + (hi - lo) * pow(normalised, exponent));
+    apply_temperature(c, dyn);
+    return dyn;
+}
+
+/* top-nσ: logits below max - n * σ (over the finite logits) are banned; the
+ * array keeps its order and size. */
+void nu_stage_top_n_sigma(nu_candidates *c, float n) {
+    if (n <= 0.0f || c->size <= 1) return;
+    double max = -INFINITY, sum = 0, acc = 0;
+    size_t finite = 0;
+    for (size_t i = 0; i < c->size; i++) {
+        float l = c->data[i].logit;
+        if (l == -INFINITY) continue;
+        if (l > max) max = l;
+        sum += l;
+        finite++;
+    }
+    if (finite == 0) return;
+    double mean = sum / (double)finite;
+    for (size_t i = 0; i < c->size; i++)
+        if (c->data[i].logit != -INFINITY)
+            acc += (c->data[i].logit - mean) * (c->data[i].logit - mean);
+    double cut = max - n * sqrt(acc / (double)finite);
+    for (size_t i = 0; i < c->size; i++)
+        if (c->data[i].logit < cut) c->data[i].logit = -INFINITY;
+}
+
+/* XTC: with probability `probability`, of the tokens with p >= threshold
+ * (when there are two or more) only the least likely stays (the last of
+ * them in the logit order: lowest logit, then highest id). */
+void nu_stage_xtc(nu_candidates *c, float probability, float threshold, nu_rng *rng) {
+    if (probability <= 0.0f || threshold > 0.5f || c->size < 2) return;
+    if (!(nu_rng_uniform(rng) < (double)probability)) return;
+    nu_candidates_softmax(c);
+    size_t above = 0, last = 0;
+    for (size_t i = 0; i < c->size; i++) {
+        if (!(c->data[i].prob >= threshold)) continue;
+        if (above++ == 0 || cmp_by_logit(&c->data[i], &c->data[last]) > 0) last = i;
+    }
+    if (above < 2) return;
+    size_t n = 0;
+    for (size_t i = 0; i < c->size; i++)
+        if (i == last || !(c->data[i].prob >= threshold)) c->data[n++] = c->data[i];
+    c->size = n;
+}
