@@ -72,6 +72,16 @@ const cli_option cli_model_options[] = {
      .choices = cli_kv_types,
      .placeholder = "T",
      .help = "KV cache element type: f16, or f32 (more exact, twice the memory)"},
+    {.name = "--checkpoints",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(cli_run_opts, ctx.n_state_checkpoints),
+     .min = 1,
+     .max = 4096,
+     .placeholder = "N",
+     .help = "models with recurrent layers (Qwen 3.5): states kept besides each sequence's, so "
+             "that rolling back (speculation, cached prompts) does not read positions again; "
+             "each takes the state's memory (nucleus info), at least one per sequence",
+     .default_text = "sequences + 8"},
     {0},
 };
 
@@ -163,7 +173,7 @@ const cli_option cli_sampling_options[] = {
      .fmin = 0,
      .fmax = 100,
      .placeholder = "X",
-     .help = "temperature; 0 is greedy (unless --dynatemp-range is set)"},
+     .help = "temperature; 0 is greedy"},
     {.name = "--top-k",
      .kind = CLI_INT,
      .field = CLI_FIELD(cli_run_opts, sampling.top_k),

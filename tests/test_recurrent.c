@@ -12,7 +12,9 @@
  *    and in the scheduler with n samples and a second round reusing the
  *    cached prefix; beam search scores its hypotheses as a plain decode of
  *    their tokens does;
- *  - a sequence must be continued in order. */
+ *  - a sequence must be continued in order;
+ *  - a file with a multi-token prediction layer (nextn_predict_layers, as
+ *    llama.cpp's converter writes Qwen 3.5) runs as the same file without it. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,22 +25,36 @@
 #include "test_support.h"
 
 static nu_model *model, *draft;
-static char model_path[1024];
+static char model_path[1024], mtp_path[1024];
 static int32_t n_vocab;
 
-static int setup(void **state) {
-    (void)state;
-    snprintf(model_path, sizeof model_path, "%s", nu_test_tmp("recurrent_qwen35.gguf"));
+/* Writes the test model (with a multi-token prediction layer when mtp). */
+static int write_model(const char *path, bool mtp) {
     char vocab[1024], cmd[4096];
     snprintf(vocab, sizeof vocab, "%s", nu_test_shared("vocab/ggml-vocab-llama-spm.gguf"));
     snprintf(cmd, sizeof cmd,
              "python3 '%s/tests/arch/tiny_gguf.py' --arch qwen35 --seed 5 --vocab-from '%s' "
-             "--vocab-size 2048 -o '%s' >/dev/null",
-             NU_SOURCE_DIR, vocab, model_path);
-    if (system(cmd) != 0) return -1;
-    if (nu_model_load(model_path, NULL, &model, NULL)) return -1;
+             "--vocab-size 2048 %s -o '%s' >/dev/null",
+             NU_SOURCE_DIR, vocab, mtp ? "--mtp" : "", path);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static int setup(void **state) {
+    (void)state;
+    snprintf(model_path, sizeof model_path, "%s", nu_test_tmp("recurrent_qwen35.gguf"));
+    snprintf(mtp_path, sizeof mtp_path, "%s", nu_test_tmp("recurrent_qwen35_mtp.gguf"));
+    if (write_model(model_path, false) || write_model(mtp_path, true)) {
+        print_message("could not write the test models with tests/arch/tiny_gguf.py\n");
+        return -1;
+    }
+    nu_error err;
+    if (nu_model_load(model_path, NULL, &model, &err)) {
+        print_message("%s: %s\n", model_path, err.message);
+        return -1;
+    }
     n_vocab = nu_model_n_vocab(model);
     draft = nu_test_make_draft(model_path, "recurrent_qwen35_q8_0.gguf", "q8_0", 1.0f);
+    if (!draft) print_message("could not make the q8_0 draft\n");
     return draft ? 0 : -1;
 }
 
@@ -228,6 +244,27 @@ static void test_order(void **state) {
     nu_context_free(c);
 }
 
+static void test_mtp_layer(void **state) {
+    (void)state;
+    nu_model *with;
+    nu_error err;
+    if (nu_model_load(mtp_path, NULL, &with, &err)) fail_msg("load: %s", err.message);
+    nu_context_params cp = nu_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_threads = 1;
+    nu_context *a, *b;
+    assert_int_equal(nu_context_new(with, &cp, &a, &err), NU_OK);
+    assert_int_equal(nu_context_new(model, &cp, &b, &err), NU_OK);
+    int32_t p[NP];
+    random_tokens(p, NP, 6);
+    read_tokens(a, 0, 0, p, NP, NP, NULL);
+    read_tokens(b, 0, 0, p, NP, NP, NULL);
+    assert_rows_equal(nu_logits(a, NP - 1), nu_logits(b, NP - 1), 1, "with an MTP layer");
+    nu_context_free(a);
+    nu_context_free(b);
+    nu_model_free(with);
+}
+
 /* ---- generation over the recurrent state -------------------------------- */
 
 static const char *prompt = "the cat sat on the mat and the cat sat on the mat and the cat";
@@ -393,7 +430,7 @@ int main(void) {
         cmocka_unit_test(test_batching),    cmocka_unit_test(test_rollback),
         cmocka_unit_test(test_copy),        cmocka_unit_test(test_order),
         cmocka_unit_test(test_speculative), cmocka_unit_test(test_scheduler),
-        cmocka_unit_test(test_beam),
+        cmocka_unit_test(test_beam),        cmocka_unit_test(test_mtp_layer),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

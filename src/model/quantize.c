@@ -159,6 +159,9 @@ static uint32_t k_fallback(uint32_t type) {
 static uint32_t target_type(const nu_gguf_tensor *t, const recipe *rc, const model_shape *m) {
     bool matrix = t->n_dims >= 2 && t->ne[1] > 1;
     if (!matrix || !nu_type_get(t->type)->computable) return t->type;
+    /* a recurrent layer's convolution taps stay as they are (llama-quantize
+     * leaves them too; loaders take them in f32 only) */
+    if (name_has(t->name, "ssm_conv1d")) return t->type;
     uint32_t want = rc->base;
     if (rc->kind != PLAIN) {
         want = k_recipe_type(rc, role_of(t->name, m), layer_of(t->name), m);

@@ -148,7 +148,8 @@ def qwen35(a, moe):
         return ("bank", std) if a.speed else gauss(std)
     m.kv("context_length", U32, 262144)
     m.kv("embedding_length", U32, n_embd)
-    m.kv("block_count", U32, n_layer)
+    n_mtp = 1 if a.mtp else 0   # a multi-token prediction layer after the others
+    m.kv("block_count", U32, n_layer + n_mtp)
     m.kv("feed_forward_length", U32, n_ff)
     m.kv("attention.head_count", U32, n_head)
     m.kv("attention.head_count_kv", U32, n_head_kv)
@@ -166,7 +167,10 @@ def qwen35(a, moe):
     m.kv("ssm.group_count", U32, k_heads)
     m.kv("ssm.time_step_rank", U32, v_heads)
     m.kv("ssm.inner_size", U32, d_inner)
-    m.kv("attention.recurrent_layers", ARR, (BOOL, [(i + 1) % interval != 0 for i in range(n_layer)]))
+    if a.mtp:
+        m.kv("nextn_predict_layers", U32, n_mtp)
+    m.kv("attention.recurrent_layers", ARR,
+         (BOOL, [(i + 1) % interval != 0 and i < n_layer for i in range(n_layer + n_mtp)]))
     m.kv("full_attention_interval", U32, interval)
     m.kv("rope.dimension_count", U32, n_rot)
     m.kv("rope.dimension_sections", ARR, (I32, sections))
@@ -210,6 +214,33 @@ def qwen35(a, moe):
             m.t(p + "ffn_gate.weight", (n_embd, n_ff), w(s), mat)
             m.t(p + "ffn_up.weight", (n_embd, n_ff), w(s), mat)
             m.t(p + "ffn_down.weight", (n_ff, n_embd), w(s), mat)
+    if a.mtp:   # drawn after every other tensor, so those stay as without it
+        p = f"blk.{n_layer}."
+        m.t(p + "attn_norm.weight", (n_embd,), JITTER)
+        m.t(p + "post_attention_norm.weight", (n_embd,), JITTER)
+        m.t(p + "attn_q.weight", (n_embd, 2 * n_head * head_dim), w(s), mat)
+        m.t(p + "attn_k.weight", (n_embd, n_head_kv * head_dim), w(s), mat)
+        m.t(p + "attn_v.weight", (n_embd, n_head_kv * head_dim), w(s), mat)
+        m.t(p + "attn_output.weight", (n_head * head_dim, n_embd), w(s), mat)
+        m.t(p + "attn_q_norm.weight", (head_dim,), JITTER)
+        m.t(p + "attn_k_norm.weight", (head_dim,), JITTER)
+        if moe:
+            m.t(p + "ffn_gate_inp.weight", (n_embd, n_exp), gauss(s))
+            m.t(p + "ffn_gate_exps.weight", (n_embd, n_ff_exp, n_exp), w(s), mat)
+            m.t(p + "ffn_up_exps.weight", (n_embd, n_ff_exp, n_exp), w(s), mat)
+            m.t(p + "ffn_down_exps.weight", (n_ff_exp, n_embd, n_exp), w(s), mat)
+            m.t(p + "ffn_gate_inp_shexp.weight", (n_embd,), gauss(s))
+            m.t(p + "ffn_gate_shexp.weight", (n_embd, n_ff_shexp), w(s), mat)
+            m.t(p + "ffn_up_shexp.weight", (n_embd, n_ff_shexp), w(s), mat)
+            m.t(p + "ffn_down_shexp.weight", (n_ff_shexp, n_embd), w(s), mat)
+        else:
+            m.t(p + "ffn_gate.weight", (n_embd, n_ff), w(s), mat)
+            m.t(p + "ffn_up.weight", (n_embd, n_ff), w(s), mat)
+            m.t(p + "ffn_down.weight", (n_ff, n_embd), w(s), mat)
+        m.t(p + "nextn.eh_proj.weight", (2 * n_embd, n_embd), w(s), mat)
+        m.t(p + "nextn.enorm.weight", (n_embd,), JITTER)
+        m.t(p + "nextn.hnorm.weight", (n_embd,), JITTER)
+        m.t(p + "nextn.shared_head_norm.weight", (n_embd,), JITTER)
     return m
 
 
@@ -549,8 +580,12 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--speed", action="store_true", help="qwen35moe: a ~4 GB speed shape")
     ap.add_argument("--experts", type=int, default=40, help="--speed: experts per layer")
+    ap.add_argument("--mtp", action="store_true",
+                    help="qwen35*: a multi-token prediction layer after the others (not run)")
     ap.add_argument("-o", "--out", required=True)
     a = ap.parse_args()
+    if a.mtp and not a.arch.startswith("qwen35"):
+        sys.exit("--mtp is for qwen35 and qwen35moe")
     if a.speed and a.arch != "qwen35moe":
         sys.exit("--speed is for qwen35moe")
     if a.mxfp4 and a.arch != "gpt-oss":

@@ -119,13 +119,15 @@ nu_status nu_arch_smollm3_hparams(nu_model *m, nu_error *err) {
  * bool per layer, or all but every full_attention_interval-th: 3 in 4 by
  * default) beside gated full-attention layers; the DeltaNet's sizes from
  * the ssm.* keys (state_size is the head size of keys and values,
- * group_count the key heads, time_step_rank the value heads). RoPE is
+ * group_count the key heads, time_step_rank the value heads). Layers of
+ * multi-token prediction (nextn_predict_layers, after the others) are left
+ * out. RoPE is
  * interleaved M-RoPE, which for text (one position in every section) is
  * NeoX rotation over rope.dimension_count dimensions. */
 nu_status nu_arch_qwen35_hparams(nu_model *m, nu_error *err) {
     nu_hparams *hp = &m->hp;
     nu_ssm_hp *s = &hp->ssm;
-    int32_t inner = 0, interval = 4;
+    int32_t inner = 0, interval = 4, nextn = 0;
     nu_status st;
     if ((st = nu_arch_int(m, "ssm.conv_kernel", true, &s->d_conv, err)) ||
         (st = nu_arch_int(m, "ssm.state_size", true, &s->head_dim, err)) ||
@@ -133,8 +135,16 @@ nu_status nu_arch_qwen35_hparams(nu_model *m, nu_error *err) {
         (st = nu_arch_int(m, "ssm.time_step_rank", true, &s->n_v_heads, err)) ||
         (st = nu_arch_int(m, "ssm.inner_size", true, &inner, err)) ||
         (st = nu_arch_int(m, "full_attention_interval", false, &interval, err)) ||
-        (st = nu_arch_int(m, "expert_shared_feed_forward_length", false, &hp->n_ff_shexp, err)))
+        (st = nu_arch_int(m, "expert_shared_feed_forward_length", false, &hp->n_ff_shexp, err)) ||
+        (st = nu_arch_int(m, "nextn_predict_layers", false, &nextn, err)))
         return st;
+    /* multi-token prediction layers come after the others (block_count counts
+     * them); the main pass does not run them, so nucleus does not load them */
+    const int32_t n_all = hp->n_layer;
+    if (nextn >= n_all)
+        return nu_fail(err, NU_ERR_FORMAT, "nextn_predict_layers %d leaves no layer of %d", nextn,
+                       n_all);
+    hp->n_layer = n_all - nextn;
     if (s->d_conv < 1 || s->d_conv > 64 || s->head_dim < 1 || s->head_dim > NU_MAX_HEAD_DIM ||
         s->n_k_heads < 1 || s->n_v_heads < 1 || s->n_v_heads % s->n_k_heads ||
         (int64_t)s->n_v_heads * s->head_dim != inner || s->n_v_heads > (1 << 16))
@@ -151,9 +161,9 @@ nu_status nu_arch_qwen35_hparams(nu_model *m, nu_error *err) {
     const nu_gguf_value *flags = nu_gguf_get_arr(m->file, key, GGUF_BOOL);
     if (!flags && nu_gguf_find(m->file, key))
         return nu_fail(err, NU_ERR_FORMAT, "metadata %s must be an array of bools", key);
-    if (flags && flags->v.arr.n != (uint64_t)hp->n_layer)
+    if (flags && flags->v.arr.n != (uint64_t)n_all)
         return nu_fail(err, NU_ERR_FORMAT, "metadata %s has %llu items, not %d", key,
-                       (unsigned long long)flags->v.arr.n, hp->n_layer);
+                       (unsigned long long)flags->v.arr.n, n_all);
     if (interval < 1)
         return nu_fail(err, NU_ERR_FORMAT, "full_attention_interval must be positive");
     for (int32_t il = 0; il < hp->n_layer; il++) {
