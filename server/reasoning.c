@@ -13,8 +13,10 @@
 /* ---- what the template does ------------------------------------------------ */
 
 /* The marker pairs models are known to write (DeepSeek-R1, Qwen3, QwQ and
- * most others: <think>; Command R7B; Magistral; Seed-OSS; Kimi). */
+ * most others: <think>; Command R7B; Magistral; Seed-OSS; Kimi; Gemma 4,
+ * whose thinking is a "thought" channel). */
 static const char *const marker_pairs[][2] = {
+    {"<|channel>thought", "<channel|>"},
     {"<seed:think>", "</seed:think>"},
     {"<think>", "</think>"},
     {"<|START_THINKING|>", "<|END_THINKING|>"},

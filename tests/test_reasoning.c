@@ -197,20 +197,23 @@ static void split_both(const srv_request *r, const char *text, split *whole, spl
 }
 
 /* A chat request whose answers hold thinking in markers open / close. */
-static void think_request(srv_request *r, const char *extra, bool inside) {
+static void think_request(srv_request *r, const char *extra, bool inside, const char *open,
+                          const char *close) {
     char body[4096];
     snprintf(body, sizeof body, "{" MSG "%s}", extra);
     parse_ok(body, r);
     r->reasoning.split.on = true;
     r->reasoning.split.starts_inside = inside;
-    snprintf(r->reasoning.split.open, SRV_THINK_MARKER_MAX, "<think>");
-    snprintf(r->reasoning.split.close, SRV_THINK_MARKER_MAX, "</think>");
+    snprintf(r->reasoning.split.open, SRV_THINK_MARKER_MAX, "%s", open);
+    snprintf(r->reasoning.split.close, SRV_THINK_MARKER_MAX, "%s", close);
 }
 
-static void expect_split(bool inside, const char *text, const char *reasoning,
-                         const char *content) {
+/* The split of text with the markers open / close: the same whole, as a
+ * growing prefix and by srv_answer_split. */
+static void expect_split_markers(const char *open, const char *close, bool inside, const char *text,
+                                 const char *reasoning, const char *content) {
     srv_request r;
-    think_request(&r, "", inside);
+    think_request(&r, "", inside, open, close);
     split whole, pieces;
     split_both(&r, text, &whole, &pieces);
     if (strcmp(whole.reasoning, reasoning) || strcmp(whole.content, content))
@@ -226,6 +229,11 @@ static void expect_split(bool inside, const char *text, const char *reasoning,
     assert_string_equal(a.result.content, content);
     srv_answer_free(&a);
     srv_request_free(&r);
+}
+
+static void expect_split(bool inside, const char *text, const char *reasoning,
+                         const char *content) {
+    expect_split_markers("<think>", "</think>", inside, text, reasoning, content);
 }
 
 static void test_split(void **state) {
@@ -255,6 +263,34 @@ static void test_split(void **state) {
                  "\xe6\x80\x9d\xe8\x80\x83", "\xe7\xad\x94");
 }
 
+/* Gemma 4: its template switches thinking with enable_thinking (the
+ * <|think|> line), keeps reasoning_content before tool calls, and the model
+ * writes its thinking as "<|channel>thought\n...<channel|>" (the markers
+ * llama.cpp's Gemma 4 parser uses); with thinking off the generation prompt
+ * itself ends with an empty block, which leaves the model outside it. */
+static void test_gemma4(void **state) {
+    (void)state;
+    srv_think t = detect("gemma4_31b_it");
+    assert_true(t.thinks);
+    assert_string_equal(t.open, "<|channel>thought");
+    assert_string_equal(t.close, "<channel|>");
+    assert_true(t.switch_enable);
+    assert_string_equal(t.history_field, "reasoning_content");
+    expect_vars(&t, "{" MSG "}", "{\"enable_thinking\":true}");
+    expect_vars(&t, "{" MSG ",\"reasoning_effort\":\"none\"}", "{\"enable_thinking\":false}");
+    /* the generation prompts of tests/chat/expected (thinking on, then off) */
+    assert_false(srv_think_prompt_inside(&t, "<|turn>user\nHello!<turn|>\n<|turn>model\n"));
+    assert_false(srv_think_prompt_inside(
+        &t, "<|turn>user\nHello!<turn|>\n<|turn>model\n<|channel>thought\n<channel|>"));
+    const char *open = t.open, *close = t.close;
+    expect_split_markers(open, close, false,
+                         "<|channel>thought\nThe user asks 17*23: 17*20 + 17*3 = 391."
+                         "<channel|>17 \xc3\x97 23 = 391.",
+                         "The user asks 17*23: 17*20 + 17*3 = 391.", "17 \xc3\x97 23 = 391.");
+    expect_split_markers(open, close, false, "391.", "", "391.");
+    expect_split_markers(open, close, false, "<|channel>thought\nStill going", "Still going", "");
+}
+
 static void test_split_off(void **state) {
     (void)state;
     /* a template that does not think: everything is content */
@@ -276,7 +312,7 @@ static void test_split_off(void **state) {
 static void test_split_with_tools(void **state) {
     (void)state;
     srv_request r;
-    think_request(&r, TOOL, false);
+    think_request(&r, TOOL, false, "<think>", "</think>");
     r.tools.format = SRV_TOOL_FORMAT_HERMES;
     split whole, pieces;
     /* Qwen3's call after its thinking */
@@ -300,13 +336,10 @@ static void test_split_with_tools(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_detect),
-        cmocka_unit_test(test_template_vars),
-        cmocka_unit_test(test_request_fields),
-        cmocka_unit_test(test_prompt_inside),
-        cmocka_unit_test(test_split),
-        cmocka_unit_test(test_split_off),
-        cmocka_unit_test(test_split_with_tools),
+        cmocka_unit_test(test_detect),         cmocka_unit_test(test_template_vars),
+        cmocka_unit_test(test_request_fields), cmocka_unit_test(test_prompt_inside),
+        cmocka_unit_test(test_split),          cmocka_unit_test(test_gemma4),
+        cmocka_unit_test(test_split_off),      cmocka_unit_test(test_split_with_tools),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
