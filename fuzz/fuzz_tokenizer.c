@@ -2,10 +2,10 @@
  *
  * Real vocabularies are loaded once: GPT-2's under every pre-tokenizer
  * family (tokenizer.ggml.pre is replaced in the parsed file before loading),
- * DeepSeek Coder, Falcon and StarCoder as they are, and Llama's SentencePiece
- * vocabulary. The first input byte picks a vocabulary and whether special
- * tokens are parsed; the rest is the text, arbitrary bytes. Each input is
- * tokenized and detokenized, and aborts (a crash to libFuzzer) unless:
+ * DeepSeek Coder, Falcon, StarCoder and Qwen 3.5 as they are, Llama's
+ * SentencePiece vocabulary and Gemma 4's character BPE. The first input byte picks a vocabulary and
+ * whether special tokens are parsed; the rest is the text, arbitrary bytes. Each input is tokenized
+ * and detokenized, and aborts (a crash to libFuzzer) unless:
  *   - every id is a token of the vocabulary;
  *   - the streaming detokenizer only ever returns well-formed UTF-8;
  *   - with GPT-2's vocabulary, which has a token for every byte, the tokens
@@ -31,11 +31,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* GPT-2's vocabulary under each family; then files as they are. */
 static const char *const gpt2_families[] = {
-    "gpt-2",          "llama3", "qwen2",     "deepseek-llm",
+    "gpt-2",          "llama3", "qwen2",     "qwen35",         "deepseek-llm",
     "deepseek-coder", "falcon", "starcoder", "unknown-family",
 };
 #define N_FAMILIES (sizeof gpt2_families / sizeof gpt2_families[0])
-static const char *const other_files[] = {"deepseek-coder", "falcon", "starcoder", "llama-spm"};
+static const char *const other_files[] = {"deepseek-coder", "falcon",    "starcoder",
+                                          "qwen35",         "llama-spm", "gemma-4"};
 #define N_OTHER (sizeof other_files / sizeof other_files[0])
 #define N_VOCABS (N_FAMILIES + N_OTHER)
 
