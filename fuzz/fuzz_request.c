@@ -53,6 +53,14 @@ static srv_defaults make_defaults(void) {
     d.gen.sampling.penalty_last_n = 64;
     d.gen.sampling.guard_window = 64;
     d.gen.sampling.seed = 0xC0FFEE;
+    d.gen.sampling.dry_base = 1.75f;
+    d.gen.sampling.dry_allowed_length = 2;
+    d.gen.sampling.dry_penalty_last_n = 64;
+    d.gen.sampling.xtc_threshold = 0.1f;
+    d.gen.sampling.top_n_sigma = -1.0f;
+    d.gen.sampling.dynatemp_exponent = 1.0f;
+    d.gen.sampling.mirostat_tau = 5.0f;
+    d.gen.sampling.mirostat_eta = 0.1f;
     d.beam.width = 4;
     d.beam.n_return = 1;
     d.beam.length_penalty = 1;
