@@ -2,9 +2,12 @@
  * (nu_perplexity), in llama-perplexity's chunks or in windows, and the
  * KL-divergence of a model from a base model's saved log-probs
  * (nu_kl_divergence). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cJSON.h>
 
 #include "cli.h"
 #include "cli_json.h"
@@ -15,7 +18,7 @@ typedef struct perplexity_opts {
     const char *file;
     long window, score_from;
     bool windows, json;
-    const char *kld_base, *kld;
+    const char *kld_base, *kld, *choices;
 } perplexity_opts;
 
 static int run_perplexity(int argc, char **argv);
@@ -62,6 +65,13 @@ static const cli_option perplexity_options[] = {
      .placeholder = "FILE",
      .help = "KL-divergence of this model from the base whose log-probs FILE holds (its tokens, "
              "no -f)"},
+    {.name = "--multiple-choice",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(perplexity_opts, choices),
+     .nonempty = true,
+     .placeholder = "FILE",
+     .help = "accuracy on multiple-choice tasks instead: JSON lines {\"context\", \"endings\": "
+             "[...], \"label\": i}, scored by log-likelihood (no -f)"},
     {.name = "--json",
      .kind = CLI_FLAG,
      .field = CLI_FIELD(perplexity_opts, json),
@@ -80,6 +90,7 @@ const cli_command perplexity_command = {
     .summary = "how well a model predicts a text (perplexity; KL-divergence from a base model)",
     .usage = "nucleus perplexity -m MODEL -f FILE [-c N] [--kl-divergence-base OUT] [--json]\n"
              "       nucleus perplexity -m MODEL --kl-divergence BASE [--json]\n"
+             "       nucleus perplexity -m MODEL --multiple-choice TASKS.jsonl [--json]\n"
              "       nucleus perplexity -m MODEL -f FILE --windows [--window N] [--score-from N]",
     .about =
         "perplexity = e^(mean of -ln p(token | the chunk's earlier tokens)) over the scored\n"
@@ -90,7 +101,11 @@ const cli_command perplexity_command = {
         "log-probs, and --kl-divergence compares another model with them: mean KL-divergence,\n"
         "its percentiles, top-token agreement, the change of the correct token's probability\n"
         "and both perplexities (llama-perplexity --kl-divergence's statistics; either program\n"
-        "reads the other's file).\n",
+        "reads the other's file). --multiple-choice scores each task's endings by the\n"
+        "log-likelihood of context + \" \" + ending after what they share (read once), as\n"
+        "llama-perplexity's --hellaswag: acc (largest sum), acc_norm (sum per character of the\n"
+        "ending, lm-evaluation-harness's) and acc_token (mean per scored token, llama.cpp's\n"
+        "hellaswag score), each with its standard error.\n",
     .sections = perplexity_sections,
     .run = run_perplexity,
 };
@@ -183,6 +198,175 @@ static int run_kl_divergence(perplexity_opts *o, nu_context *ctx) {
     return 0;
 }
 
+/* ---- multiple choice ------------------------------------------------------ */
+
+typedef struct choice_task {
+    char *context;
+    char **endings;
+    int32_t n_endings, label;
+} choice_task;
+
+static void tasks_free(choice_task *t, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        free(t[i].context);
+        for (int32_t k = 0; k < t[i].n_endings; k++) free(t[i].endings[k]);
+        free(t[i].endings);
+    }
+    free(t);
+}
+
+/* One task from a JSON line; false after printing why. */
+static bool parse_task(const char *path, size_t line, const char *s, size_t len, choice_task *t) {
+    cJSON *root = cJSON_ParseWithLength(s, len);
+    const cJSON *ctx = cJSON_GetObjectItemCaseSensitive(root, "context");
+    const cJSON *endings = cJSON_GetObjectItemCaseSensitive(root, "endings");
+    const cJSON *label = cJSON_GetObjectItemCaseSensitive(root, "label");
+    const char *why = NULL;
+    if (!cJSON_IsObject(root))
+        why = "is not a JSON object";
+    else if (!cJSON_IsString(ctx))
+        why = "has no \"context\" string";
+    else if (!cJSON_IsArray(endings) || cJSON_GetArraySize(endings) < 2)
+        why = "has no \"endings\" array of at least 2 strings";
+    else if (!cJSON_IsNumber(label) || label->valuedouble != floor(label->valuedouble) ||
+             label->valuedouble < 0 || label->valuedouble >= cJSON_GetArraySize(endings))
+        why = "has no \"label\" that is the index of an ending";
+    int32_t n = why ? 0 : cJSON_GetArraySize(endings);
+    *t = (choice_task){.n_endings = 0, .label = why ? 0 : (int32_t)label->valuedouble};
+    if (!why) {
+        t->context = strdup(ctx->valuestring);
+        t->endings = calloc((size_t)n, sizeof *t->endings);
+        if (!t->context || !t->endings) why = "(out of memory)";
+    }
+    for (int32_t k = 0; !why && k < n; k++) {
+        const cJSON *e = cJSON_GetArrayItem(endings, k);
+        if (!cJSON_IsString(e)) {
+            why = "has an ending that is not a string";
+            break;
+        }
+        if (!(t->endings[k] = strdup(e->valuestring))) why = "(out of memory)";
+        t->n_endings = k + 1;
+    }
+    cJSON_Delete(root);
+    if (why) cli_error("%s line %zu %s", path, line, why);
+    return !why;
+}
+
+/* The tasks of a JSON-lines file (blank lines skipped). */
+static choice_task *read_tasks(const char *path, size_t *n_tasks, int32_t *max_endings) {
+    size_t len;
+    char *text = cli_read_file(path, &len);
+    if (!text) return NULL;
+    choice_task *tasks = NULL;
+    size_t n = 0, cap = 0, line = 0;
+    *max_endings = 0;
+    bool ok = true;
+    for (char *s = text; ok && s < text + len; line++) {
+        char *nl = memchr(s, '\n', (size_t)(text + len - s));
+        const size_t l = nl ? (size_t)(nl - s) : (size_t)(text + len - s);
+        size_t i = 0;
+        while (i < l && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r')) i++;
+        if (i < l) {
+            if (n == cap) {
+                cap = cap ? 2 * cap : 64;
+                choice_task *bigger = realloc(tasks, cap * sizeof *tasks);
+                if (!bigger) {
+                    cli_error("out of memory");
+                    ok = false;
+                    break;
+                }
+                tasks = bigger;
+            }
+            ok = parse_task(path, line + 1, s, l, &tasks[n]);
+            if (ok && tasks[n].n_endings > *max_endings) *max_endings = tasks[n].n_endings;
+            n++;
+        }
+        s += l + 1;
+    }
+    free(text);
+    if (ok && n == 0) {
+        cli_error("%s holds no task", path);
+        ok = false;
+    }
+    if (!ok) {
+        tasks_free(tasks, n);
+        return NULL;
+    }
+    *n_tasks = n;
+    return tasks;
+}
+
+/* The index of the largest value (the first of equals). */
+static int32_t argmax(const double *v, int32_t n) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (v[i] > v[best]) best = i;
+    return best;
+}
+
+/* The standard error of a share of n 0/1 values (lm-evaluation-harness's). */
+static double share_stderr(double p, size_t n) {
+    return n > 1 ? sqrt(p * (1 - p) / (double)(n - 1)) : 0;
+}
+
+static size_t utf8_chars(const char *s) {
+    size_t n = 0;
+    for (; *s; s++) n += ((unsigned char)*s & 0xC0) != 0x80;
+    return n;
+}
+
+static int run_choices(perplexity_opts *o, nu_context *ctx, choice_task *tasks, size_t n,
+                       int32_t max_endings) {
+    double *ll = malloc((size_t)max_endings * 3 * sizeof *ll);
+    int32_t *count = malloc((size_t)max_endings * sizeof *count);
+    size_t right[3] = {0, 0, 0}; /* acc, acc_norm, acc_token */
+    int rc = 0;
+    for (size_t i = 0; ll && count && i < n; i++) {
+        choice_task *t = &tasks[i];
+        nu_error err;
+        if (nu_choice_loglik(ctx, t->context, (const char *const *)t->endings, t->n_endings, ll,
+                             count, &err) != NU_OK) {
+            cli_error("task %zu: %s", i + 1, err.message);
+            rc = 1;
+            break;
+        }
+        double *per_char = ll + max_endings, *per_token = ll + 2 * max_endings;
+        for (int32_t k = 0; k < t->n_endings; k++) {
+            const size_t chars = utf8_chars(t->endings[k]);
+            per_char[k] = ll[k] / (double)(chars ? chars : 1);
+            per_token[k] = ll[k] / count[k];
+        }
+        right[0] += argmax(ll, t->n_endings) == t->label;
+        right[1] += argmax(per_char, t->n_endings) == t->label;
+        right[2] += argmax(per_token, t->n_endings) == t->label;
+        if (!o->json)
+            fprintf(stderr, "[%zu] acc %.4f acc_norm %.4f acc_token %.4f\n", i + 1,
+                    (double)right[0] / (double)(i + 1), (double)right[1] / (double)(i + 1),
+                    (double)right[2] / (double)(i + 1));
+    }
+    if (!ll || !count) {
+        cli_error("out of memory");
+        rc = 1;
+    }
+    if (rc == 0) {
+        double acc[3];
+        for (int k = 0; k < 3; k++) acc[k] = (double)right[k] / (double)n;
+        if (o->json)
+            printf("{\"tasks\": %zu, \"acc\": %.6f, \"acc_stderr\": %.6f, \"acc_norm\": %.6f, "
+                   "\"acc_norm_stderr\": %.6f, \"acc_token\": %.6f, \"acc_token_stderr\": %.6f}\n",
+                   n, acc[0], share_stderr(acc[0], n), acc[1], share_stderr(acc[1], n), acc[2],
+                   share_stderr(acc[2], n));
+        else
+            printf("multiple choice, %zu tasks: acc %.4f +/- %.4f, acc_norm %.4f +/- %.4f, "
+                   "acc_token %.4f +/- %.4f\n",
+                   n, acc[0], share_stderr(acc[0], n), acc[1], share_stderr(acc[1], n), acc[2],
+                   share_stderr(acc[2], n));
+    }
+    free(ll);
+    free(count);
+    return rc;
+}
+
 static int run_text(perplexity_opts *o, nu_model *m, nu_context *ctx, const char *text,
                     size_t len) {
     size_t cap = len + 8, n = 0;
@@ -222,7 +406,13 @@ static int run_perplexity(int argc, char **argv) {
     cli_run_opts_init(&o.run);
     int rc;
     if (!cli_parse(&perplexity_command, argc, argv, &o, &rc)) return rc;
-    if (o.kld) {
+    if (o.choices) {
+        if (o.file || o.kld || o.kld_base || o.windows || o.score_from || o.window) {
+            cli_error("--multiple-choice reads its tasks from its file: no -f, --window, "
+                      "--windows, --score-from or KL-divergence");
+            return CLI_EXIT_USAGE;
+        }
+    } else if (o.kld) {
         if (o.file || o.kld_base || o.windows || o.score_from || o.window) {
             cli_error("--kl-divergence reads its tokens and chunks from the base file: no -f, "
                       "--window, --windows, --score-from or --kl-divergence-base");
@@ -237,17 +427,26 @@ static int run_perplexity(int argc, char **argv) {
     }
     if (o.window && (o.run.ctx.n_ctx == 0 || o.run.ctx.n_ctx < o.window))
         o.run.ctx.n_ctx = (int32_t)o.window;
-    size_t len = 0;
+    size_t len = 0, n_tasks = 0;
+    int32_t max_endings = 0;
+    choice_task *tasks = o.choices ? read_tasks(o.choices, &n_tasks, &max_endings) : NULL;
+    if (o.choices && !tasks) return 1;
+    /* one sequence per ending: the shared context is read once */
+    if (max_endings > o.run.ctx.n_seq_max) o.run.ctx.n_seq_max = max_endings;
     char *text = o.file ? cli_read_file(o.file, &len) : NULL;
     if (o.file && !text) return 1;
     nu_model *m;
     nu_context *ctx;
     if ((rc = cli_open(&o.run, &m, &ctx))) {
         free(text);
+        tasks_free(tasks, n_tasks);
         return rc;
     }
-    rc = o.kld ? run_kl_divergence(&o, ctx) : run_text(&o, m, ctx, text, len);
+    rc = o.choices ? run_choices(&o, ctx, tasks, n_tasks, max_endings)
+         : o.kld   ? run_kl_divergence(&o, ctx)
+                   : run_text(&o, m, ctx, text, len);
     free(text);
+    tasks_free(tasks, n_tasks);
     nu_context_free(ctx);
     nu_model_free(m);
     return rc;

@@ -1375,6 +1375,22 @@ NU_API nu_status nu_kl_divergence(nu_context *ctx, const char *base_path,
                                   const nu_perplexity_params *params, nu_kld_result *out,
                                   nu_error *err);
 
+/* Multiple choice by log-likelihood (HellaSwag-style tasks), as
+ * llama-perplexity's --hellaswag scores them: each candidate text is
+ * context + " " + endings[i], tokenized with BOS; the tokens all candidates
+ * share are read once (sequence 0, copied to the others: ctx needs
+ * n_seq_max >= n_endings), and loglik[i] is the sum of ln p of candidate i's
+ * tokens after that shared prefix, n_scored[i] their count. Pick the
+ * largest loglik (lm-evaluation-harness's acc), loglik / n_scored
+ * (llama-perplexity's hellaswag score) or loglik / the ending's length
+ * (lm-evaluation-harness's acc_norm). The cache of ctx is cleared.
+ * NU_ERR_INVALID_ARG for fewer than 2 endings, more than n_seq_max, an
+ * ending that adds no token to the shared prefix, or a task longer than the
+ * context. */
+NU_API nu_status nu_choice_loglik(nu_context *ctx, const char *context, const char *const *endings,
+                                  int32_t n_endings, double *loglik, int32_t *n_scored,
+                                  nu_error *err);
+
 /* ------------------------------------------------------------------------ */
 /* Text metrics: BLEU                                                       */
 /* ------------------------------------------------------------------------ */

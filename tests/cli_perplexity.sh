@@ -41,6 +41,20 @@ assert r['rows'] == 1071 and r['chunks'] == 17 and 0 < r['kld_median'] < r['kld_
 assert 0.5 < r['same_top'] < 1 and r['ppl'] > r['ppl_base'], r
 " "$tmp/kld.json"
 
+# multiple choice: llama-perplexity --hellaswag on the same 20 tasks (written in its 6-line
+# format, README) ends at "20	90.00000000%": acc_token 18 of 20
+choices=$(cd "$(dirname "$0")" && pwd)/eval/perplexity/choices.jsonl
+"$nucleus" perplexity -m "$model" --multiple-choice "$choices" --json >"$tmp/mc.json" 2>/dev/null
+check "multiple choice: llama-perplexity's hellaswag accuracy" python3 -c "
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r['tasks'] == 20 and r['acc_token'] == 0.9 and 0 < r['acc_token_stderr'] < 0.1, r
+assert 0 <= r['acc'] <= 1 and 0 <= r['acc_norm'] <= 1, r
+" "$tmp/mc.json"
+printf '{"context": "a", "endings": ["b"], "label": 0}\n' >"$tmp/bad1.jsonl"
+printf '{"context": "a", "endings": ["b", "c"], "label": 2}\n' >"$tmp/bad2.jsonl"
+printf 'not json\n' >"$tmp/bad3.jsonl"
+
 # errors: a usage error is status 2, a bad file 1, each with a message
 expect() { # expect STATUS PATTERN ARGS...
   local want=$1 pat=$2
@@ -54,4 +68,8 @@ check "a text shorter than a chunk is refused" expect 1 "needs at least 128 toke
 check "--kl-divergence takes no -f" expect 2 "no -f" -f "$story" --kl-divergence "$tmp/base.bin"
 check "the base is written in chunks mode" expect 2 "chunks mode" -f "$story" --windows --kl-divergence-base "$tmp/x.bin"
 check "a file that is not a base" expect 1 "not a file of base log-probs" -c 128 --kl-divergence "$story"
+check "a task with one ending" expect 1 "line 1 has no \"endings\" array of at least 2" --multiple-choice "$tmp/bad1.jsonl"
+check "a label out of range" expect 1 "line 1 has no \"label\"" --multiple-choice "$tmp/bad2.jsonl"
+check "a line that is not JSON" expect 1 "line 1 is not a JSON object" --multiple-choice "$tmp/bad3.jsonl"
+check "--multiple-choice takes no -f" expect 2 "no -f" --multiple-choice "$choices" -f "$story"
 check_report

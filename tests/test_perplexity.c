@@ -5,6 +5,7 @@
  *    window;
  *  - in chunks mode it gives llama-perplexity's figure on the same text and
  *    context, and writes a KL-divergence base in llama.cpp's format;
+ *  - multiple-choice log-likelihoods equal each candidate read alone;
  *  - the KL-divergence of q8_0 and q4_0 copies from the f32 model agrees
  *    with llama-perplexity --kl-divergence's statistics (the reference
  *    figures and how they were made: tests/eval/perplexity/README.md);
@@ -49,6 +50,14 @@ static nu_context *new_ctx(int32_t n_ctx) {
     return c;
 }
 
+/* ln softmax(l)[token] in long double. */
+static long double ld_logprob(const float *l, int32_t n_vocab, int32_t token) {
+    long double m = l[0], z = 0;
+    for (int32_t i = 1; i < n_vocab; i++) m = l[i] > m ? l[i] : m;
+    for (int32_t i = 0; i < n_vocab; i++) z += expl((long double)l[i] - m);
+    return ((long double)l[token] - m) - logl(z);
+}
+
 /* Sum and sum of squares of the scores, windows read one token at a time. */
 static void reference(nu_context *c, const int32_t *t, int64_t n, int32_t window, int32_t from,
                       long double *sum, long double *sq, int64_t *count) {
@@ -63,11 +72,7 @@ static void reference(nu_context *c, const int32_t *t, int64_t n, int32_t window
             nu_batch_entry e = {t[w0 + pos], pos, 0, true};
             assert_int_equal(nu_decode(c, &e, 1, NULL), NU_OK);
             if (pos + 1 < from) continue;
-            const float *l = nu_logits(c, 0);
-            long double m = l[0], z = 0;
-            for (int32_t i = 1; i < n_vocab; i++) m = l[i] > m ? l[i] : m;
-            for (int32_t i = 0; i < n_vocab; i++) z += expl((long double)l[i] - m);
-            long double s = logl(z) - ((long double)l[t[w0 + pos + 1]] - m);
+            long double s = -ld_logprob(nu_logits(c, 0), n_vocab, t[w0 + pos + 1]);
             *sum += s;
             *sq += s * s;
             (*count)++;
@@ -340,6 +345,72 @@ static void test_kl_divergence_bad_files(void **state) {
     nu_context_free(c);
 }
 
+/* ---- multiple choice ------------------------------------------------------ */
+
+/* ln p of tokens[from..n) given the ones before, read one token at a time in
+ * a fresh cache (long double softmax). */
+static double sequential_loglik(nu_context *c, const int32_t *t, size_t n, size_t from) {
+    const int32_t n_vocab = nu_model_n_vocab(model);
+    nu_kv_clear(c);
+    long double sum = 0;
+    for (size_t pos = 0; pos + 1 < n; pos++) {
+        nu_batch_entry e = {t[pos], (int32_t)pos, 0, true};
+        assert_int_equal(nu_decode(c, &e, 1, NULL), NU_OK);
+        if (pos + 1 < from) continue;
+        sum += ld_logprob(nu_logits(c, 0), n_vocab, t[pos + 1]);
+    }
+    return (double)sum;
+}
+
+/* nu_choice_loglik reads the shared prefix once; each ending's score equals
+ * the candidate read alone, token by token. */
+static void test_choice_matches_sequential(void **state) {
+    (void)state;
+    nu_context_params cp = nu_context_default_params();
+    cp.n_ctx = 128;
+    cp.n_seq_max = 4;
+    cp.n_threads = 2;
+    nu_context *c;
+    assert_int_equal(nu_context_new(model, &cp, &c, NULL), NU_OK);
+    const char *context = "Once upon a time, there was a little girl named Lily. She loved to";
+    const char *endings[] = {"play outside in the park.", "play with her dog.", "sing.",
+                             "eat green thunder."};
+    double ll[4];
+    int32_t n[4];
+    assert_int_equal(nu_choice_loglik(c, context, endings, 4, ll, n, NULL), NU_OK);
+    /* the candidates' tokens and their common prefix, computed here */
+    int32_t tok[4][128];
+    size_t len[4];
+    for (int i = 0; i < 4; i++) {
+        char text[256];
+        snprintf(text, sizeof text, "%s %s", context, endings[i]);
+        assert_int_equal(
+            nu_tokenize(model, text, strlen(text), NU_TOKENIZE_ADD_BOS, tok[i], 128, &len[i], NULL),
+            NU_OK);
+    }
+    size_t prefix = 0;
+    while (tok[0][prefix] == tok[1][prefix] && tok[0][prefix] == tok[2][prefix] &&
+           tok[0][prefix] == tok[3][prefix])
+        prefix++;
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(n[i], (int32_t)(len[i] - prefix));
+        const double want = sequential_loglik(c, tok[i], len[i], prefix);
+        print_message("ending %d: %.9f (read alone %.9f)\n", i, ll[i], want);
+        assert_true(fabs(ll[i] - want) <= 1e-9 * fabs(want));
+    }
+    assert_true(ll[0] > ll[3] && ll[1] > ll[3]);
+    nu_error err;
+    assert_int_equal(nu_choice_loglik(c, context, endings, 1, ll, n, &err), NU_ERR_INVALID_ARG);
+    const char *same[] = {"play", "play"}; /* nothing of its own to score */
+    assert_int_equal(nu_choice_loglik(c, context, same, 2, ll, n, &err), NU_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "adds no token"));
+    nu_context_free(c);
+    c = new_ctx(128); /* n_seq_max 1: no room for 4 endings */
+    assert_int_equal(nu_choice_loglik(c, context, endings, 4, ll, n, &err), NU_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "n_seq_max"));
+    nu_context_free(c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matches_reference),
@@ -348,6 +419,7 @@ int main(void) {
         cmocka_unit_test(test_chunks_match_llama_perplexity),
         cmocka_unit_test(test_kl_divergence_matches_llama),
         cmocka_unit_test(test_kl_divergence_bad_files),
+        cmocka_unit_test(test_choice_matches_sequential),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

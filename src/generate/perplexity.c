@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "gen_output.h"
 #include "nucleus.h"
 
 #define KLD_MAGIC "_logits_"
@@ -45,12 +46,9 @@ nu_perplexity_params nu_perplexity_default_params(void) {
 
 /* -ln softmax(logits)[token], the log-sum-exp taken in double. */
 static double token_nll(const float *logits, int32_t n_vocab, int32_t token) {
-    float max = logits[0];
-    for (int32_t i = 1; i < n_vocab; i++)
-        if (logits[i] > max) max = logits[i];
-    double sum = 0;
-    for (int32_t i = 0; i < n_vocab; i++) sum += exp((double)logits[i] - (double)max);
-    return log(sum) - ((double)logits[token] - (double)max);
+    double log_z;
+    nu_logprob_of(logits, n_vocab, token, &log_z);
+    return log_z - (double)logits[token];
 }
 
 /* The running figures of scores with sum `nll` and sum of squares sum_sq:

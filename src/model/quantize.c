@@ -23,9 +23,10 @@
  * uses "Q4_K" as another name for Q4_K_M, nucleus does not.
  * Rows whose length is not a multiple of 256 fall back to a 32-element
  * block type of about the same size, as llama.cpp does: Q2_K and Q3_K to
- * Q4_0, Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0; rows that fit no block
- * (not a multiple of 32) become F16, as llama.cpp's "must use F16 due to
- * unusual shape", so both programs' files have the same tensor types. */
+ * Q4_0, Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0; rows of at least 32 that
+ * fit no block (not a multiple of 32) become F16, as llama.cpp's "must use
+ * F16 due to unusual shape", so both programs' files have the same tensor
+ * types; shorter rows (convolution kernels) keep their type. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,7 +154,8 @@ static uint32_t k_fallback(uint32_t type) {
 
 /* The type a tensor gets: vectors (and types nucleus cannot read) stay as
  * they are; matrices take the recipe's type, falling back to a smaller
- * block or to F16 when their rows do not fit it (F32 when asked for F32). Under the plain
+ * block or to F16 when their rows do not fit it (rows shorter than a block
+ * keep their type). Under the plain
  * recipes the output projection of a 4/5-bit file gets Q8_0 (it decides
  * every logit, so it keeps more precision). */
 static uint32_t target_type(const nu_gguf_tensor *t, const recipe *rc, const model_shape *m) {
@@ -171,8 +173,11 @@ static uint32_t target_type(const nu_gguf_tensor *t, const recipe *rc, const mod
                         want == NU_TYPE_Q5_1;
         if (low_bits && nu_gguf_str_eq(t->name, "output.weight")) want = NU_TYPE_Q8_0;
     }
-    if (t->ne[0] % nu_type_get(want)->block_size)
+    const uint32_t block = nu_type_get(want)->block_size;
+    if (t->ne[0] % block) {
+        if (t->ne[0] < block) return t->type == NU_TYPE_F32 ? NU_TYPE_F32 : NU_TYPE_F16;
         return want == NU_TYPE_F32 ? NU_TYPE_F32 : NU_TYPE_F16;
+    }
     return want;
 }
 
