@@ -8,6 +8,7 @@
 
 typedef struct quantize_opts {
     const char *in, *out, *type;
+    bool pure;
 } quantize_opts;
 
 static int run_quantize(int argc, char **argv);
@@ -19,12 +20,27 @@ static const cli_positional quantize_arguments[] = {
     {0},
 };
 
+static const cli_option quantize_options[] = {
+    {.name = "--pure",
+     .kind = CLI_FLAG,
+     .field = CLI_FIELD(quantize_opts, pure),
+     .help = "every matrix in TYPE itself (llama-quantize --pure): no mix, no q8_0/q6_k output, "
+             "no fallback"},
+    {0},
+};
+
+static const cli_section quantize_sections[] = {
+    CLI_OWN_SECTION(NULL, quantize_options),
+    {0},
+};
+
 const cli_command quantize_command = {
     .name = "quantize",
     .summary = "write a copy of a model with its weights in another type",
-    .usage = "nucleus quantize IN.gguf OUT.gguf TYPE",
+    .usage = "nucleus quantize [--pure] IN.gguf OUT.gguf TYPE",
     .about = "Weight matrices are converted; norms and biases stay f32.\n",
     .positionals = quantize_arguments,
+    .sections = quantize_sections,
     .epilog = "TYPE, one type for every matrix:\n"
               "  f32, f16, bf16, q8_0, q5_1, q5_0, q4_1, q4_0   (4/5-bit: output.weight q8_0)\n"
               "  q6_k, q5_k, q4_k, q3_k                          (output.weight q6_k)\n"
@@ -44,7 +60,9 @@ static int run_quantize(int argc, char **argv) {
     if (!cli_parse(&quantize_command, argc, argv, &o, &rc)) return rc;
     nu_error err;
     double t0 = nu_time_ms();
-    if (nu_quantize_file(o.in, o.out, o.type, &err) != NU_OK) {
+    nu_quantize_params qp = nu_quantize_default_params();
+    qp.pure = o.pure;
+    if (nu_quantize_file_with(o.in, o.out, o.type, &qp, &err) != NU_OK) {
         cli_error("%s", err.message);
         return 1;
     }

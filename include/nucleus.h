@@ -165,6 +165,21 @@ NU_API nu_status nu_model_memory(const nu_model *model, int32_t n_ctx, int32_t n
 NU_API nu_status nu_quantize_file(const char *in_path, const char *out_path, const char *type,
                                   nu_error *err);
 
+/* Options of nu_quantize_file_with. */
+typedef struct nu_quantize_params {
+    /* Every weight matrix in the type itself, as llama-quantize --pure: no
+     * mix, no q8_0 / q6_k output projection, no fallback (a matrix whose
+     * rows are not whole blocks of the type is an error). A mix name means
+     * its base type ("q4_k_m": q4_k). */
+    bool pure;
+} nu_quantize_params;
+
+NU_API nu_quantize_params nu_quantize_default_params(void);
+
+/* nu_quantize_file with options (params NULL: the defaults). */
+NU_API nu_status nu_quantize_file_with(const char *in_path, const char *out_path, const char *type,
+                                       const nu_quantize_params *params, nu_error *err);
+
 /* ------------------------------------------------------------------------ */
 /* Tokenizer                                                                */
 /* ------------------------------------------------------------------------ */

@@ -7,9 +7,11 @@
  * Tolerances (per output value y of a row w and an activation row x):
  *   T = sum_i |w_i x_i|, or for block types sum_i (|w_i| + 16|d_b| + |m_b|)|x_i|,
  *       which also covers the size of the offset/minimum terms the kernels add;
- *   E = sum over 32-blocks b of (max_b |x| / 254) * sum_{i in b} |w_i|, the most
- *       rounding activations to int8 with scale max|x|/127 can change y
- *       (0 for F32/F16/BF16, whose activations stay float);
+ *   E = sum over 32-blocks b of max_b |x| * (1/254 + 1/2048) * (sum_{i in b} |w_i - m_b|
+ *       + 32 |m_b|), the most rounding activations to int8 with scale max|x|/127
+ *       (stored as f16: relative error 2^-11 on each q * d and on the minimum's
+ *       block sum) can change y (0 for F32/F16/BF16, whose activations stay
+ *       float; m_b is the block minimum of the _1 types, else 0);
  *   level vs nu_matmul_ref:      |y - y_ref|    <= E * (1 + 1e-5) + 1e-5 * T + 1e-30
  *   level vs the scalar level:   |y - y_scalar| <= 1e-5 * T + 1e-30
  *     (same int8 activations; only the float summation order differs).
@@ -92,7 +94,7 @@ static float *make_activations(int64_t n_in, int32_t n_batch, rng *r) {
 }
 
 /* d (and m) of the block holding element i of a dequantised row, read from
- * the raw block: d is the first f16, m the second for the _1 types. */
+ * the raw block: d is the first f16, m the second for the _1 types (signed). */
 static void block_scales(const test_matrix *t, int64_t row, int64_t i, float *d, float *m) {
     *d = *m = 0.0f;
     if (!nu_type_is_quantized(t->m.type)) return;
@@ -100,10 +102,10 @@ static void block_scales(const test_matrix *t, int64_t row, int64_t i, float *d,
                          (size_t)(i / 32) * nu_type_get(t->m.type)->block_bytes;
     uint16_t h;
     memcpy(&h, blk, 2);
-    *d = fabsf(nu_f16_to_f32(h));
+    *d = nu_f16_to_f32(h);
     if (t->m.type == NU_TYPE_Q4_1 || t->m.type == NU_TYPE_Q5_1) {
         memcpy(&h, blk + 2, 2);
-        *m = fabsf(nu_f16_to_f32(h));
+        *m = nu_f16_to_f32(h);
     }
 }
 
@@ -115,16 +117,18 @@ static void error_bounds(const test_matrix *t, int64_t row, const float *x, doub
     for (int64_t i = 0; i < n; i++) {
         float d, m;
         block_scales(t, row, i, &d, &m);
-        *T += ((double)fabsf(w[i]) + 16.0 * d + m) * fabs((double)x[i]);
+        *T += ((double)fabsf(w[i]) + 16.0 * fabsf(d) + fabsf(m)) * fabs((double)x[i]);
     }
     if (!nu_type_is_quantized(t->m.type)) return;
     for (int64_t b = 0; b < n; b += 32) {
         double amax = 0.0, wsum = 0.0;
+        float d, m;
+        block_scales(t, row, b, &d, &m);
         for (int j = 0; j < 32; j++) {
             amax = fmax(amax, fabs((double)x[b + j]));
-            wsum += fabs((double)w[b + j]);
+            wsum += fabs((double)w[b + j] - (double)m) + fabs((double)m);
         }
-        *E += amax / 254.0 * wsum;
+        *E += amax * (1.0 / 254.0 + 1.0 / 2048.0) * wsum;
     }
 }
 
@@ -523,7 +527,8 @@ static void test_level_selection(void **state) {
 }
 
 /* Every level quantises activations to the same bytes as the scalar code,
- * including NaN, infinities, tiny blocks and exact rounding ties. */
+ * including NaN, infinities, tiny blocks and exact rounding ties; and the
+ * bytes are llama.cpp's activation blocks (a worked example). */
 static void test_activation_quant_identical(void **state) {
     (void)state;
     rng r = {5};
@@ -537,6 +542,7 @@ static void test_activation_quant_identical(void **state) {
     for (int j = 0; j < 32; j++) x[96 + j] = 1e-35f * (float)j;            /* tiny: zeros */
     for (int j = 0; j < 32; j++) x[128 + j] = (float)(j % 2 ? 127 : 63.5); /* 63.5 * 1 ties */
     for (int j = 0; j < 32; j++) x[160 + j] = 2.5f * (float)(j - 16);      /* more ties */
+    for (int j = 0; j < 32; j++) x[192 + j] = 0.25f * (float)(j - 15);     /* worked example */
     nu_quantize_act_scalar(x, n, want);
     for (int l = 1; l <= (int)nu_kernels_cpu_level(); l++) {
         memset(got, 0xEE, bytes);
@@ -546,6 +552,24 @@ static void test_activation_quant_identical(void **state) {
     /* The tie case: 63.5 * (127 / 127) rounds to the even 64. */
     assert_int_equal(nu_act_q(want)[128], 64);
     assert_int_equal(nu_act_q(want)[129], 127);
+    /* llama.cpp's Q8_0 / Q8_1 blocks for x = (j - 15) / 4, j < 32 (block 6):
+     * q = RNE(x * 127 / 4) = RNE(7.9375 (j - 15)), ties -63.5 and 63.5 to
+     * even, sum 127; d = f16(4 / 127) = 0.031494140625; s = d * 127;
+     * Q8_1's sum f16(4 / 127 * 127) = 4 (llama.cpp's d * sum, then f16). */
+    static const int8_t q6[32] = {-119, -111, -103, -95, -87, -79, -71, -64, -56, -48, -40,
+                                  -32,  -24,  -16,  -8,  0,   8,   16,  24,  32,  40,  48,
+                                  56,   64,   71,   79,  87,  95,  103, 111, 119, 127};
+    assert_memory_equal(nu_act_q(want) + 192, q6, 32);
+    const int64_t n_pad = nu_act_n_pad(n);
+    assert_true(nu_act_d(want, n_pad)[6] == 0.031494140625f);
+    assert_true(nu_act_s(want, n_pad)[6] == 3.999755859375f);
+    assert_true(nu_act_m(want, n_pad)[6] == 4.0f);
+    /* every scale is a half-precision value */
+    for (int64_t b = 0; b < n / 32; b++) {
+        float d = nu_act_d(want, n_pad)[b], m = nu_act_m(want, n_pad)[b];
+        assert_true(nu_f16_to_f32(nu_f32_to_f16(d)) == d);
+        assert_true(nu_f16_to_f32(nu_f32_to_f16(m)) == m);
+    }
     free(x);
     free(want);
     free(got);

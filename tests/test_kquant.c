@@ -530,7 +530,8 @@ static void test_act_k_quantiser(void **state) {
     float x[512];
     uint8_t *row = malloc(nu_actk_row_bytes(n) + 64);
     uint8_t *dst = (uint8_t *)(((uintptr_t)row + 63) & ~(uintptr_t)63);
-    /* Block 0: max 127 (d = 1), ties to even, bsums; block 1: zeros. */
+    /* Block 0: the first largest is 127, so the scale is -127 / 127 = -1 and
+     * d = -1 (llama.cpp's Q8_K), ties to even, bsums; block 1: zeros. */
     for (int i = 0; i < 256; i++) x[i] = 0.0f;
     x[0] = 127.0f, x[1] = 2.5f, x[2] = 3.5f, x[3] = -2.5f, x[4] = -0.4f, x[20] = -127.0f;
     x[21] = 63.5f;
@@ -540,16 +541,16 @@ static void test_act_k_quantiser(void **state) {
     const int8_t *q = nu_actk_q(dst);
     const float *d = nu_actk_d(dst, n);
     const int16_t *bs = nu_actk_bsums(dst, n);
-    assert_true(d[0] == 1.0f);
-    assert_int_equal(q[0], 127);
-    assert_int_equal(q[1], 2);
-    assert_int_equal(q[2], 4);
-    assert_int_equal(q[3], -2);
+    assert_true(d[0] == -1.0f);
+    assert_int_equal(q[0], -127);
+    assert_int_equal(q[1], -2);
+    assert_int_equal(q[2], -4);
+    assert_int_equal(q[3], 2);
     assert_int_equal(q[4], 0);
-    assert_int_equal(q[20], -127);
-    assert_int_equal(q[21], 64);
-    assert_int_equal(bs[0], 127 + 2 + 4 - 2);
-    assert_int_equal(bs[1], -127 + 64);
+    assert_int_equal(q[20], 127);
+    assert_int_equal(q[21], -64);
+    assert_int_equal(bs[0], -(127 + 2 + 4 - 2));
+    assert_int_equal(bs[1], 127 - 64);
     for (int g = 2; g < 16; g++) assert_int_equal(bs[g], 0);
     /* the zero block and the padding */
     assert_true(d[1] == 0.0f);
@@ -564,7 +565,7 @@ static void test_act_k_quantiser(void **state) {
     assert_true(d[0] == 0.0f);
     for (int i = 0; i < 256; i++) assert_int_equal(q[i], 0);
     for (int g = 0; g < 16; g++) assert_int_equal(bs[g], 0);
-    assert_true(d[1] == 2e-30f / 127.0f);
+    assert_true(d[1] == 1.0f / (-127.0f / -2e-30f));
     assert_int_equal(q[300], -127);
     assert_int_equal(bs[16 + 44 / 16], -127);
 

@@ -549,15 +549,21 @@ static void test_quantize_act_k_identical(void **state) {
                          got[i], want[i]);
     }
     nu_kernels_force_level(nu_kernels_cpu_level());
-    /* The layout as documented: ties round to even (63.5 -> 64), bsums add
-     * up the quants, NaN clamps to -127, padding is zero. */
+    /* The layout as documented (llama.cpp's Q8_K): the scale -127 / m of the
+     * first element of largest magnitude (127 in block 3: x * -1), ties
+     * round to even (-63.5 -> -64), d = 1 / (-127 / m) = -1, bsums add up the
+     * quants, NaN clamps to -127, padding is zero. Block 4's first largest
+     * is -80 (j = 0): scale 127 / 80, 2.5 * 127 / 80 = 3.96875 -> 4. */
     const int8_t *q = nu_actk_q(want);
     const int16_t *bs = nu_actk_bsums(want, n);
-    assert_int_equal(q[3 * NU_QK_K], 64);
-    assert_int_equal(q[3 * NU_QK_K + 1], 127);
-    assert_int_equal(bs[3 * 16], 8 * 64 + 8 * 127);
+    assert_int_equal(q[3 * NU_QK_K], -64);
+    assert_int_equal(q[3 * NU_QK_K + 1], -127);
+    assert_int_equal(bs[3 * 16], -(8 * 64 + 8 * 127));
     assert_int_equal(q[7], -127);
-    assert_true(nu_actk_d(want, n)[3] == 1.0f);
+    assert_true(nu_actk_d(want, n)[3] == -1.0f);
+    assert_int_equal(q[4 * NU_QK_K], -127);
+    assert_int_equal(q[4 * NU_QK_K + 33], 4);
+    assert_true(nu_actk_d(want, n)[4] == 1.0f / (127.0f / 80.0f));
     assert_true(nu_actk_d(want, n)[2] == 0.0f && nu_actk_d(want, n)[8] == 0.0f);
     for (int64_t i = n / NU_QK_K; i < nu_actk_d_count(n); i++)
         assert_true(nu_actk_d(want, n)[i] == 0.0f);

@@ -21,10 +21,10 @@ static const nu_type_traits type_table[NU_TYPE_COUNT] = {
     [17] = {"iq2_xs", 256, 74, false},
     [18] = {"iq3_xxs", 256, 98, false},
     [19] = {"iq1_s", 256, 50, false},
-    [20] = {"iq4_nl", 32, 18, false},
+    [NU_TYPE_IQ4_NL] = {"iq4_nl", 32, 18, true},
     [21] = {"iq3_s", 256, 110, false},
     [22] = {"iq2_s", 256, 82, false},
-    [23] = {"iq4_xs", 256, 136, false},
+    [NU_TYPE_IQ4_XS] = {"iq4_xs", 256, 136, true},
     [NU_TYPE_I8] = {"i8", 1, 1, false},
     [NU_TYPE_I16] = {"i16", 1, 2, false},
     [NU_TYPE_I32] = {"i32", 1, 4, false},
@@ -34,6 +34,7 @@ static const nu_type_traits type_table[NU_TYPE_COUNT] = {
     [NU_TYPE_BF16] = {"bf16", 1, 2, true},
     [34] = {"tq1_0", 256, 54, false},
     [35] = {"tq2_0", 256, 66, false},
+    [NU_TYPE_MXFP4] = {"mxfp4", 32, 17, true},
 };
 
 static const nu_type_traits unknown_type = {NULL, 0, 0, false};

@@ -22,12 +22,15 @@ typedef enum nu_type {
     NU_TYPE_Q5_K = 13,
     NU_TYPE_Q6_K = 14,
     NU_TYPE_Q8_K = 15,
+    NU_TYPE_IQ4_NL = 20,
+    NU_TYPE_IQ4_XS = 23,
     NU_TYPE_I8 = 24,
     NU_TYPE_I16 = 25,
     NU_TYPE_I32 = 26,
     NU_TYPE_I64 = 27,
     NU_TYPE_F64 = 28,
     NU_TYPE_BF16 = 30,
+    NU_TYPE_MXFP4 = 39,
     NU_TYPE_COUNT = 40, /* ids at or above this are unknown */
 } nu_type;
 

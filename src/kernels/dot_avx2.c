@@ -16,7 +16,7 @@
 #include <immintrin.h>
 #include <stdalign.h>
 
-#include "kquant.h"
+#include "iquant.h"
 #include "simd_x86.h"
 
 #define INLINE static inline __attribute__((always_inline))
@@ -70,7 +70,8 @@ typedef struct quant_acc {
     __m256 corr[NU_TILE_MAX];
 } quant_acc;
 
-/* scale[v] lane i = d_w(block i) * d_a(block i); corr[v] += (d_w or m_w) * s_a. */
+/* scale[v] lane i = d_w(block i) * d_a(block i); corr[v] += d_w * s_a (_0
+ * types) or m_w * m_a (_1 types). */
 INLINE void group_scales(uint32_t type, const uint8_t *wg, const uint8_t *const *act, int64_t n_pad,
                          int64_t g, int k, __m256 *scale, quant_acc *a) {
     const int b = block_bytes(type);
@@ -78,13 +79,18 @@ INLINE void group_scales(uint32_t type, const uint8_t *wg, const uint8_t *const 
      * Plain loads: vpgatherdd is slow on several AVX2 CPUs. */
     const __m256i raw = _mm256_inserti128_si256(_mm256_castsi128_si256(load4_u32(wg, b)),
                                                 load4_u32(wg + 4 * b, b), 1);
-    const __m256 dw = _mm256_cvtph_ps(low_halves(raw));
+    __m256 dw = _mm256_cvtph_ps(low_halves(raw));
+    if (type == NU_TYPE_MXFP4) { /* E8M0 bytes, not halves */
+        alignas(32) float e[GROUP];
+        for (int i = 0; i < GROUP; i++) e[i] = nu_e8m0_half(wg[i * NU_MXFP4_BYTES]);
+        dw = _mm256_load_ps(e);
+    }
     const __m256 mw = has_min(type) ? _mm256_cvtph_ps(low_halves(_mm256_srli_epi32(raw, 16))) : dw;
     for (int v = 0; v < k; v++) {
         scale[v] = _mm256_mul_ps(dw, _mm256_load_ps(nu_act_d(act[v], n_pad) + g * GROUP));
         if (has_min(type) || quant_offset(type))
-            a->corr[v] = _mm256_fmadd_ps(mw, _mm256_load_ps(nu_act_s(act[v], n_pad) + g * GROUP),
-                                         a->corr[v]);
+            a->corr[v] = _mm256_fmadd_ps(
+                mw, _mm256_load_ps(act_sums(type, act[v], n_pad) + g * GROUP), a->corr[v]);
     }
 }
 
@@ -102,6 +108,12 @@ INLINE void quant_group(uint32_t type, const uint8_t *wg, const uint8_t *const *
         if (type == NU_TYPE_Q8_0) {
             w = _mm256_loadu_si256((const __m256i *)(blk + 2));
             wq = _mm256_abs_epi8(w);
+        } else if (is_table(type)) {
+            const int8_t *table = type == NU_TYPE_MXFP4 ? nu_fp4x2_values : nu_iq4nl_values;
+            w = _mm256_shuffle_epi8(
+                _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)table)),
+                unpack_nibbles(blk + nibble_offset(type)));
+            wq = _mm256_abs_epi8(w);
         } else {
             wq = unpack_nibbles(blk + nibble_offset(type));
             if (has_high_bits(type))
@@ -111,7 +123,7 @@ INLINE void quant_group(uint32_t type, const uint8_t *wg, const uint8_t *const *
         for (int v = 0; v < k; v++) {
             __m256i x = _mm256_load_si256(
                 (const __m256i *)(const void *)(nu_act_q(act[v]) + (g * GROUP + b) * NU_QK));
-            if (type == NU_TYPE_Q8_0) x = _mm256_sign_epi8(x, w);
+            if (signed_weights(type)) x = _mm256_sign_epi8(x, w);
             __m256i isum = _mm256_madd_epi16(_mm256_maddubs_epi16(wq, x), ones);
             __m256 s = _mm256_permutevar8x32_ps(scale[v], select);
             a->sum[v][b % NACC] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), s, a->sum[v][b % NACC]);
@@ -159,6 +171,51 @@ NU_DEFINE_TILE(static, tile_q4_1, quant_tile, NU_TYPE_Q4_1)
 NU_DEFINE_TILE(static, tile_q5_0, quant_tile, NU_TYPE_Q5_0)
 NU_DEFINE_TILE(static, tile_q5_1, quant_tile, NU_TYPE_Q5_1)
 NU_DEFINE_TILE(static, tile_q8_0, quant_tile, NU_TYPE_Q8_0)
+NU_DEFINE_TILE(static, tile_iq4_nl, quant_tile, NU_TYPE_IQ4_NL)
+NU_DEFINE_TILE(static, tile_mxfp4, quant_tile, NU_TYPE_MXFP4)
+
+/* IQ4_XS against Q8_K: per sub-block of 32 the table values' magnitudes
+ * meet the activations carrying their signs (vpmaddubsw: at most
+ * 2 * 127 * 127, no saturation), vpmaddwd applies the sub-block's scale
+ * ls - 32, and the int32 lanes hold the super-block's exact
+ * sum_b (ls_b - 32) * isum_b; then sum += (d_w * d_a) * that. */
+INLINE void iq4_xs_tile(uint32_t type, const nu_matmul_job *job, int64_t row, int32_t b0, int k) {
+    (void)type;
+    const uint8_t *w = nu_job_row(job, row);
+    const int64_t n_in = job->W->n_in, nsb = n_in / NU_QK_K;
+    const __m256i table = _mm256_broadcastsi128_si256(
+        _mm_loadu_si128((const __m128i *)(const void *)nu_iq4nl_values));
+    const uint8_t *act[NU_TILE_MAX];
+    __m256 sum[NU_TILE_MAX];
+    for (int v = 0; v < k; v++) act[v] = nu_job_act(job, b0 + v), sum[v] = _mm256_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *blk = w + sb * NU_IQ4_XS_BYTES;
+        for (int i = 0; i < NU_IQ4_XS_BYTES; i += 64)
+            _mm_prefetch((const char *)(blk + PREFETCH_BYTES + i), _MM_HINT_T0);
+        __m256i isum[NU_TILE_MAX];
+        for (int v = 0; v < k; v++) isum[v] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int b = 0; b < 8; b++) {
+            const __m256i val = _mm256_shuffle_epi8(table, unpack_nibbles(blk + 8 + 16 * b));
+            const __m256i mag = _mm256_abs_epi8(val);
+            const __m256i scale = _mm256_set1_epi16((short)(nu_iq4_xs_scale(blk, b) - 32));
+            for (int v = 0; v < k; v++) {
+                const __m256i x = _mm256_load_si256(
+                    (const __m256i *)(const void *)(nu_actk_q(act[v]) + sb * NU_QK_K + 32 * b));
+                const __m256i p = _mm256_maddubs_epi16(mag, _mm256_sign_epi8(x, val));
+                isum[v] = _mm256_add_epi32(isum[v], _mm256_madd_epi16(p, scale));
+            }
+        }
+        const float d = nu_half_to_float(nu_load_u16(blk));
+        for (int v = 0; v < k; v++)
+            sum[v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[v]),
+                                     _mm256_set1_ps(d * nu_actk_d(act[v], n_in)[sb]), sum[v]);
+    }
+    for (int v = 0; v < k; v++)
+        job->y[(size_t)(b0 + v) * (size_t)job->W->n_out + row] = nu_hsum256_ps(sum[v]);
+}
+
+NU_DEFINE_TILE(static, tile_iq4_xs, iq4_xs_tile, NU_TYPE_IQ4_XS)
 
 /* ---- Activation quantisation ----------------------------------------------- */
 
@@ -174,7 +231,7 @@ INLINE float hmax_ps(__m256 v) {
 static void quantize_act(const float *x, int64_t n_in, uint8_t *dst) {
     const int64_t n_pad = nu_act_n_pad(n_in), nb = n_in / NU_QK;
     int8_t *q = (int8_t *)dst;
-    float *d = (float *)(void *)(dst + n_pad), *s = d + n_pad / NU_QK;
+    float *d = (float *)(void *)(dst + n_pad), *s = d + n_pad / NU_QK, *m_sum = s + n_pad / NU_QK;
     const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
     for (int64_t b = 0; b < nb; b++) {
@@ -187,11 +244,11 @@ static void quantize_act(const float *x, int64_t n_in, uint8_t *dst) {
         float amax = hmax_ps(m);
         if (!(amax >= NU_ACT_TINY)) {
             memset(q + b * NU_QK, 0, NU_QK);
-            d[b] = s[b] = 0.0f;
+            d[b] = s[b] = m_sum[b] = 0.0f;
             continue;
         }
         float scale = amax / 127.0f;
-        __m256 inv = _mm256_set1_ps(1.0f / scale);
+        __m256 inv = _mm256_set1_ps(127.0f / amax);
         __m256i qi[4];
         for (int i = 0; i < 4; i++)
             qi[i] =
@@ -206,11 +263,13 @@ static void quantize_act(const float *x, int64_t n_in, uint8_t *dst) {
         __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
         s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(1, 0, 3, 2)));
         s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, _MM_SHUFFLE(2, 3, 0, 1)));
-        d[b] = scale;
-        s[b] = scale * (float)_mm_cvtsi128_si32(s4);
+        const int isum = _mm_cvtsi128_si32(s4);
+        d[b] = nu_round_half(scale);
+        s[b] = d[b] * (float)isum;
+        m_sum[b] = nu_round_half(scale * (float)isum);
     }
     memset(q + nb * NU_QK, 0, (size_t)(n_pad - nb * NU_QK));
-    for (int64_t b = nb; b < n_pad / NU_QK; b++) d[b] = s[b] = 0.0f;
+    for (int64_t b = nb; b < n_pad / NU_QK; b++) d[b] = s[b] = m_sum[b] = 0.0f;
 }
 
 /* ---- Float weights ----------------------------------------------------------- */
@@ -497,6 +556,9 @@ const nu_kernel_set nu_kernels_avx2_set = {
             [NU_TYPE_Q4_K] = nu_tile_q4_k_avx2,
             [NU_TYPE_Q5_K] = nu_tile_q5_k_avx2,
             [NU_TYPE_Q6_K] = nu_tile_q6_k_avx2,
+            [NU_TYPE_IQ4_NL] = tile_iq4_nl,
+            [NU_TYPE_IQ4_XS] = tile_iq4_xs,
+            [NU_TYPE_MXFP4] = tile_mxfp4,
         },
     .quantize_act = quantize_act,
     .quantize_act_k = nu_quantize_act_k_avx2,

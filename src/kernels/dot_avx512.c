@@ -27,7 +27,7 @@
 #include <immintrin.h>
 #include <stdalign.h>
 
-#include "kquant.h"
+#include "iquant.h"
 #include "simd_x86.h"
 
 #define INLINE static inline __attribute__((always_inline))
@@ -118,14 +118,21 @@ INLINE __m512i group_fields(uint32_t type, const uint8_t *wg) {
  * and corr[v] += (d_w or m_w) * s_a per lane. */
 INLINE void group_scales(uint32_t type, const uint8_t *wg, const uint8_t *const *act, int64_t n_pad,
                          int64_t g, int k, __m512 *scale, quant_acc *a) {
-    const __m512i fields = group_fields(type, wg);
-    const __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(fields));
-    const __m512 mw = has_min(type) ? _mm512_cvtph_ps(_mm512_extracti64x4_epi64(fields, 1)) : dw;
+    __m512 dw, mw;
+    if (type == NU_TYPE_MXFP4) { /* E8M0 bytes at an odd stride: one by one */
+        alignas(64) float e[GROUP];
+        for (int i = 0; i < GROUP; i++) e[i] = nu_e8m0_half(wg[i * NU_MXFP4_BYTES]);
+        dw = mw = _mm512_load_ps(e);
+    } else {
+        const __m512i fields = group_fields(type, wg);
+        dw = _mm512_cvtph_ps(_mm512_castsi512_si256(fields));
+        mw = has_min(type) ? _mm512_cvtph_ps(_mm512_extracti64x4_epi64(fields, 1)) : dw;
+    }
     for (int v = 0; v < k; v++) {
         scale[v] = _mm512_mul_ps(dw, _mm512_load_ps(nu_act_d(act[v], n_pad) + g * GROUP));
         if (has_min(type) || quant_offset(type))
-            a->corr[v] = _mm512_fmadd_ps(mw, _mm512_load_ps(nu_act_s(act[v], n_pad) + g * GROUP),
-                                         a->corr[v]);
+            a->corr[v] = _mm512_fmadd_ps(
+                mw, _mm512_load_ps(act_sums(type, act[v], n_pad) + g * GROUP), a->corr[v]);
     }
 }
 
@@ -146,6 +153,13 @@ INLINE void quant_group(uint32_t type, const uint8_t *wg, const uint8_t *const *
             w = _mm512_mask_broadcast_i64x4(w, 0xF0, _mm256_loadu_si256((const __m256i *)(b1 + 2)));
             negative = _mm512_movepi8_mask(w);
             wq = _mm512_abs_epi8(w);
+        } else if (is_table(type)) {
+            const int8_t *table = type == NU_TYPE_MXFP4 ? nu_fp4x2_values : nu_iq4nl_values;
+            const __m512i w = _mm512_shuffle_epi8(
+                _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)table)),
+                unpack_nibbles_pair(b0 + nibble_offset(type), b1 + nibble_offset(type)));
+            negative = _mm512_movepi8_mask(w);
+            wq = _mm512_abs_epi8(w);
         } else {
             wq = unpack_nibbles_pair(b0 + nibble_offset(type), b1 + nibble_offset(type));
             if (has_high_bits(type))
@@ -157,7 +171,7 @@ INLINE void quant_group(uint32_t type, const uint8_t *wg, const uint8_t *const *
         for (int v = 0; v < k; v++) {
             __m512i x = _mm512_load_si512(
                 (const void *)(nu_act_q(act[v]) + g * GROUP * NU_QK + p * 2 * NU_QK));
-            if (type == NU_TYPE_Q8_0)
+            if (signed_weights(type))
                 x = _mm512_mask_sub_epi8(x, negative, _mm512_setzero_si512(), x);
             __m512i isum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wq, x);
             __m512 s = _mm512_permutexvar_ps(select, scale[v]);
@@ -208,16 +222,67 @@ NU_DEFINE_TILE(static, tile_q4_1, quant_tile, NU_TYPE_Q4_1)
 NU_DEFINE_TILE(static, tile_q5_0, quant_tile, NU_TYPE_Q5_0)
 NU_DEFINE_TILE(static, tile_q5_1, quant_tile, NU_TYPE_Q5_1)
 NU_DEFINE_TILE(static, tile_q8_0, quant_tile, NU_TYPE_Q8_0)
+NU_DEFINE_TILE(static, tile_iq4_nl, quant_tile, NU_TYPE_IQ4_NL)
+NU_DEFINE_TILE(static, tile_mxfp4, quant_tile, NU_TYPE_MXFP4)
+
+/* IQ4_XS against Q8_K, two sub-blocks (64 elements) per vector: vpdpbusd
+ * of the table values' magnitudes with the activations carrying their
+ * signs gives 8 int32 lanes per sub-block, multiplied by the sub-block's
+ * ls - 32; the lanes hold the super-block's exact sum_b (ls_b - 32) *
+ * isum_b, and sum += (d_w * d_a) * that. */
+INLINE void iq4_xs_tile(uint32_t type, const nu_matmul_job *job, int64_t row, int32_t b0, int k) {
+    (void)type;
+    const uint8_t *w = nu_job_row(job, row);
+    const int64_t n_in = job->W->n_in, nsb = n_in / NU_QK_K;
+    const __m512i table =
+        _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)nu_iq4nl_values));
+    const uint8_t *act[NU_TILE_MAX];
+    __m512 sum[NU_TILE_MAX];
+    for (int v = 0; v < k; v++) act[v] = nu_job_act(job, b0 + v), sum[v] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *blk = w + sb * NU_IQ4_XS_BYTES;
+        for (int i = 0; i < NU_IQ4_XS_BYTES; i += 64)
+            _mm_prefetch((const char *)(blk + PREFETCH_BYTES + i), _MM_HINT_T0);
+        __m512i isum[NU_TILE_MAX];
+        for (int v = 0; v < k; v++) isum[v] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; p++) {
+            const uint8_t *qs = blk + 8 + 32 * p;
+            const __m512i val = _mm512_shuffle_epi8(table, unpack_nibbles_pair(qs, qs + 16));
+            const __mmask64 negative = _mm512_movepi8_mask(val);
+            const __m512i mag = _mm512_abs_epi8(val);
+            const __m512i scale =
+                _mm512_mask_set1_epi32(_mm512_set1_epi32(nu_iq4_xs_scale(blk, 2 * p) - 32), 0xFF00,
+                                       nu_iq4_xs_scale(blk, 2 * p + 1) - 32);
+            for (int v = 0; v < k; v++) {
+                __m512i x =
+                    _mm512_load_si512((const void *)(nu_actk_q(act[v]) + sb * NU_QK_K + 64 * p));
+                x = _mm512_mask_sub_epi8(x, negative, _mm512_setzero_si512(), x);
+                const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), mag, x);
+                isum[v] = _mm512_add_epi32(isum[v], _mm512_mullo_epi32(dot, scale));
+            }
+        }
+        const float d = nu_half_to_float(nu_load_u16(blk));
+        for (int v = 0; v < k; v++)
+            sum[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[v]),
+                                     _mm512_set1_ps(d * nu_actk_d(act[v], n_in)[sb]), sum[v]);
+    }
+    for (int v = 0; v < k; v++)
+        job->y[(size_t)(b0 + v) * (size_t)job->W->n_out + row] = nu_hsum512_ps(sum[v]);
+}
+
+NU_DEFINE_TILE(static, tile_iq4_xs, iq4_xs_tile, NU_TYPE_IQ4_XS)
 
 /* ---- Activation quantisation ----------------------------------------------- */
 
 /* Same operations as nu_quantize_act_scalar: max|x| ignoring NaN (max_ps
- * returns its second operand when the first is NaN), d = max / 127,
- * q = RNE(clamp(x / d)), s = d * sum q. */
+ * returns its second operand when the first is NaN), q = RNE(clamp(x *
+ * (127 / max))), d = f16(max / 127), s = d * sum q, m = f16(max / 127 *
+ * sum q). */
 static void quantize_act(const float *x, int64_t n_in, uint8_t *dst) {
     const int64_t n_pad = nu_act_n_pad(n_in), nb = n_in / NU_QK;
     int8_t *q = (int8_t *)dst;
-    float *d = (float *)(void *)(dst + n_pad), *s = d + n_pad / NU_QK;
+    float *d = (float *)(void *)(dst + n_pad), *s = d + n_pad / NU_QK, *m_sum = s + n_pad / NU_QK;
     const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
     for (int64_t b = 0; b < nb; b++) {
         __m512 x0 = _mm512_loadu_ps(x + b * NU_QK), x1 = _mm512_loadu_ps(x + b * NU_QK + 16);
@@ -226,22 +291,24 @@ static void quantize_act(const float *x, int64_t n_in, uint8_t *dst) {
         float amax = _mm512_reduce_max_ps(m);
         if (!(amax >= NU_ACT_TINY)) {
             memset(q + b * NU_QK, 0, NU_QK);
-            d[b] = s[b] = 0.0f;
+            d[b] = s[b] = m_sum[b] = 0.0f;
             continue;
         }
         float scale = amax / 127.0f;
-        __m512 inv = _mm512_set1_ps(1.0f / scale);
+        __m512 inv = _mm512_set1_ps(127.0f / amax);
         __m512i q0 =
             _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x0, inv), lo), hi));
         __m512i q1 =
             _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x1, inv), lo), hi));
         _mm_storeu_si128((__m128i *)(q + b * NU_QK), _mm512_cvtepi32_epi8(q0));
         _mm_storeu_si128((__m128i *)(q + b * NU_QK + 16), _mm512_cvtepi32_epi8(q1));
-        d[b] = scale;
-        s[b] = scale * (float)_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+        const int isum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+        d[b] = nu_round_half(scale);
+        s[b] = d[b] * (float)isum;
+        m_sum[b] = nu_round_half(scale * (float)isum);
     }
     memset(q + nb * NU_QK, 0, (size_t)(n_pad - nb * NU_QK));
-    for (int64_t b = nb; b < n_pad / NU_QK; b++) d[b] = s[b] = 0.0f;
+    for (int64_t b = nb; b < n_pad / NU_QK; b++) d[b] = s[b] = m_sum[b] = 0.0f;
 }
 
 /* ---- Float weights ----------------------------------------------------------- */
@@ -535,6 +602,9 @@ const nu_kernel_set nu_kernels_avx512_set = {
             [NU_TYPE_Q4_K] = nu_tile_q4_k_avx512,
             [NU_TYPE_Q5_K] = nu_tile_q5_k_avx512,
             [NU_TYPE_Q6_K] = nu_tile_q6_k_avx512,
+            [NU_TYPE_IQ4_NL] = tile_iq4_nl,
+            [NU_TYPE_IQ4_XS] = tile_iq4_xs,
+            [NU_TYPE_MXFP4] = tile_mxfp4,
         },
     .panel = {[NU_TYPE_Q4_0] = nu_panel_q4_0_avx512,
               [NU_TYPE_Q8_0] = nu_panel_q8_0_avx512,

@@ -255,9 +255,10 @@ INLINE int hsum_epi32(__m256i v) {
 }
 
 /* The same float operations as nu_quantize_act_k_scalar: max|x| ignoring NaN
- * (max_ps returns its second operand when the first is NaN), d = max / 127,
- * q = RNE(clamp(x * (1 / d))) with NaN clamped to -127, the sums of q per 16.
- * Two groups (32 elements, four vectors) at a time. */
+ * (max_ps returns its second operand when the first is NaN), the first
+ * element m of that magnitude, q = RNE(clamp(x * (-127 / m))) with NaN
+ * clamped to -127, d = 1 / (-127 / m), the sums of q per 16. Two groups (32
+ * elements, four vectors) at a time. */
 void nu_quantize_act_k_avx2(const float *x, int64_t n_in, uint8_t *dst) {
     int8_t *q = (int8_t *)dst;
     float *d = (float *)(void *)nu_actk_d(dst, n_in);
@@ -277,8 +278,18 @@ void nu_quantize_act_k_avx2(const float *x, int64_t n_in, uint8_t *dst) {
             d[b] = 0.0f;
             continue;
         }
-        const float scale = amax / 127.0f;
-        const __m256 inv = _mm256_set1_ps(1.0f / scale);
+        float max = amax;
+        for (int i = 0; i < NU_QK_K / 8; i++) {
+            const __m256 v = _mm256_loadu_ps(xb + 8 * i);
+            const int hit = _mm256_movemask_ps(
+                _mm256_cmp_ps(_mm256_and_ps(v, abs_mask), _mm256_set1_ps(amax), _CMP_EQ_OQ));
+            if (hit) {
+                max = xb[8 * i + __builtin_ctz((unsigned)hit)];
+                break;
+            }
+        }
+        const float iscale = -127.0f / max;
+        const __m256 inv = _mm256_set1_ps(iscale);
         for (int p = 0; p < 8; p++) {
             __m256i qi[4];
             for (int i = 0; i < 4; i++) {
@@ -294,7 +305,7 @@ void nu_quantize_act_k_avx2(const float *x, int64_t n_in, uint8_t *dst) {
             bsums[b * 16 + 2 * p] = (int16_t)hsum_epi32(_mm256_add_epi32(qi[0], qi[1]));
             bsums[b * 16 + 2 * p + 1] = (int16_t)hsum_epi32(_mm256_add_epi32(qi[2], qi[3]));
         }
-        d[b] = scale;
+        d[b] = 1.0f / iscale;
     }
     for (int64_t b = nb; b < nu_actk_d_count(n_in); b++) d[b] = 0.0f;
     for (int64_t g = nb * 16; g < nu_actk_bsum_count(n_in); g++) bsums[g] = 0;

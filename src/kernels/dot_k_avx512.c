@@ -290,9 +290,10 @@ NU_DEFINE_TILE(, nu_tile_q6_k_avx512, k_tile, NU_TYPE_Q6_K)
 /* ---- Q8_K activation quantisation --------------------------------------------- */
 
 /* The same float operations as nu_quantize_act_k_scalar: max|x| ignoring NaN
- * (max_ps returns its second operand when the first is NaN), d = max / 127,
- * q = RNE(clamp(x * (1 / d))) with NaN clamped to -127, the sums of q per 16.
- * One 16-lane vector is one group of 16. */
+ * (max_ps returns its second operand when the first is NaN), the first
+ * element m of that magnitude, q = RNE(clamp(x * (-127 / m))) with NaN
+ * clamped to -127, d = 1 / (-127 / m), the sums of q per 16. One 16-lane
+ * vector is one group of 16. */
 void nu_quantize_act_k_avx512(const float *x, int64_t n_in, uint8_t *dst) {
     int8_t *q = (int8_t *)dst;
     float *d = (float *)(void *)nu_actk_d(dst, n_in);
@@ -311,8 +312,17 @@ void nu_quantize_act_k_avx512(const float *x, int64_t n_in, uint8_t *dst) {
             d[b] = 0.0f;
             continue;
         }
-        const float scale = amax / 127.0f;
-        const __m512 inv = _mm512_set1_ps(1.0f / scale);
+        float max = amax;
+        for (int g = 0; g < 16; g++) {
+            const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(xb + 16 * g)),
+                                                     _mm512_set1_ps(amax), _CMP_EQ_OQ);
+            if (hit) {
+                max = xb[16 * g + __builtin_ctz((unsigned)hit)];
+                break;
+            }
+        }
+        const float iscale = -127.0f / max;
+        const __m512 inv = _mm512_set1_ps(iscale);
         for (int g = 0; g < 16; g++) {
             __m512 v = _mm512_mul_ps(_mm512_loadu_ps(xb + 16 * g), inv);
             __m512i qi = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(v, lo), hi));
@@ -320,7 +330,7 @@ void nu_quantize_act_k_avx512(const float *x, int64_t n_in, uint8_t *dst) {
                              _mm512_cvtepi32_epi8(qi));
             bsums[b * 16 + g] = (int16_t)_mm512_reduce_add_epi32(qi);
         }
-        d[b] = scale;
+        d[b] = 1.0f / iscale;
     }
     for (int64_t b = nb; b < nu_actk_d_count(n_in); b++) d[b] = 0.0f;
     for (int64_t g = nb * 16; g < nu_actk_bsum_count(n_in); g++) bsums[g] = 0;

@@ -6,14 +6,16 @@
  */
 #include <math.h>
 
-#include "kquant.h"
+#include "iquant.h"
 
 /* ---- Activation quantisation ---------------------------------------------- */
 
-/* One 32-element block: d = max|x| / 127, q = nu_round_even(x / d) clamped to
- * +-127 (the clamp also maps NaN to -127, as SIMD max/min do), s = d * sum q.
- * Blocks whose max is below NU_ACT_TINY (or all NaN) become zeros. */
-static void quantize_act_block(const float *x, int8_t *q, float *d, float *s) {
+/* One 32-element block as llama.cpp's Q8_0 / Q8_1 (kernels_internal.h):
+ * q = nu_round_even(x * (127 / amax)) clamped to +-127 (the clamp also maps
+ * NaN to -127, as SIMD max/min do), d = f16(amax / 127), s = d * sum q,
+ * m = f16(amax / 127 * sum q). Blocks whose max is below NU_ACT_TINY (or
+ * all NaN) become zeros. */
+static void quantize_act_block(const float *x, int8_t *q, float *d, float *s, float *m) {
     float amax = 0.0f;
     for (int j = 0; j < NU_QK; j++) {
         float a = fabsf(x[j]);
@@ -21,11 +23,11 @@ static void quantize_act_block(const float *x, int8_t *q, float *d, float *s) {
     }
     if (!(amax >= NU_ACT_TINY)) {
         memset(q, 0, NU_QK);
-        *d = *s = 0.0f;
+        *d = *s = *m = 0.0f;
         return;
     }
     float scale = amax / 127.0f;
-    float inv = 1.0f / scale;
+    float inv = 127.0f / amax;
     int sum = 0;
     for (int j = 0; j < NU_QK; j++) {
         float v = x[j] * inv;
@@ -35,18 +37,20 @@ static void quantize_act_block(const float *x, int8_t *q, float *d, float *s) {
         q[j] = (int8_t)qi;
         sum += qi;
     }
-    *d = scale;
-    *s = scale * (float)sum;
+    *d = nu_round_half(scale);
+    *s = *d * (float)sum;
+    *m = nu_round_half(scale * (float)sum);
 }
 
 void nu_quantize_act_scalar(const float *x, int64_t n_in, uint8_t *dst) {
-    int64_t n_pad = nu_act_n_pad(n_in), nb = n_in / NU_QK;
+    int64_t n_pad = nu_act_n_pad(n_in), nb = n_in / NU_QK, nblk = n_pad / NU_QK;
     int8_t *q = (int8_t *)dst;
     float *d = (float *)(void *)(dst + n_pad);
-    float *s = d + n_pad / NU_QK;
-    for (int64_t b = 0; b < nb; b++) quantize_act_block(x + b * NU_QK, q + b * NU_QK, d + b, s + b);
+    float *s = d + nblk, *m = s + nblk;
+    for (int64_t b = 0; b < nb; b++)
+        quantize_act_block(x + b * NU_QK, q + b * NU_QK, d + b, s + b, m + b);
     memset(q + nb * NU_QK, 0, (size_t)(n_pad - nb * NU_QK));
-    for (int64_t b = nb; b < n_pad / NU_QK; b++) d[b] = s[b] = 0.0f;
+    for (int64_t b = nb; b < nblk; b++) d[b] = s[b] = m[b] = 0.0f;
 }
 
 /* ---- Quantised weights ------------------------------------------------------ */
@@ -119,7 +123,7 @@ static void tile_quant(const nu_matmul_job *job, int64_t row, int32_t b0, int k,
         for (int v = 0; v < k; v++) {
             int32_t isum = dot_block_i8(q, nu_act_q(act[v]) + i * NU_QK);
             acc[v] += d * nu_act_d(act[v], n_pad)[i] * (float)isum;
-            if (with_min) acc[v] += m * nu_act_s(act[v], n_pad)[i];
+            if (with_min) acc[v] += m * nu_act_m(act[v], n_pad)[i];
         }
     }
     for (int v = 0; v < k; v++) job->y[(size_t)(b0 + v) * (size_t)job->W->n_out + row] = acc[v];
@@ -300,6 +304,9 @@ const nu_kernel_set nu_kernels_scalar_set = {
             [NU_TYPE_Q4_K] = nu_tile_q4_k_scalar,
             [NU_TYPE_Q5_K] = nu_tile_q5_k_scalar,
             [NU_TYPE_Q6_K] = nu_tile_q6_k_scalar,
+            [NU_TYPE_IQ4_NL] = nu_tile_iq4_nl_scalar,
+            [NU_TYPE_IQ4_XS] = nu_tile_iq4_xs_scalar,
+            [NU_TYPE_MXFP4] = nu_tile_mxfp4_scalar,
         },
     .quantize_act = nu_quantize_act_scalar,
     .quantize_act_k = nu_quantize_act_k_scalar,

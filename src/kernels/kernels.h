@@ -29,7 +29,8 @@ uint16_t nu_f32_to_bf16(float f);
 
 /* Reference dequantisation of n elements (a whole number of blocks) of a
  * computable type (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K,
- * Q4_K, Q5_K, Q6_K). For any other type dst is filled with zeros. */
+ * Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4). For any other type dst is
+ * filled with zeros. */
 void nu_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n);
 
 /* Reference quantisation of n floats (a whole number of blocks) to the same
@@ -42,8 +43,16 @@ void nu_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n);
  *   Q4_1  d = (max - min) / 15, m = min, q = min(15, trunc((x - m) / d + 0.5))
  *   Q5_1  d = (max - min) / 31, m = min, q = min(31, trunc((x - m) / d + 0.5))
  * (the division is a multiplication by 1/d, 0 when d is 0; scales are
- * stored as f16). Other types: dst is left untouched. */
+ * stored as f16). IQ4_NL and IQ4_XS: the least-squares search of iquant.h.
+ * Other types (MXFP4 among them): dst is left untouched. */
 void nu_quantize_row(uint32_t type, const float *src, void *dst, int64_t n);
+
+/* nu_quantize_row with per-element importances (n values, e.g. a row of an
+ * importance matrix: the mean square of each input's activations), for the
+ * encoders that weigh their error (IQ4_NL, IQ4_XS; see iquant.h); the other
+ * types ignore them. importance may be NULL. */
+void nu_quantize_row_weighted(uint32_t type, const float *src, void *dst, int64_t n,
+                              const float *importance);
 
 /* A weight matrix of n_out rows, each n_in elements of `type`. */
 typedef struct nu_matrix {

@@ -75,6 +75,27 @@ _Static_assert(sizeof(nu_block_q8_0) == 34, "q8_0 block is 34 bytes");
 #define NU_Q5_1_BYTES 24
 #define NU_Q8_0_BYTES 34
 
+/* The activation layout a weight type multiplies with: 0 the float rows
+ * themselves, 1 the 32-element blocks below, 2 Q8_K (kquant.h). */
+static inline int nu_act_format(uint32_t type) {
+    switch (type) {
+    case NU_TYPE_Q4_0:
+    case NU_TYPE_Q4_1:
+    case NU_TYPE_Q5_0:
+    case NU_TYPE_Q5_1:
+    case NU_TYPE_Q8_0:
+    case NU_TYPE_IQ4_NL:
+    case NU_TYPE_MXFP4: return 1;
+    case NU_TYPE_Q2_K:
+    case NU_TYPE_Q3_K:
+    case NU_TYPE_Q4_K:
+    case NU_TYPE_Q5_K:
+    case NU_TYPE_Q6_K:
+    case NU_TYPE_IQ4_XS: return 2;
+    default: return 0;
+    }
+}
+
 /* True for the block types whose activations are quantised to 8 bits. */
 static inline int nu_type_is_quantized(uint32_t type) {
     return type == NU_TYPE_Q4_0 || type == NU_TYPE_Q4_1 || type == NU_TYPE_Q5_0 ||
@@ -89,8 +110,15 @@ static inline int nu_type_is_quantized(uint32_t type) {
  * row, every part 64-byte aligned when the row is:
  *   int8  q[n_pad]          the quants, in element order
  *   float d[n_pad / 32]     per-block scale (0 for padding blocks)
- *   float s[n_pad / 32]     per-block d * sum(q)
- */
+ *   float s[n_pad / 32]     per-block d * sum(q) (exact: d has 11 bits)
+ *   float m[n_pad / 32]     per-block sum term of the _1 types (below)
+ * The quantisation is the one llama.cpp's CPU backend applies to the
+ * activations of these weight types (its Q8_0 and Q8_1 blocks), so that
+ * products on files made for it come out as it computes them: with
+ * amax = max|x|, q = RNE(x * (127 / amax)) and the scale rounded to half
+ * precision, d = f16(amax / 127). Q4_1 and Q5_1 multiply their minimum
+ * with Q8_1's block sum, which is f16(amax / 127 * sum(q)) (the unrounded
+ * scale times the sum, then rounded): that is m. */
 #define NU_ACT_PAD 512
 
 /* Padded element count of a quantised activation row of n_in elements. */
@@ -101,7 +129,7 @@ static inline int64_t nu_act_n_pad(int64_t n_in) {
 /* Bytes of one quantised activation row. */
 static inline size_t nu_act_row_bytes(int64_t n_in) {
     int64_t n_pad = nu_act_n_pad(n_in);
-    return (size_t)n_pad + (size_t)(n_pad / NU_QK) * 2 * sizeof(float);
+    return (size_t)n_pad + (size_t)(n_pad / NU_QK) * 3 * sizeof(float);
 }
 
 /* The three parts of a quantised activation row starting at row. */
@@ -113,6 +141,9 @@ static inline const float *nu_act_d(const uint8_t *row, int64_t n_pad) {
 }
 static inline const float *nu_act_s(const uint8_t *row, int64_t n_pad) {
     return (const float *)(const void *)(row + n_pad) + n_pad / NU_QK;
+}
+static inline const float *nu_act_m(const uint8_t *row, int64_t n_pad) {
+    return (const float *)(const void *)(row + n_pad) + 2 * (n_pad / NU_QK);
 }
 
 /* Activations whose block maximum is below this are treated as zero: the
@@ -354,6 +385,11 @@ static inline float nu_half_to_float(uint16_t h) {
     return f;
 }
 
+/* x rounded to half precision and back (nearest, ties to even). */
+static inline float nu_round_half(float x) {
+    return nu_half_to_float(nu_f32_to_f16(x));
+}
+
 /* Rounds |v| <= 2^22 to the nearest integer, ties to even: adding 1.5 * 2^23
  * leaves no fraction bits, so the addition itself rounds (in the default
  * rounding mode), exactly as the SIMD cvtps2dq does. */
@@ -378,9 +414,11 @@ static inline uint16_t nu_load_u16(const void *p) {
 
 /* ---- Block layout facts shared by the SIMD kernels ------------------------ */
 
-/* Bytes of one block of a quantised type. */
+/* Bytes of one block of a quantised type (IQ4_NL: 18, MXFP4: 17; iquant.h). */
 static inline __attribute__((always_inline)) int block_bytes(uint32_t type) {
     switch (type) {
+    case NU_TYPE_IQ4_NL: return 18;
+    case NU_TYPE_MXFP4: return 17;
     case NU_TYPE_Q4_0: return NU_Q4_0_BYTES;
     case NU_TYPE_Q4_1: return NU_Q4_1_BYTES;
     case NU_TYPE_Q5_0: return NU_Q5_0_BYTES;
@@ -392,6 +430,8 @@ static inline __attribute__((always_inline)) int block_bytes(uint32_t type) {
 /* Offset of the nibbles inside a block. */
 static inline __attribute__((always_inline)) int nibble_offset(uint32_t type) {
     switch (type) {
+    case NU_TYPE_MXFP4: return 1;
+    case NU_TYPE_IQ4_NL:
     case NU_TYPE_Q4_0: return 2;
     case NU_TYPE_Q4_1: return 4;
     case NU_TYPE_Q5_0: return 6;
@@ -410,6 +450,24 @@ static inline __attribute__((always_inline)) int has_min(uint32_t type) {
 
 static inline __attribute__((always_inline)) int has_high_bits(uint32_t type) {
     return type == NU_TYPE_Q5_0 || type == NU_TYPE_Q5_1;
+}
+
+/* Types whose 4-bit codes index a table of signed values (iquant.h). */
+static inline __attribute__((always_inline)) int is_table(uint32_t type) {
+    return type == NU_TYPE_IQ4_NL || type == NU_TYPE_MXFP4;
+}
+
+/* Types whose weights are signed bytes once decoded: their magnitudes meet
+ * activations carrying the weights' signs in the unsigned x signed products. */
+static inline __attribute__((always_inline)) int signed_weights(uint32_t type) {
+    return type == NU_TYPE_Q8_0 || is_table(type);
+}
+
+/* The per-block sums an activation row offers a weight type's offset or
+ * minimum term: s for the _0 types, m for the _1 types. */
+static inline __attribute__((always_inline)) const float *
+act_sums(uint32_t type, const uint8_t *row, int64_t n_pad) {
+    return has_min(type) ? nu_act_m(row, n_pad) : nu_act_s(row, n_pad);
 }
 
 #endif

@@ -84,9 +84,11 @@ static inline int nu_type_is_kquant(uint32_t type) {
 
 /* ---- Q8_K activations ------------------------------------------------------
  * For K-quant weights an activation row of n_in elements (a whole number of
- * super-blocks) is quantised per 256-element super-block: d = max|x| / 127,
- * q = round-to-nearest-even(x / d) clamped to +-127 (zeros when max|x| is
- * below NU_ACT_TINY), and the sums of q over each 16 elements. Layout of one
+ * super-blocks) is quantised per 256-element super-block as llama.cpp's
+ * Q8_K: with m the first element of largest magnitude, s = -127 / m,
+ * q = round-to-nearest-even(x * s) clamped to +-127 and d = 1 / s (so d is
+ * negative when m is positive; zeros when |m| is below NU_ACT_TINY), and
+ * the sums of q over each 16 elements. Layout of one
  * row, every part 64-byte aligned when the row is:
  *   int8    q[n_in]
  *   float   d[n_in / 256]      (padded to a multiple of 16 floats)

@@ -20,9 +20,11 @@
 
 size_t nu_matmul_scratch_bytes(uint32_t type, int64_t n_in, int32_t n_batch) {
     if (n_batch <= 0) return 0;
-    if (nu_type_is_kquant(type)) return (size_t)n_batch * nu_actk_row_bytes(n_in) + 64;
-    if (!nu_type_is_quantized(type)) return 0;
-    return (size_t)n_batch * nu_act_row_bytes(n_in) + 64;
+    switch (nu_act_format(type)) {
+    case 1: return (size_t)n_batch * nu_act_row_bytes(n_in) + 64;
+    case 2: return (size_t)n_batch * nu_actk_row_bytes(n_in) + 64;
+    default: return 0;
+    }
 }
 
 /* Rows per cache chunk: enough that CHUNK_BYTES of weights are reused by all
@@ -128,15 +130,9 @@ static void multi_task(void *arg, int ith, int nth) {
     }
 }
 
-/* The activation layout a weight type multiplies with: 0 float, 1 the
- * 32-element blocks, 2 Q8_K. */
-static int act_format(uint32_t type) {
-    return nu_type_is_kquant(type) ? 2 : nu_type_is_quantized(type) ? 1 : 0;
-}
-
 /* Bytes of one job's converted activations (0 for float weights). */
 static size_t act_bytes(const nu_matrix *W, int32_t n_batch) {
-    const int format = act_format(W->type);
+    const int format = nu_act_format(W->type);
     if (format == 0) return 0;
     size_t row = format == 2 ? nu_actk_row_bytes(W->n_in) : nu_act_row_bytes(W->n_in);
     return (size_t)n_batch * row;
@@ -149,7 +145,7 @@ static void prepare_job(nu_matmul_job *job, const nu_matrix *W, const float *x, 
                         float *y, uint8_t **scratch, const nu_matmul_job *act) {
     *job = (nu_matmul_job){.W = W, .x = x, .n_batch = n_batch, .y = y};
     atomic_init(&job->next_unit, 0);
-    const int format = act_format(W->type);
+    const int format = nu_act_format(W->type);
     if (format == 0) return;
     job->act_stride = format == 2 ? nu_actk_row_bytes(W->n_in) : nu_act_row_bytes(W->n_in);
     job->act_n_pad = format == 2 ? W->n_in : nu_act_n_pad(W->n_in);
@@ -186,7 +182,7 @@ static void convert_worker(void *arg, int ith, int nth) {
         if (b0 >= job->n_batch) continue;
         if (b1 > job->n_batch) b1 = job->n_batch;
         nu_act_quant_fn quantize =
-            nu_type_is_kquant(job->W->type) ? ks->quantize_act_k : ks->quantize_act;
+            nu_act_format(job->W->type) == 2 ? ks->quantize_act_k : ks->quantize_act;
         for (int64_t b = b0; b < b1; b++)
             quantize(job->x + b * job->W->n_in, job->W->n_in,
                      job->act + (size_t)b * job->act_stride);
@@ -218,7 +214,7 @@ void nu_matmul_tasks(nu_threadpool *pool, const nu_matmul_task *t, int n, void *
         for (int j = 0; j < m.n && !same; j++)
             if (jobs[j].x == t[i].x && jobs[j].n_batch == t[i].n_batch &&
                 jobs[j].W->n_in == t[i].W->n_in &&
-                act_format(jobs[j].W->type) == act_format(t[i].W->type))
+                nu_act_format(jobs[j].W->type) == nu_act_format(t[i].W->type))
                 same = &jobs[j];
         prepare_job(&jobs[m.n], t[i].W, t[i].x, t[i].n_batch, t[i].y, &at, same);
         owns[m.n] = !same && jobs[m.n].act;
@@ -254,7 +250,7 @@ void nu_matmul_multi(nu_threadpool *pool, const nu_matrix *const *W, float *cons
      * one product after another, each with the whole scratch */
     bool shared = true;
     for (int i = 1; i < n && shared; i++)
-        shared = W[i]->n_in == W[0]->n_in && act_format(W[i]->type) == act_format(W[0]->type);
+        shared = W[i]->n_in == W[0]->n_in && nu_act_format(W[i]->type) == nu_act_format(W[0]->type);
     if (!shared) {
         for (int i = 0; i < n; i++) nu_matmul(pool, W[i], x, n_batch, y[i], scratch);
         return;

@@ -6,7 +6,7 @@
  */
 #include <math.h>
 
-#include "kquant.h"
+#include "iquant.h"
 
 /* ---- Dequantisation -------------------------------------------------------- */
 
@@ -98,6 +98,10 @@ void nu_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n) {
         }
         if (nu_type_is_kquant(type)) {
             nu_dequantize_row_k(type, s, dst, n);
+            return;
+        }
+        if (nu_type_is_iquant(type)) {
+            nu_dequantize_row_iq(type, s, dst, n);
             return;
         }
         for (int64_t i = 0; i < n; i++) dst[i] = 0.0f;
@@ -216,6 +220,14 @@ static void quantize_block(uint32_t type, const float *x, uint8_t *dst) {
     }
 }
 
+void nu_quantize_row_weighted(uint32_t type, const float *src, void *dst, int64_t n,
+                              const float *importance) {
+    if (type == NU_TYPE_IQ4_NL || type == NU_TYPE_IQ4_XS)
+        nu_quantize_row_iq(type, src, dst, n, importance);
+    else
+        nu_quantize_row(type, src, dst, n);
+}
+
 void nu_quantize_row(uint32_t type, const float *src, void *dst, int64_t n) {
     uint8_t *d = dst;
     switch (type) {
@@ -235,6 +247,10 @@ void nu_quantize_row(uint32_t type, const float *src, void *dst, int64_t n) {
     default:
         if (nu_type_is_kquant(type)) {
             nu_quantize_row_k(type, src, dst, n);
+            return;
+        }
+        if (type == NU_TYPE_IQ4_NL || type == NU_TYPE_IQ4_XS) {
+            nu_quantize_row_iq(type, src, dst, n, NULL);
             return;
         }
         if (!nu_type_is_quantized(type)) return;

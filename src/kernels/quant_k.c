@@ -430,10 +430,10 @@ void nu_quantize_act_k_scalar(const float *x, int64_t n_in, uint8_t *dst) {
     for (int64_t b = 0; b < nb; b++) {
         const float *xb = x + b * NU_QK_K;
         int8_t *qb = q + b * NU_QK_K;
-        float amax = 0.0f;
+        float amax = 0.0f, max = 0.0f; /* the first element of largest magnitude */
         for (int j = 0; j < NU_QK_K; j++) {
             float a = fabsf(xb[j]);
-            amax = a > amax ? a : amax;
+            if (a > amax) amax = a, max = xb[j];
         }
         if (!(amax >= NU_ACT_TINY)) {
             memset(qb, 0, NU_QK_K);
@@ -441,7 +441,7 @@ void nu_quantize_act_k_scalar(const float *x, int64_t n_in, uint8_t *dst) {
             d[b] = 0.0f;
             continue;
         }
-        const float scale = amax / 127.0f, inv = 1.0f / scale;
+        const float inv = -127.0f / max;
         for (int g = 0; g < 16; g++) {
             int sum = 0;
             for (int j = 16 * g; j < 16 * g + 16; j++) {
@@ -454,7 +454,7 @@ void nu_quantize_act_k_scalar(const float *x, int64_t n_in, uint8_t *dst) {
             }
             bsums[b * 16 + g] = (int16_t)sum;
         }
-        d[b] = scale;
+        d[b] = 1.0f / inv;
     }
     for (int64_t b = nb; b < nu_actk_d_count(n_in); b++) d[b] = 0.0f;
     for (int64_t g = nb * 16; g < nu_actk_bsum_count(n_in); g++) bsums[g] = 0;

@@ -158,13 +158,15 @@ static uint32_t k_fallback(uint32_t type) {
  * keep their type). Under the plain
  * recipes the output projection of a 4/5-bit file gets Q8_0 (it decides
  * every logit, so it keeps more precision). */
-static uint32_t target_type(const nu_gguf_tensor *t, const recipe *rc, const model_shape *m) {
+static uint32_t target_type(const nu_gguf_tensor *t, const recipe *rc, const model_shape *m,
+                            bool pure) {
     bool matrix = t->n_dims >= 2 && t->ne[1] > 1;
     if (!matrix || !nu_type_get(t->type)->computable) return t->type;
     /* a recurrent layer's convolution taps stay as they are (llama-quantize
      * leaves them too; loaders take them in f32 only) */
     if (name_has(t->name, "ssm_conv1d")) return t->type;
     uint32_t want = rc->base;
+    if (pure) return t->ne[0] % nu_type_get(want)->block_size ? NU_TYPE_COUNT : want;
     if (rc->kind != PLAIN) {
         want = k_recipe_type(rc, role_of(t->name, m), layer_of(t->name), m);
         if (t->ne[0] % 256) want = k_fallback(want);
@@ -366,7 +368,7 @@ static void write_tensor(writer *w, nu_threadpool *pool, const nu_gguf_tensor *t
     }
 }
 
-static nu_status plan_types(const nu_gguf_file *in, const recipe *rc, uint32_t **types,
+static nu_status plan_types(const nu_gguf_file *in, const recipe *rc, bool pure, uint32_t **types,
                             nu_error *err) {
     const model_shape m = read_shape(in);
     *types = malloc((size_t)(in->n_tensors + 1) * sizeof **types);
@@ -379,7 +381,13 @@ static nu_status plan_types(const nu_gguf_file *in, const recipe *rc, uint32_t *
                            "tensor '%.*s' has type %s, which nucleus "
                            "cannot convert",
                            (int)t->name.len, t->name.data, nu_type_get(t->type)->name);
-        (*types)[i] = target_type(t, rc, &m);
+        (*types)[i] = target_type(t, rc, &m, pure);
+        if ((*types)[i] == NU_TYPE_COUNT)
+            return nu_fail(err, NU_ERR_INVALID_ARG,
+                           "tensor '%.*s' has rows of %lld values, not whole blocks of %s "
+                           "(a pure %s file cannot hold it)",
+                           (int)t->name.len, t->name.data, (long long)t->ne[0],
+                           nu_type_get(rc->base)->name, rc->name);
     }
     return NU_OK;
 }
@@ -424,8 +432,18 @@ static nu_status write_all(const nu_gguf_file *in, const char *tmp, const uint32
     return w.failed ? nu_fail(err, NU_ERR_IO, "writing %s failed (disk full?)", tmp) : NU_OK;
 }
 
+nu_quantize_params nu_quantize_default_params(void) {
+    return (nu_quantize_params){.pure = false};
+}
+
 nu_status nu_quantize_file(const char *in_path, const char *out_path, const char *type_name,
                            nu_error *err) {
+    return nu_quantize_file_with(in_path, out_path, type_name, NULL, err);
+}
+
+nu_status nu_quantize_file_with(const char *in_path, const char *out_path, const char *type_name,
+                                const nu_quantize_params *params, nu_error *err) {
+    const nu_quantize_params p = params ? *params : nu_quantize_default_params();
     const recipe *rc = NULL;
     for (size_t i = 0; i < sizeof recipes / sizeof *recipes; i++)
         if (strcmp(recipes[i].name, type_name) == 0) rc = &recipes[i];
@@ -442,7 +460,7 @@ nu_status nu_quantize_file(const char *in_path, const char *out_path, const char
     uint32_t *types = NULL;
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", out_path);
-    st = plan_types(in, rc, &types, err);
+    st = plan_types(in, rc, p.pure, &types, err);
     if (st == NU_OK) st = write_all(in, tmp, types, rc, err);
     if (st == NU_OK && rename(tmp, out_path) != 0)
         st = nu_fail(err, NU_ERR_IO, "cannot rename %s to %s", tmp, out_path);

@@ -34,6 +34,7 @@ const REPO = path.resolve(HERE, '..', '..');
 const SHARED = path.resolve(process.env.NU_SHARED_DIR || path.join(REPO, '..', 'shared'));
 const BIN = path.resolve(process.env.LLAMA_BIN_DIR || path.join(REPO, '..', 'peer', 'llama.cpp-src', 'build', 'bin'));
 const LLAMA_SRC = path.resolve(process.env.LLAMA_SRC_DIR || path.join(BIN, '..', '..'));
+const NUCLEUS = path.resolve(process.env.NUCLEUS_BIN || path.join(REPO, 'build', 'nucleus'));
 
 function die(msg) {
   process.stderr.write(`make_refs: ${msg}\n`);
@@ -93,7 +94,46 @@ function readGgufMeta(buf) {
   const version = u32(); const nTensors = u64(); const nKv = u64();
   const kv = new Map();
   for (let i = 0; i < nKv; i++) { const k = str(); const t = u32(); kv.set(k, val(t)); }
-  return { version, nTensors, kv };
+  const tensors = [];
+  for (let i = 0; i < nTensors; i++) {
+    const name = str(); const nd = u32(); const ne = [];
+    for (let d = 0; d < nd; d++) ne.push(u64());
+    tensors.push({ name, ne, type: u32(), offset: u64() });
+  }
+  const align = kv.get('general.alignment') ?? 32;
+  const dataStart = Math.ceil(o / align) * align;
+  return { version, nTensors, kv, tensors, dataStart };
+}
+
+// ggml type id -> [elements per block, bytes per block], for the types the quantised cases use.
+const BLOCKS = { 0: [1, 4], 1: [1, 2], 2: [32, 18], 3: [32, 20], 6: [32, 22], 7: [32, 24], 8: [32, 34],
+                 10: [256, 84], 11: [256, 110], 12: [256, 144], 13: [256, 176], 14: [256, 210],
+                 20: [32, 18], 23: [256, 136], 30: [1, 2], 39: [32, 17] };
+
+// Each tensor's type and bytes, by name (the data only: padding and metadata left out).
+function tensorData(file) {
+  const buf = fs.readFileSync(file);
+  const meta = readGgufMeta(buf);
+  const out = new Map();
+  for (const t of meta.tensors) {
+    const [bs, bb] = BLOCKS[t.type] ?? die(`${file}: tensor ${t.name} of ggml type ${t.type} unknown here`);
+    const n = t.ne.reduce((x, y) => x * y, 1);
+    const start = meta.dataStart + t.offset;
+    out.set(t.name, { type: t.type, bytes: buf.subarray(start, start + n / bs * bb) });
+  }
+  return out;
+}
+
+function sameTensorData(a, b) {
+  const x = tensorData(a), y = tensorData(b), diffs = [];
+  for (const [name, t] of x) {
+    const u = y.get(name);
+    if (!u) diffs.push(`${name} missing`);
+    else if (u.type !== t.type) diffs.push(`${name}: type ${t.type} vs ${u.type}`);
+    else if (!u.bytes.equals(t.bytes)) diffs.push(`${name}: bytes differ`);
+  }
+  if (y.size !== x.size) diffs.push(`${x.size} vs ${y.size} tensors`);
+  return diffs;
 }
 
 // ---------- llama-server ----------
@@ -263,12 +303,30 @@ function expandArgs(args, out) {
 }
 
 function generate(c, dir) {
-  const out = path.join(dir, `${c.name}.gguf`);
+  const out = path.join(dir, `${c.name}${c.quantize ? '.base' : ''}.gguf`);
   const script = c.generator === 'synth_gguf' ? path.join(SHARED, 'tools', 'synth_gguf.py')
                : c.generator === 'tiny_gguf' ? path.join(HERE, 'tiny_gguf.py') : null;
   if (!script) die(`${c.name}: unknown generator '${c.generator}'`);
   execFileSync('python3', [script, ...expandArgs(c.args, out)], { stdio: ['ignore', 'ignore', 'inherit'] });
   return out;
+}
+
+// A quantised case ("quantize": {"type": "q4_0"}): the generated F32 model is written again with
+// every matrix in that type by `nucleus quantize --pure` (what the test does to get the same file)
+// and by llama.cpp's `llama-quantize --pure` (no importance matrix); the reference is computed on
+// nucleus's file, and whether the two tools wrote the same tensor bytes is recorded.
+function quantize(c, base, dir) {
+  const type = c.quantize.type;
+  const ours = path.join(dir, `${c.name}.gguf`), theirs = path.join(dir, `${c.name}.llama-quantize.gguf`);
+  if (!fs.existsSync(NUCLEUS)) die(`no nucleus at ${NUCLEUS} (set NUCLEUS_BIN)`);
+  execFileSync(NUCLEUS, ['quantize', '--pure', base, ours, type], { stdio: ['ignore', 'ignore', 'inherit'] });
+  const env = { ...process.env, LD_LIBRARY_PATH: BIN };
+  execFileSync(path.join(BIN, 'llama-quantize'), ['--pure', base, theirs, type.toUpperCase()],
+               { stdio: ['ignore', 'ignore', 'ignore'], env });
+  const diffs = sameTensorData(ours, theirs);
+  fs.rmSync(theirs, { force: true });
+  return { file: ours, baseSha: sha256(fs.readFileSync(base)), identical: diffs.length === 0,
+           differences: diffs.length, firstDifference: diffs[0] ?? null };
 }
 
 function commitOf(dir) {
@@ -384,6 +442,14 @@ function refJson(c, run, commit, defaults) {
       add_bos_token: run.addBos,
       bos_token_id: run.addBos ? run.bos : null,
     },
+    ...(run.quant ? { quantized: {
+      type: c.quantize.type,
+      how: `nucleus quantize --pure BASE OUT ${c.quantize.type} (the test does the same); model.sha256 is that file's, base_sha256 the generator's F32 file's`,
+      base_sha256: run.quant.baseSha,
+      tensor_data_identical_to_llama_quantize: run.quant.identical,
+      llama_quantize: `llama-quantize --pure BASE OUT ${c.quantize.type.toUpperCase()} (no importance matrix)`,
+      ...(run.quant.identical ? {} : { tensors_that_differ: run.quant.differences }),
+    } } : {}),
     reference_engine: {
       project: 'llama.cpp',
       commit,
@@ -443,7 +509,16 @@ async function main() {
     if (a.only && !a.only.has(c.name)) continue;
     const t0 = Date.now();
     let model;
-    try { model = generate(c, tmp); } catch (e) { summary.refused.push([c.name, `generator failed: ${e.message}`]); continue; }
+    let quant = null;
+    try {
+      model = generate(c, tmp);
+      if (c.quantize) {
+        const base = model;
+        quant = quantize(c, base, tmp);
+        if (!a.keep) fs.rmSync(base, { force: true });
+        model = quant.file;
+      }
+    } catch (e) { summary.refused.push([c.name, `generator failed: ${e.message}`]); continue; }
     const prompts = spec.prompt_sets[c.prompts];
     if (!prompts) die(`${c.name}: no prompt set '${c.prompts}'`);
     const run = await runModel({ name: c.name, model, prompts, nPredict: c.n_predict ?? defaults.n_predict,
@@ -455,6 +530,7 @@ async function main() {
       process.stderr.write(`${c.name}: REFUSED ${run.refused}\n${tail}\n`);
       continue;
     }
+    run.quant = quant;
     const j = refJson(c, run, commit, defaults);
     const file = path.join(a.outDir, `${c.name}.json`);
     if (a.check) {

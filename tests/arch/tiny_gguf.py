@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write tiny random-weight GGUF models of the hybrid and late-2026 families.
 
-  tiny_gguf.py --arch qwen35|qwen35moe|gemma4|gemma4-moe|gemma4-e2b|gpt-oss|smollm3|olmo2
+  tiny_gguf.py --arch qwen35|qwen35moe|gemma4|gemma4-moe|gemma4-e2b|gpt-oss|smollm3|olmo2|llama-wide
                [--mxfp4]
                --seed N --vocab-from VOCAB.gguf [--vocab-size N] [--sliding-window N] -o out.gguf
   tiny_gguf.py --arch qwen35moe --speed [--experts N] --vocab-from VOCAB.gguf -o out.gguf
@@ -346,20 +346,21 @@ def gemma4(a, variant):
     return m
 
 
-def smollm3(a):
-    """SmolLM3: the llama layout whose every fourth layer (3, 7, ...) uses no RoPE."""
-    m = Model("smollm3")
-    n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff = 64, 4, 4, 2, 16, 128
+def llama_layout(a, arch, dims, context, rope_base, eps):
+    """The llama layout (RMS pre-norms, split Q/K/V, SwiGLU, untied output) with
+    dims = (n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff)."""
+    m = Model(arch)
+    n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff = dims
     s = a.scale
-    m.kv("context_length", U32, 65536)
+    m.kv("context_length", U32, context)
     m.kv("embedding_length", U32, n_embd)
     m.kv("block_count", U32, n_layer)
     m.kv("feed_forward_length", U32, n_ff)
     m.kv("attention.head_count", U32, n_head)
     m.kv("attention.head_count_kv", U32, n_head_kv)
-    m.kv("rope.freq_base", F32, 5000000.0)
+    m.kv("rope.freq_base", F32, rope_base)
     m.kv("rope.dimension_count", U32, head_dim)
-    m.kv("attention.layer_norm_rms_epsilon", F32, 1e-6)
+    m.kv("attention.layer_norm_rms_epsilon", F32, eps)
     m.t("token_embd.weight", (n_embd, a.n_vocab), gauss(s))
     m.t("output_norm.weight", (n_embd,), JITTER)
     m.t("output.weight", (n_embd, a.n_vocab), gauss(a.output_scale))
@@ -375,6 +376,17 @@ def smollm3(a):
         m.t(p + "ffn_up.weight", (n_embd, n_ff), gauss(s))
         m.t(p + "ffn_down.weight", (n_ff, n_embd), gauss(s))
     return m
+
+
+def smollm3(a):
+    """SmolLM3: the llama layout whose every fourth layer (3, 7, ...) uses no RoPE."""
+    return llama_layout(a, "smollm3", (64, 4, 4, 2, 16, 128), 65536, 5000000.0, 1e-6)
+
+
+def llama_wide(a):
+    """llama with rows of 256 and 512 values (n_embd 256, n_ff 512), so that every matrix can be
+    quantised to the 256-element K types: the model the quantised-type references start from."""
+    return llama_layout(a, "llama", (256, 2, 4, 2, 64, 512), 4096, 10000.0, 1e-5)
 
 
 def olmo2(a):
@@ -570,7 +582,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--arch", required=True,
                     choices=("qwen35", "qwen35moe", "gemma4", "gemma4-moe", "gemma4-e2b", "gpt-oss",
-                             "smollm3", "olmo2"))
+                             "smollm3", "olmo2", "llama-wide"))
     ap.add_argument("--vocab-from", required=True, help="a GGUF whose tokenizer.* keys are copied")
     ap.add_argument("--vocab-size", type=int, help="keep only the first N tokens")
     ap.add_argument("--sliding-window", type=int, help="gemma4, gpt-oss: window length (default 16)")
@@ -602,6 +614,8 @@ def main():
         m = smollm3(a)
     elif a.arch == "olmo2":
         m = olmo2(a)
+    elif a.arch == "llama-wide":
+        m = llama_wide(a)
     else:
         m = gpt_oss(a)
     head = [("general.architecture", STR, m.arch), ("general.name", STR, f"tiny-{a.arch}"),
