@@ -829,6 +829,52 @@ static void test_swiglu_to_f16(void **state) {
     nu_kernels_force_level(nu_kernels_cpu_level());
 }
 
+/* nu_vec_delta_rule at every level against the formula in double: rows of
+ * 128 (whole vectors), 20 and 7 (tails), from a state, in place and from
+ * zeros; each output within 2e-5 relative (plus 1e-5) of the exact value. */
+static void test_delta_rule(void **state) {
+    (void)state;
+    rng r = {31};
+    static float m[64 * 128], in[64 * 128], q[128], k[128], v[64], o[64];
+    const int64_t dks[] = {128, 20, 7};
+    for (int l = 0; l <= (int)nu_kernels_cpu_level(); l++) {
+        assert_true(nu_kernels_force_level((nu_simd)l));
+        for (int c = 0; c < 3; c++) {
+            const int64_t dk = dks[c], dv = 64 - 8 * c;
+            for (int64_t i = 0; i < dk; i++) q[i] = rng_sym(&r), k[i] = rng_sym(&r) * 0.2f;
+            for (int64_t j = 0; j < dv; j++) v[j] = rng_sym(&r) * 3;
+            for (int64_t i = 0; i < dv * dk; i++) in[i] = rng_sym(&r);
+            const float a = 0.9f, beta = 0.6f, scale = 0.125f;
+            for (int mode = 0; mode < 3; mode++) { /* from in; in place; from zeros */
+                memcpy(m, in, sizeof(float) * (size_t)(dv * dk));
+                nu_vec_delta_rule(m,
+                                  mode == 0   ? in
+                                  : mode == 1 ? m
+                                              : NULL,
+                                  q, k, v, a, beta, scale, dk, dv, o);
+                for (int64_t j = 0; j < dv; j++) {
+                    double u = 0, s = 0, row[128];
+                    for (int64_t i = 0; i < dk && mode < 2; i++) u += (double)in[j * dk + i] * k[i];
+                    double d = beta * (v[j] - a * u);
+                    for (int64_t i = 0; i < dk; i++) {
+                        row[i] = (mode < 2 ? a * (double)in[j * dk + i] : 0) + d * k[i];
+                        s += row[i] * q[i];
+                        if (fabs(m[j * dk + i] - row[i]) > 2e-5 * fabs(row[i]) + 1e-5)
+                            fail_msg(
+                                "delta level %d dk %lld mode %d: M[%lld][%lld] %.9g, want %.9g", l,
+                                (long long)dk, mode, (long long)j, (long long)i,
+                                (double)m[j * dk + i], row[i]);
+                    }
+                    if (fabs(o[j] - scale * s) > 2e-5 * fabs(scale * s) + 1e-5)
+                        fail_msg("delta level %d dk %lld mode %d: o[%lld] %.9g, want %.9g", l,
+                                 (long long)dk, mode, (long long)j, (double)o[j], scale * s);
+                }
+            }
+        }
+    }
+    nu_kernels_force_level(nu_kernels_cpu_level());
+}
+
 /* nu_vec_softmax at every level: each weight within 1e-6 (relative, plus
  * 1e-30, plus what rounding x - max to float may move e^(x - max): up to
  * |x - max| * 2^-24 relative) of the double-precision softmax, weights far below the maximum
@@ -1256,6 +1302,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_reproducible),
         cmocka_unit_test(test_matmul_panels),
         cmocka_unit_test(test_swiglu_to_f16),
+        cmocka_unit_test(test_delta_rule),
         cmocka_unit_test(test_grouped_vector_helpers),
         cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_matmul_multi),

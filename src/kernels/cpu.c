@@ -163,6 +163,12 @@ void nu_vec_to_f16(uint16_t *dst, const float *x, int64_t n) {
     nu_kernels_current()->to_f16(dst, x, n);
 }
 
+void nu_vec_delta_rule(float *m_out, const float *m_in, const float *q, const float *k,
+                       const float *v, float a, float beta, float scale, int64_t dk, int64_t dv,
+                       float *o) {
+    nu_kernels_current()->delta_rule(m_out, m_in, q, k, v, a, beta, scale, dk, dv, o);
+}
+
 uint64_t nu_vec_read(const void *p, size_t n) {
     return nu_kernels_current()->read(p, n);
 }

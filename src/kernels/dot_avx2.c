@@ -522,6 +522,44 @@ static void to_f16(uint16_t *dst, const float *x, int64_t n) {
     for (; i < n; i++) dst[i] = nu_f32_to_f16(x[i]);
 }
 
+/* The row in 8-lane steps, a tail of fewer than 8 through zero-padded
+ * buffers (so the sums' order depends only on dk). */
+static void delta_rule(float *m_out, const float *m_in, const float *q, const float *k,
+                       const float *v, float a, float beta, float scale, int64_t dk, int64_t dv,
+                       float *o) {
+    const int64_t whole = dk / 8 * 8, tail = dk - whole;
+    float kt[8] = {0}, qt[8] = {0};
+    memcpy(kt, k + whole, sizeof(float) * (size_t)tail);
+    memcpy(qt, q + whole, sizeof(float) * (size_t)tail);
+    const __m256 av = _mm256_set1_ps(a);
+    for (int64_t j = 0; j < dv; j++) {
+        float *row = m_out + j * dk;
+        const float *in = m_in ? m_in + j * dk : NULL;
+        float it[8] = {0}, rt[8];
+        if (in) memcpy(it, in + whole, sizeof(float) * (size_t)tail);
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t i = 0; in && i < whole; i += 8)
+            acc = _mm256_fmadd_ps(_mm256_loadu_ps(in + i), _mm256_loadu_ps(k + i), acc);
+        if (in && tail) acc = _mm256_fmadd_ps(_mm256_loadu_ps(it), _mm256_loadu_ps(kt), acc);
+        const __m256 d = _mm256_set1_ps(beta * (v[j] - a * nu_hsum256_ps(acc)));
+        __m256 s = _mm256_setzero_ps();
+        for (int64_t i = 0; i < whole; i += 8) {
+            __m256 x = in ? _mm256_mul_ps(av, _mm256_loadu_ps(in + i)) : _mm256_setzero_ps();
+            x = _mm256_fmadd_ps(d, _mm256_loadu_ps(k + i), x);
+            _mm256_storeu_ps(row + i, x);
+            s = _mm256_fmadd_ps(x, _mm256_loadu_ps(q + i), s);
+        }
+        if (tail) {
+            __m256 x =
+                _mm256_fmadd_ps(d, _mm256_loadu_ps(kt), _mm256_mul_ps(av, _mm256_loadu_ps(it)));
+            _mm256_storeu_ps(rt, x);
+            memcpy(row + whole, rt, sizeof(float) * (size_t)tail);
+            s = _mm256_fmadd_ps(x, _mm256_loadu_ps(qt), s);
+        }
+        o[j] = scale * nu_hsum256_ps(s);
+    }
+}
+
 /* Four independent sums, two lines per step. */
 uint64_t nu_read_avx2(const void *p, size_t n) {
     const __m256i *v = p;
@@ -574,4 +612,5 @@ const nu_kernel_set nu_kernels_avx2_set = {
     .read = nu_read_avx2,
     .swiglu = swiglu,
     .to_f16 = to_f16,
+    .delta_rule = delta_rule,
 };

@@ -576,6 +576,34 @@ static void swiglu(float *gate, const float *up, int64_t n) {
     }
 }
 
+/* The row in 16-lane steps, the tail masked. */
+static void delta_rule(float *m_out, const float *m_in, const float *q, const float *k,
+                       const float *v, float a, float beta, float scale, int64_t dk, int64_t dv,
+                       float *o) {
+    const __m512 av = _mm512_set1_ps(a);
+    for (int64_t j = 0; j < dv; j++) {
+        float *row = m_out + j * dk;
+        const float *in = m_in ? m_in + j * dk : NULL;
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t i = 0; in && i < dk; i += 16) {
+            __mmask16 mask = dk - i >= 16 ? 0xFFFF : (__mmask16)((1u << (dk - i)) - 1);
+            acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, in + i),
+                                  _mm512_maskz_loadu_ps(mask, k + i), acc);
+        }
+        const __m512 d = _mm512_set1_ps(beta * (v[j] - a * nu_hsum512_ps(acc)));
+        __m512 s = _mm512_setzero_ps();
+        for (int64_t i = 0; i < dk; i += 16) {
+            __mmask16 mask = dk - i >= 16 ? 0xFFFF : (__mmask16)((1u << (dk - i)) - 1);
+            __m512 x =
+                in ? _mm512_mul_ps(av, _mm512_maskz_loadu_ps(mask, in + i)) : _mm512_setzero_ps();
+            x = _mm512_fmadd_ps(d, _mm512_maskz_loadu_ps(mask, k + i), x);
+            _mm512_mask_storeu_ps(row + i, mask, x);
+            s = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(mask, q + i), s);
+        }
+        o[j] = scale * nu_hsum512_ps(s);
+    }
+}
+
 static void to_f16(uint16_t *dst, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i += 16) {
         __mmask16 mask = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
@@ -627,4 +655,5 @@ const nu_kernel_set nu_kernels_avx512_set = {
     .read = nu_read_avx2,
     .swiglu = swiglu,
     .to_f16 = to_f16,
+    .delta_rule = delta_rule,
 };

@@ -277,6 +277,24 @@ static void to_f16(uint16_t *dst, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) dst[i] = nu_f32_to_f16(x[i]);
 }
 
+static void delta_rule(float *m_out, const float *m_in, const float *q, const float *k,
+                       const float *v, float a, float beta, float scale, int64_t dk, int64_t dv,
+                       float *o) {
+    for (int64_t j = 0; j < dv; j++) {
+        float *row = m_out + j * dk;
+        const float *in = m_in ? m_in + j * dk : NULL;
+        float u = 0.0f;
+        for (int64_t i = 0; in && i < dk; i++) u += in[i] * k[i];
+        const float d = beta * (v[j] - a * u);
+        float s = 0.0f;
+        for (int64_t i = 0; i < dk; i++) {
+            row[i] = (in ? a * in[i] : 0.0f) + d * k[i];
+            s += row[i] * q[i];
+        }
+        o[j] = scale * s;
+    }
+}
+
 static uint64_t read_words(const void *p, size_t n) {
     const uint64_t *w = p;
     uint64_t a = 0, b = 0;
@@ -322,4 +340,5 @@ const nu_kernel_set nu_kernels_scalar_set = {
     .read = read_words,
     .swiglu = swiglu,
     .to_f16 = to_f16,
+    .delta_rule = delta_rule,
 };

@@ -215,6 +215,16 @@ void nu_vec_swiglu(float *gate, const float *up, int64_t n);
  * conversion instructions do). */
 void nu_vec_to_f16(uint16_t *dst, const float *x, int64_t n);
 
+/* One token of the gated delta rule for one head (Gated DeltaNet, see
+ * model/recurrent.c): the state M is dv rows of dk; for every row j,
+ *   M_j = a M_j' + beta (v_j - a (M_j' . k)) k,   o_j = scale (M_j . q)
+ * where M_j' is row j of m_in (NULL: zeros). m_out may be m_in. Each row
+ * is read once and written once; the result depends only on the inputs,
+ * dk, dv and the level. */
+void nu_vec_delta_rule(float *m_out, const float *m_in, const float *q, const float *k,
+                       const float *v, float a, float beta, float scale, int64_t dk, int64_t dv,
+                       float *o);
+
 /* A plain read of n bytes at p (64-byte aligned, n a multiple of 64): a sum
  * of their 64-bit words, with the widest loads of the level and nothing else
  * to do. Benchmarks set weight-streaming kernels against it. */

@@ -191,6 +191,9 @@ typedef void (*nu_softmax_fn)(float *x, int64_t n, float max, int round_f16);
 typedef uint64_t (*nu_read_fn)(const void *p, size_t n);
 typedef void (*nu_swiglu_fn)(float *gate, const float *up, int64_t n);
 typedef void (*nu_to_f16_fn)(uint16_t *dst, const float *x, int64_t n);
+typedef void (*nu_delta_rule_fn)(float *m_out, const float *m_in, const float *q, const float *k,
+                                 const float *v, float a, float beta, float scale, int64_t dk,
+                                 int64_t dv, float *o);
 
 /* ---- Panel layout (nu_matrix_pack) ----------------------------------------
  * Rows are taken 16 at a time (a panel) and blocks two at a time (a pair).
@@ -270,15 +273,16 @@ typedef struct nu_kernel_set {
     nu_dot_f16_fn dot_f16;
     nu_mad_f32_fn mad_f32;
     nu_mad_f16_fn mad_f16;
-    nu_dots_fn dots;           /* nu_vec_dots */
-    nu_mads_fn mads;           /* nu_vec_mads */
-    nu_mads_rows_fn mads_rows; /* nu_vec_mads_rows */
-    nu_dots_rows_fn dots_rows; /* nu_vec_dots_rows; NULL: dots row by row */
-    nu_round_f16_fn round_f16; /* nu_vec_round_f16 */
-    nu_softmax_fn softmax;     /* nu_vec_softmax */
-    nu_read_fn read;           /* nu_vec_read */
-    nu_swiglu_fn swiglu;       /* nu_vec_swiglu */
-    nu_to_f16_fn to_f16;       /* nu_vec_to_f16 */
+    nu_dots_fn dots;             /* nu_vec_dots */
+    nu_mads_fn mads;             /* nu_vec_mads */
+    nu_mads_rows_fn mads_rows;   /* nu_vec_mads_rows */
+    nu_dots_rows_fn dots_rows;   /* nu_vec_dots_rows; NULL: dots row by row */
+    nu_round_f16_fn round_f16;   /* nu_vec_round_f16 */
+    nu_softmax_fn softmax;       /* nu_vec_softmax */
+    nu_read_fn read;             /* nu_vec_read */
+    nu_swiglu_fn swiglu;         /* nu_vec_swiglu */
+    nu_to_f16_fn to_f16;         /* nu_vec_to_f16 */
+    nu_delta_rule_fn delta_rule; /* nu_vec_delta_rule */
 } nu_kernel_set;
 
 extern const nu_kernel_set nu_kernels_scalar_set;

@@ -259,16 +259,5 @@ void nu_conv_step(const float *w, const float *win, float *win_out, const float 
 
 void nu_delta_step(float *m_out, const float *m_in, const float *q, const float *k, const float *v,
                    float g, float beta, float scale, int32_t dk, int32_t dv, float *o) {
-    const float a = expf(g);
-    for (int32_t j = 0; j < dv; j++) {
-        float *row = m_out + (size_t)j * dk;
-        const float *in = m_in ? m_in + (size_t)j * dk : NULL;
-        if (in)
-            for (int32_t i = 0; i < dk; i++) row[i] = in[i] * a;
-        else
-            memset(row, 0, (size_t)dk * sizeof(float));
-        float delta = beta * (v[j] - nu_vec_dot_f32(row, k, dk));
-        nu_vec_mad_f32(row, k, delta, dk);
-        o[j] = scale * nu_vec_dot_f32(row, q, dk);
-    }
+    nu_vec_delta_rule(m_out, m_in, q, k, v, expf(g), beta, scale, dk, dv, o);
 }
