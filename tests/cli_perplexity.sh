@@ -41,9 +41,11 @@ assert r['rows'] == 1071 and r['chunks'] == 17 and 0 < r['kld_median'] < r['kld_
 assert 0.5 < r['same_top'] < 1 and r['ppl'] > r['ppl_base'], r
 " "$tmp/kld.json"
 
-# multiple choice: llama-perplexity --hellaswag on the same 20 tasks (written in its 6-line
-# format, README) ends at "20	90.00000000%": acc_token 18 of 20
+# multiple choice: llama-perplexity --hellaswag on each task alone (README: its tasks in a
+# whole file are drawn with replacement) says task by task whether the ending of highest mean
+# log-prob per token is the labelled one; nucleus's running acc_token must agree on every task
 choices=$(cd "$(dirname "$0")" && pwd)/eval/perplexity/choices.jsonl
+close=$(cd "$(dirname "$0")" && pwd)/eval/perplexity/choices_close.jsonl
 "$nucleus" perplexity -m "$model" --multiple-choice "$choices" --json >"$tmp/mc.json" 2>/dev/null
 check "multiple choice: llama-perplexity's hellaswag accuracy" python3 -c "
 import json, sys
@@ -51,6 +53,24 @@ r = json.load(open(sys.argv[1]))
 assert r['tasks'] == 20 and r['acc_token'] == 0.9 and 0 < r['acc_token_stderr'] < 0.1, r
 assert 0 <= r['acc'] <= 1 and 0 <= r['acc_norm'] <= 1, r
 " "$tmp/mc.json"
+"$nucleus" perplexity -m "$model" --multiple-choice "$choices" 2>"$tmp/mc.err" >/dev/null
+"$nucleus" perplexity -m "$model" --multiple-choice "$close" 2>"$tmp/mc_close.err" >/dev/null
+per_task() { # per_task STDERR WANT: each task's acc_token from the running figures
+  python3 -c "
+import re, sys
+runs = [float(m.group(2)) for m in re.finditer(r'^\[(\d+)\] .*acc_token ([0-9.]+)$', open(sys.argv[1]).read(), re.M)]
+got, prev = '', 0
+for i, a in enumerate(runs, 1):
+    n = round(a * i)
+    got += str(n - prev)
+    prev = n
+assert got == sys.argv[2], (got, sys.argv[2])
+" "$1" "$2"
+}
+check "multiple choice: llama-perplexity's verdict on each of 20 tasks" \
+  per_task "$tmp/mc.err" 11111111111110011111
+check "multiple choice: llama-perplexity's verdict on each of 24 close tasks (8 right)" \
+  per_task "$tmp/mc_close.err" 000011011001000100101000
 printf '{"context": "a", "endings": ["b"], "label": 0}\n' >"$tmp/bad1.jsonl"
 printf '{"context": "a", "endings": ["b", "c"], "label": 2}\n' >"$tmp/bad2.jsonl"
 printf 'not json\n' >"$tmp/bad3.jsonl"
