@@ -23,6 +23,9 @@ char *cli_read_file(const char *path, size_t *len);
  * installed share/nucleus/models), with a note on stderr; NULL after printing
  * an error naming the places looked in (cli_demo_model.c). */
 const char *cli_model_or_demo(const char *ref);
+/* Resolves -m (a path or hf: reference, downloading with a progress bar)
+ * into a file path; prints the error and returns false on failure. */
+bool cli_resolve_model(const char *ref, char *path, size_t cap);
 /* Resolves -m (a path or hf: reference, downloading with a progress bar) and
  * loads the model; prints the error and returns NULL on failure. */
 nu_model *cli_load_model(const char *ref, nu_load_mode mode);

@@ -66,15 +66,18 @@ char *cli_read_file(const char *path, size_t *len) {
     return text;
 }
 
+bool cli_resolve_model(const char *ref, char *path, size_t cap) {
+    nu_error err;
+    nu_status st = nu_resolve_model(ref, true, cli_progress, (void *)ref, path, cap, &err);
+    cli_progress_end();
+    if (st != NU_OK) cli_error("%s", err.message);
+    return st == NU_OK;
+}
+
 nu_model *cli_load_model(const char *ref, nu_load_mode mode) {
     char path[4096];
     nu_error err;
-    nu_status st = nu_resolve_model(ref, true, cli_progress, (void *)ref, path, sizeof path, &err);
-    cli_progress_end();
-    if (st != NU_OK) {
-        cli_error("%s", err.message);
-        return NULL;
-    }
+    if (!cli_resolve_model(ref, path, sizeof path)) return NULL;
     nu_model_params params = nu_model_default_params();
     params.mode = mode;
     nu_model *model = NULL;

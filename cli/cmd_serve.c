@@ -3,32 +3,86 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "cli_options.h"
 #include "server.h"
 
+#define MAX_MODELS 64 /* -m given at most this often */
+
 typedef struct serve_opts {
     srv_config cfg;
-    const char *key_file, *draft;
-    bool draft_len_given; /* --draft-max or --draft-min */
+    const char *key_file, *draft, *alias;
+    bool draft_len_given;               /* --draft-max or --draft-min */
+    const char *model_refs[MAX_MODELS]; /* -m as given: REF or NAME=REF */
+    int32_t n_model_refs;
+    srv_model_spec specs[MAX_MODELS];
+    char paths[MAX_MODELS][4096]; /* the references resolved to files */
 } serve_opts;
 
 static int run_serve(int argc, char **argv);
+
+/* "2G", "512M", "1.5GiB", "4096" (bytes; K, M, G, T are powers of 1024). */
+static bool parse_size(void *target, const char *value, char *why, size_t cap) {
+    char *end;
+    double x = strtod(value, &end);
+    double unit = 1;
+    const char *units = "KMGT";
+    const char *u = *end ? strchr(units, *end & ~0x20) : NULL;
+    if (u && *end) {
+        for (const char *p = units; p <= u; p++) unit *= 1024;
+        end++;
+        if ((*end & ~0x20) == 'I') end++;
+        if ((*end & ~0x20) == 'B') end++;
+    } else if ((*end & ~0x20) == 'B') {
+        end++;
+    }
+    if (end == value || *end || !(x > 0) || x * unit > 1e18) {
+        snprintf(why, cap, "expects a size such as 4G, 512M or 1073741824; got '%s'", value);
+        return false;
+    }
+    *(uint64_t *)target = (uint64_t)(x * unit);
+    return true;
+}
 
 static const cli_option model_options[] = {
     {.name = "--model",
      .short_name = "-m",
      .kind = CLI_STRING,
-     .field = CLI_FIELD(serve_opts, cfg.model_path),
+     CLI_LIST(serve_opts, model_refs, n_model_refs),
      .placeholder = "REF",
-     .help = "model file, or hf:ORG/REPO/FILE.gguf"},
+     .help = "model file, or hf:ORG/REPO/FILE.gguf; NAME=REF gives it the id NAME. Give -m "
+             "several times to serve several models: requests choose one with their model "
+             "field (the first when they name none); each is loaded when first asked for"},
     {.name = "--alias",
      .kind = CLI_STRING,
-     .field = CLI_FIELD(serve_opts, cfg.alias),
+     .field = CLI_FIELD(serve_opts, alias),
      .placeholder = "NAME",
-     .help = "the model id clients use",
+     .help = "the model id clients use (with one -m)",
      .default_text = "the file name"},
+    {.name = "--models-dir",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(serve_opts, cfg.models_dir),
+     .placeholder = "DIR",
+     .help = "also serve every .gguf file of DIR, with its file name as id (the name without "
+             ".gguf, or with Ollama's :latest, names it too)"},
+    {.name = "--idle-unload",
+     .kind = CLI_FLOAT,
+     .field = CLI_FIELD(serve_opts, cfg.idle_unload_s),
+     .fmin = 0,
+     .fmax = 1e7,
+     .placeholder = "S",
+     .help = "unload a model nobody has used for S seconds (0: never); it is loaded again "
+             "when next asked for"},
+    {.name = "--max-memory",
+     .kind = CLI_CUSTOM,
+     .parse = parse_size,
+     .field = CLI_AT(serve_opts, cfg.max_memory),
+     .placeholder = "SIZE",
+     .help = "memory the loaded models may take together (weights, KV cache, scratch; e.g. "
+             "8G): to load another, the least recently used idle ones are unloaded",
+     .default_text = "no limit"},
     {.name = "--ctx",
      .short_name = "-c",
      .kind = CLI_INT,
@@ -222,10 +276,12 @@ static const cli_section serve_sections[] = {
 const cli_command serve_command = {
     .name = "serve",
     .summary = "an OpenAI-compatible HTTP server with continuous batching",
-    .usage = "nucleus serve -m MODEL [options]",
+    .usage = "nucleus serve -m MODEL [-m MODEL ...] [--models-dir DIR] [options]",
     .about = "An OpenAI-compatible HTTP server: POST /v1/chat/completions, /v1/completions, "
-             "/tokenize,\n/detokenize; GET /v1/models, /health, /metrics. Requests run together "
-             "(continuous batching).\n",
+             "/v1/embeddings,\n/tokenize, /detokenize; GET /v1/models, /health, /metrics; and "
+             "Ollama's /api/chat, /api/generate,\n/api/embed, /api/tags, /api/show. Requests "
+             "run together (continuous batching). Several models:\neach is loaded on first use, "
+             "unloaded when idle (--idle-unload) or for room (--max-memory).\n",
     .sections = serve_sections,
     .run = run_serve,
 };
@@ -248,11 +304,42 @@ static char *read_key(const char *path) {
     return text;
 }
 
+/* Splits -m NAME=REF (NAME without '/', and REF not a file named so as a whole). */
+static const char *split_alias(const char *arg, char *name, size_t cap) {
+    const char *eq = strchr(arg, '=');
+    name[0] = 0;
+    if (!eq || eq == arg || memchr(arg, '/', (size_t)(eq - arg)) || access(arg, F_OK) == 0)
+        return arg;
+    snprintf(name, cap, "%.*s", (int)(eq - arg), arg);
+    return eq + 1;
+}
+
+/* Resolves every -m (downloading hf: references) into o->specs. */
+static bool resolve_models(serve_opts *o) {
+    static char names[MAX_MODELS][256];
+    for (int32_t i = 0; i < o->n_model_refs; i++) {
+        const char *ref = split_alias(o->model_refs[i], names[i], sizeof names[i]);
+        if (!cli_resolve_model(ref, o->paths[i], sizeof o->paths[i])) return false;
+        o->specs[i] = (srv_model_spec){.id = names[i][0] ? names[i] : NULL, .path = o->paths[i]};
+    }
+    if (o->alias) o->specs[0].id = o->alias;
+    o->cfg.models = o->specs;
+    o->cfg.n_models = o->n_model_refs;
+    return true;
+}
+
 /* Checks how the options combine; false after printing what is wrong. */
 static bool options_agree(serve_opts *o) {
     const nu_speculative_params *spec = &o->cfg.spec;
-    if (!(o->cfg.model_path = cli_model_or_demo(o->cfg.model_path))) return false;
-    if (o->draft && spec->lookup)
+    if (o->n_model_refs == 0 && !o->cfg.models_dir) { /* no model: the demo one */
+        if (!(o->model_refs[0] = cli_model_or_demo(NULL))) return false;
+        o->n_model_refs = 1;
+    }
+    if (o->alias && (o->n_model_refs != 1 || o->cfg.models_dir))
+        cli_error("--alias names the one model of -m; with several, give -m NAME=REF");
+    else if (o->draft && (o->n_model_refs > 1 || o->cfg.models_dir))
+        cli_error("--draft serves a single model (one -m, no --models-dir)");
+    else if (o->draft && spec->lookup)
         cli_error("give --draft or --lookup, not both");
     else if (o->draft_len_given && !o->draft && !spec->lookup)
         cli_error("--draft-max and --draft-min need --draft MODEL or --lookup");
@@ -273,21 +360,10 @@ static bool parse(serve_opts *o, int argc, char **argv, int *rc) {
     return false;
 }
 
-/* Loads the draft model and checks that it shares the model's vocabulary. */
-static nu_model *load_draft(const char *ref, const nu_model *model) {
-    nu_model *draft = cli_load_model(ref, NU_LOAD_FULL);
-    if (!draft) return NULL;
-    nu_error err;
-    if (nu_draft_check(model, draft, &err) != NU_OK) {
-        cli_error("--draft %s cannot serve this model: %s", ref, err.message);
-        nu_model_free(draft);
-        return NULL;
-    }
-    return draft;
-}
-
 static int run_serve(int argc, char **argv) {
-    serve_opts o = {.cfg = srv_default_config()};
+    static serve_opts o; /* large (resolved paths): not on the stack */
+    memset(&o, 0, sizeof o);
+    o.cfg = srv_default_config();
     o.cfg.spec = nu_speculative_default_params();
     int rc;
     if (!parse(&o, argc, argv, &rc)) return rc;
@@ -295,12 +371,8 @@ static int run_serve(int argc, char **argv) {
     if (o.key_file && !(key = read_key(o.key_file))) return 2;
     if (key) o.cfg.api_key = key;
     srv_block_signals(); /* before loading: the model's threads must not take SIGTERM */
-    nu_model *model = cli_load_model(o.cfg.model_path, NU_LOAD_FULL), *draft = NULL;
-    if (model && o.draft && !(draft = load_draft(o.draft, model))) {
-        nu_model_free(model);
-        model = NULL;
-    }
-    if (!model) {
+    nu_model *draft = NULL;
+    if (!resolve_models(&o) || (o.draft && !(draft = cli_load_model(o.draft, NU_LOAD_FULL)))) {
         free(key);
         return 1;
     }
@@ -310,9 +382,8 @@ static int run_serve(int argc, char **argv) {
                 "nucleus: speculative decoding with %s%s, up to %d tokens drafted per step\n",
                 draft ? "the draft model " : "prompt lookup", draft ? o.draft : "",
                 o.cfg.spec.draft_max);
-    rc = srv_run(model, &o.cfg);
+    rc = srv_run(&o.cfg);
     nu_model_free(draft);
-    nu_model_free(model);
     free(key);
     return rc;
 }

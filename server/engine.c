@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "metrics.h"
+#include "models.h"
 
 /* Where a prompt's samples put their text: choices[base + index]. */
 typedef struct text_target {
@@ -87,6 +88,7 @@ static void free_job(srv_job *job) {
     free(job->targets);
     srv_request_free(&job->req);
     nu_grammar_free(job->grammar);
+    srv_model_release(job->model);
     close(job->efd);
     pthread_mutex_destroy(&job->mu);
     free(job);

@@ -18,6 +18,7 @@
 #include "openai_params.h"
 
 struct srv_metrics;
+struct srv_model;
 
 /* What one choice (one sample) has produced so far, for streaming. */
 typedef struct srv_choice {
@@ -47,6 +48,7 @@ typedef struct srv_job {
     int32_t think_open[NU_THINK_MAX_MARKER]; /* gen.think's token arrays */
     int32_t think_close[NU_THINK_MAX_MARKER];
     int32_t think_force[NU_THINK_MAX_FORCE];
+    struct srv_model *model; /* the model it runs on, held until the job is freed */
 
     /* Shared, under mu. Results are the engine's until done. */
     pthread_mutex_t mu;

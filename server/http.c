@@ -6,6 +6,7 @@
  * while it waits for its job (non-streaming) or for the next piece of text
  * (streaming, in the content reader) without holding up anyone else; a slow
  * or stuck client only ever holds its own thread, until the idle timeout. */
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <libgen.h>
 #include <math.h>
@@ -26,6 +27,15 @@
 static const srv_route routes[] = {
     {"POST", "/v1/chat/completions", false, ROUTE_CHAT, "chat", true},
     {"POST", "/v1/completions", false, ROUTE_COMPLETIONS, "completions", true},
+    {"POST", "/v1/embeddings", false, ROUTE_EMBEDDINGS, "embeddings", true},
+    {"POST", "/api/chat", false, ROUTE_OLLAMA_CHAT, "ollama_chat", true},
+    {"POST", "/api/generate", false, ROUTE_OLLAMA_GENERATE, "ollama_generate", true},
+    {"POST", "/api/embed", false, ROUTE_OLLAMA_EMBED, "ollama_embed", true},
+    {"POST", "/api/embeddings", false, ROUTE_OLLAMA_EMBEDDINGS, "ollama_embeddings", true},
+    {"GET", "/api/tags", false, ROUTE_OLLAMA_TAGS, "ollama_tags", true},
+    {"GET", "/api/ps", false, ROUTE_OLLAMA_PS, "ollama_ps", true},
+    {"POST", "/api/show", false, ROUTE_OLLAMA_SHOW, "ollama_show", true},
+    {"GET", "/api/version", false, ROUTE_OLLAMA_VERSION, "ollama_version", false},
     {"GET", "/v1/models", false, ROUTE_MODELS, "models", true},
     {"GET", "/v1/models/", true, ROUTE_MODEL, "models", true},
     {"GET", "/health", false, ROUTE_HEALTH, "health", false},
@@ -93,8 +103,38 @@ enum MHD_Result srv_answer(struct MHD_Connection *c, srv_conn *cs, int status, c
     return ret;
 }
 
+enum MHD_Result srv_answer_stream(struct MHD_Connection *c, srv_conn *cs, const char *content_type,
+                                  MHD_ContentReaderCallback read, void *cls,
+                                  MHD_ContentReaderFreeCallback free_cls) {
+    struct MHD_Response *resp =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, read, cls, free_cls);
+    if (!resp) {
+        free_cls(cls);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, "Content-Type", content_type);
+    MHD_add_response_header(resp, "Cache-Control", "no-cache");
+    MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+    enum MHD_Result ret = MHD_queue_response(c, 200, resp);
+    MHD_destroy_response(resp);
+    cs->status = 200;
+    cs->answered = true;
+    return ret;
+}
+
+/* {"error": "message"}: Ollama's errors. */
+static char *ollama_error_json(const srv_error *err) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "error", err->message);
+    char *body = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return body;
+}
+
 enum MHD_Result srv_answer_error(struct MHD_Connection *c, srv_conn *cs, const srv_error *err) {
-    return srv_answer(c, cs, err->status, srv_error_json(err), NULL);
+    bool ollama = !strncmp(cs->url, "/api/", 5);
+    return srv_answer(c, cs, err->status, ollama ? ollama_error_json(err) : srv_error_json(err),
+                      NULL);
 }
 
 /* ---- routing and checks -------------------------------------------------- */
@@ -288,66 +328,6 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
 
 /* ---- start and stop ------------------------------------------------------ */
 
-/* Context sizes and request limits from the configuration. */
-static bool plan(srv_state *s, nu_context_params *cp, char *msg, size_t cap) {
-    const srv_config *cfg = s->cfg;
-    int32_t train = nu_model_n_ctx_train(s->model);
-    s->ctx_per_slot = cfg->ctx_per_slot > 0       ? cfg->ctx_per_slot
-                      : train > 0 && train < 4096 ? train
-                                                  : 4096;
-    if (cfg->parallel < 1 || cfg->parallel > 64)
-        return snprintf(msg, cap, "--parallel must be in 1..64"), false;
-    if ((int64_t)s->ctx_per_slot * cfg->parallel > (1 << 24) || s->ctx_per_slot < 8)
-        return snprintf(msg, cap, "--ctx %d x --parallel %d is out of range", s->ctx_per_slot,
-                        cfg->parallel),
-               false;
-    s->max_prompt_tokens =
-        cfg->max_prompt_tokens > 0 ? cfg->max_prompt_tokens : s->ctx_per_slot - 1;
-    if (s->max_prompt_tokens >= s->ctx_per_slot)
-        return snprintf(msg, cap, "--max-prompt-tokens must be below the slot context (%d)",
-                        s->ctx_per_slot),
-               false;
-    int32_t n_seq = 2 * cfg->parallel < 8 ? 8 : 2 * cfg->parallel;
-    if (n_seq > 64) n_seq = 64;
-    *cp = nu_context_default_params();
-    cp->n_ctx = s->ctx_per_slot * cfg->parallel;
-    cp->n_seq_max = n_seq;
-    cp->n_threads = cfg->n_threads;
-    cp->n_batch = cfg->n_batch;
-    cp->kv_type = cfg->kv_type;
-    s->limits = (srv_limits){.n_vocab = nu_model_n_vocab(s->model),
-                             .max_n = n_seq,
-                             .max_tokens = cfg->max_tokens_limit > 0 ? cfg->max_tokens_limit
-                                                                     : s->ctx_per_slot,
-                             .max_prompts = 32,
-                             .max_beam_width = n_seq / 2 < 32 ? n_seq / 2 : 32,
-                             .max_draft = cfg->draft || cfg->spec.lookup ? cfg->spec.draft_max : 0};
-    s->defaults.gen = nu_generate_default_params();
-    s->defaults.beam = nu_beam_default_params();
-    return true;
-}
-
-/* Context, metrics, chat template and engine. */
-static bool start_engine(srv_state *s, char *msg, size_t cap) {
-    nu_context_params cp;
-    if (!plan(s, &cp, msg, cap)) return false;
-    nu_error err;
-    if (nu_context_new(s->model, &cp, &s->ctx, &err) != NU_OK)
-        return snprintf(msg, cap, "%s", err.message), false;
-    if (!(s->metrics = srv_metrics_new())) return snprintf(msg, cap, "out of memory"), false;
-    if (!srv_chat_init(&s->chat, s->model, s->cfg->chat_template, msg, cap)) return false;
-    s->lab_cfg = (srv_lab_config){.model = s->model,
-                                  .draft = s->cfg->draft,
-                                  .n_ctx = s->ctx_per_slot,
-                                  .n_batch = s->cfg->n_batch,
-                                  .n_threads = s->cfg->n_threads,
-                                  .kv_type = s->cfg->kv_type,
-                                  .max_queue = 16};
-    return srv_lab_start(&s->lab_cfg, &s->lab, msg, cap) &&
-           srv_engine_start(s->ctx, s->cfg->parallel, s->cfg->max_queue, s->cfg->step_delay_ms,
-                            s->cfg->draft, &s->cfg->spec, s->metrics, &s->engine, msg, cap);
-}
-
 static struct MHD_Daemon *start_http(srv_state *s, char *msg, size_t cap) {
     char port[16];
     snprintf(port, sizeof port, "%d", s->cfg->port);
@@ -371,31 +351,18 @@ static struct MHD_Daemon *start_http(srv_state *s, char *msg, size_t cap) {
     return d;
 }
 
-/* The model's id: the alias, else the file's name. */
-static void set_model_id(srv_state *s) {
-    const char *path = s->cfg->model_path ? s->cfg->model_path : "model";
-    const char *slash = strrchr(path, '/');
-    snprintf(s->model_id, sizeof s->model_id, "%s",
-             s->cfg->alias ? s->cfg->alias
-             : slash       ? slash + 1
-                           : path);
-}
-
 static void stop_all(srv_state *s, struct MHD_Daemon *d) {
     if (d) {
         MHD_socket ls = MHD_quiesce_daemon(d); /* no new connections from here on */
         if (ls != MHD_INVALID_SOCKET) close(ls);
     }
-    if (s->engine) srv_engine_drain(s->engine, s->cfg->shutdown_grace_s * 1e3);
+    if (s->models) srv_models_drain(s->models, s->cfg->shutdown_grace_s * 1e3);
     wait_answers(s, 5000); /* the last events of finished jobs still go out */
     /* lab runs end with a 503 event */
-    if (s->lab) srv_lab_stop(s->lab);
+    if (s->models) srv_models_stop_labs(s->models);
     if (d) MHD_stop_daemon(d);
-    srv_lab_free(s->lab);
-    srv_engine_free(s->engine);
-    srv_chat_free(&s->chat);
+    srv_models_free(s->models);
     srv_metrics_free(s->metrics);
-    nu_context_free(s->ctx);
 }
 
 /* The signals that stop the server. */
@@ -426,29 +393,52 @@ static void wait_signal(const sigset_t *sigs, double seconds) {
     }
 }
 
-int srv_run(nu_model *model, const srv_config *cfg) {
+/* The start-up line: where it listens and what it serves (one write, so a
+ * reader sees it whole). */
+static void print_start(srv_state *s, struct MHD_Daemon *d) {
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    unsigned port = info ? info->port : 0;
+    int32_t n = srv_models_count(s->models);
+    srv_model *m = srv_models_at(s->models, 0);
+    char line[2048];
+    int k;
+    if (n == 1) {
+        k = snprintf(line, sizeof line,
+                     "nucleus: listening on http://%s:%u (model %s, %d slots of %d tokens, chat "
+                     "template %s)",
+                     s->cfg->host, port, m->id, s->cfg->parallel, m->ctx_per_slot, m->chat.name);
+    } else {
+        k = snprintf(line, sizeof line,
+                     "nucleus: listening on http://%s:%u (%d models, each loaded on first use: ",
+                     s->cfg->host, port, n);
+        for (int32_t i = 0; i < n && k > 0 && (size_t)k < sizeof line; i++)
+            k += snprintf(line + k, sizeof line - (size_t)k, "%s%s", i ? ", " : "",
+                          srv_models_at(s->models, i)->id);
+        if (k > 0 && (size_t)k < sizeof line) snprintf(line + k, sizeof line - (size_t)k, ")");
+    }
+    fprintf(stderr, "%s\n", line);
+    fflush(stderr);
+}
+
+int srv_run(const srv_config *cfg) {
     srv_block_signals(); /* taken by sigwait below; threads started from here inherit the mask */
     sigset_t sigs = stop_signals();
     srv_state s = {.cfg = cfg,
-                   .model = model,
                    .created = (long long)time(NULL),
                    .answers_mu = PTHREAD_MUTEX_INITIALIZER,
                    .answers_done = PTHREAD_COND_INITIALIZER};
-    set_model_id(&s);
-    char msg[600] = "";
+    char msg[800] = "";
     struct MHD_Daemon *d = NULL;
-    if (!start_engine(&s, msg, sizeof msg) || !(d = start_http(&s, msg, sizeof msg))) {
+    if (!(s.metrics = srv_metrics_new()))
+        snprintf(msg, sizeof msg, "out of memory");
+    else if (srv_models_new(cfg, s.metrics, &s.models, msg, sizeof msg))
+        d = start_http(&s, msg, sizeof msg);
+    if (!d) {
         fprintf(stderr, "nucleus: %s\n", msg);
         stop_all(&s, d);
         return 1;
     }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-    fprintf(stderr,
-            "nucleus: listening on http://%s:%u (model %s, %d slots of %d tokens, chat "
-            "template %s)\n",
-            cfg->host, info ? info->port : 0, s.model_id, cfg->parallel, s.ctx_per_slot,
-            s.chat.name);
-    fflush(stderr);
+    print_start(&s, d);
     int sig = 0;
     while (sigwait(&sigs, &sig) != 0) {
     }

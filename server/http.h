@@ -14,24 +14,15 @@
 #include "engine.h"
 #include "lab.h"
 #include "metrics.h"
+#include "models.h"
 #include "openai_params.h"
 #include "server.h"
 
 typedef struct srv_state {
     const srv_config *cfg;
-    nu_model *model;
-    nu_context *ctx;
-    char model_id[256];
-    long long created; /* when the server started (for /v1/models) */
-    srv_engine *engine;
-    srv_lab *lab; /* the decoding lab (lab.h) */
-    srv_lab_config lab_cfg;
+    srv_models *models; /* the models served (models.h) */
+    long long created;  /* when the server started (for /v1/models) */
     srv_metrics *metrics;
-    srv_chat chat;
-    srv_limits limits;
-    srv_defaults defaults;
-    int32_t ctx_per_slot; /* context of one slot, in tokens */
-    int32_t max_prompt_tokens;
     /* Generation answers still being sent: shutdown waits for them. */
     pthread_mutex_t answers_mu;
     pthread_cond_t answers_done;
@@ -69,6 +60,15 @@ typedef enum srv_route_id {
     ROUTE_INSPECT_BEAM,
     ROUTE_INSPECT_SPECULATIVE,
     ROUTE_INSPECT_SELF_CONSISTENCY,
+    ROUTE_EMBEDDINGS,
+    ROUTE_OLLAMA_CHAT, /* Ollama's API (ollama.h) */
+    ROUTE_OLLAMA_GENERATE,
+    ROUTE_OLLAMA_EMBED,
+    ROUTE_OLLAMA_EMBEDDINGS,
+    ROUTE_OLLAMA_TAGS,
+    ROUTE_OLLAMA_PS,
+    ROUTE_OLLAMA_SHOW,
+    ROUTE_OLLAMA_VERSION,
     ROUTE_WEB, /* the embedded web page (web.h) */
 } srv_route_id;
 
@@ -85,8 +85,15 @@ typedef struct srv_route {
  * means JSON. Retry-After is added to 503 and 429 answers. */
 enum MHD_Result srv_answer(struct MHD_Connection *c, srv_conn *cs, int status, char *body,
                            const char *content_type);
-/* Queues an OpenAI-shaped error. */
+/* Queues an error in the shape of the API the URL belongs to: Ollama's
+ * {"error": "..."} under /api/, else OpenAI's. */
 enum MHD_Result srv_answer_error(struct MHD_Connection *c, srv_conn *cs, const srv_error *err);
+/* Queues a 200 answer whose body comes from read over cls as it is made
+ * (a stream), with headers that keep proxies from buffering it; free_cls
+ * runs when it ends, or at once when the response cannot be made. */
+enum MHD_Result srv_answer_stream(struct MHD_Connection *c, srv_conn *cs, const char *content_type,
+                                  MHD_ContentReaderCallback read, void *cls,
+                                  MHD_ContentReaderFreeCallback free_cls);
 /* The connection's socket, or -1. */
 int srv_client_fd(struct MHD_Connection *c);
 

@@ -19,6 +19,7 @@
 #include "http.h"
 #include "lab_internal.h"
 #include "openai_resp.h"
+#include "request.h"
 #include "text_check.h"
 
 struct srv_lab {
@@ -59,6 +60,7 @@ static void job_release(lab_job *job) {
     for (int32_t i = 0; i < job->n_events; i++) free(job->events[i]);
     free(job->events);
     lab_request_free(&job->r);
+    srv_model_release(job->model);
     close(job->efd);
     pthread_mutex_destroy(&job->mu);
     free(job);
@@ -467,39 +469,25 @@ static void stream_free(void *cls) {
 
 static enum MHD_Result answer_stream(struct MHD_Connection *c, srv_conn *cs, lab_job *job) {
     lab_stream *st = calloc(1, sizeof *st);
-    struct MHD_Response *resp = st ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024,
-                                                                       stream_read, st, stream_free)
-                                   : NULL;
-    if (!resp) {
-        free(st);
+    if (!st) {
         job_cancel(job);
         job_release(job);
         return MHD_NO;
     }
     st->job = job;
     st->client_fd = srv_client_fd(c);
-    MHD_add_response_header(resp, "Content-Type", "text/event-stream");
-    MHD_add_response_header(resp, "Cache-Control", "no-cache");
-    MHD_add_response_header(resp, "X-Accel-Buffering", "no");
-    enum MHD_Result ret = MHD_queue_response(c, 200, resp);
-    MHD_destroy_response(resp);
-    cs->status = 200;
-    cs->answered = true;
-    return ret;
+    return srv_answer_stream(c, cs, "text/event-stream", stream_read, st, stream_free);
 }
 
 enum MHD_Result srv_lab_handle(srv_state *s, struct MHD_Connection *c, srv_conn *cs,
                                lab_kind kind) {
     lab_request r;
     srv_error err;
-    if (!lab_parse(cs->body, cs->len, kind, s->model, &s->limits, &s->defaults, s->lab_cfg.n_ctx,
-                   s->cfg->draft != NULL, &r, &err))
-        return srv_answer_error(c, cs, &err);
-    if (r.req.model && strcmp(r.req.model, s->model_id)) {
-        srv_fail(&err, 404, "invalid_request_error", "model_not_found", "model",
-                 "The model '%.200s' does not exist (this server has '%s')", r.req.model,
-                 s->model_id);
-        lab_request_free(&r);
+    srv_model *m = srv_acquire_body_model(s, cs, &err);
+    if (!m) return srv_answer_error(c, cs, &err);
+    if (!lab_parse(cs->body, cs->len, kind, m->model, &m->limits, &m->defaults, m->lab_cfg.n_ctx,
+                   s->cfg->draft != NULL, &r, &err)) {
+        srv_model_release(m);
         return srv_answer_error(c, cs, &err);
     }
     cs->prompt_tokens = r.n_prompt;
@@ -507,10 +495,12 @@ enum MHD_Result srv_lab_handle(srv_state *s, struct MHD_Connection *c, srv_conn 
     lab_job *job = job_new(&r);
     if (!job) {
         lab_request_free(&r);
+        srv_model_release(m);
         srv_fail(&err, 500, "server_error", NULL, NULL, "out of memory");
         return srv_answer_error(c, cs, &err);
     }
-    if (!submit(s->lab, job, &err)) {
+    job->model = m; /* released with the job */
+    if (!submit(m->lab, job, &err)) {
         job_release(job);
         return srv_answer_error(c, cs, &err);
     }

@@ -72,7 +72,8 @@ typedef struct lab_job {
     int fail_status;
     char fail_message[512];
     int refs;
-    int efd; /* the lab writes when there are events or it is done */
+    int efd;                 /* the lab writes when there are events or it is done */
+    struct srv_model *model; /* the model it runs on, held until the job is freed */
     struct lab_job *next;
 } lab_job;
 

@@ -14,6 +14,7 @@
 #include <sys/random.h>
 
 #include "lab_internal.h"
+#include "request.h"
 #include "text_check.h"
 
 #define BAD(err, param, ...) srv_fail(err, 400, "invalid_request_error", NULL, param, __VA_ARGS__)
@@ -242,34 +243,6 @@ static bool parse_own(const cJSON *o, const nu_model *m, bool have_draft, lab_re
     return true;
 }
 
-/* The request's constraint as a grammar over the model's vocabulary. */
-static bool compile_constraint(const nu_model *m, lab_request *r, srv_error *err) {
-    const srv_request *q = &r->req;
-    nu_json_options opt = nu_json_default_options();
-    nu_error e;
-    nu_status st = NU_OK;
-    const char *param = "grammar";
-    if (q->format == SRV_FORMAT_JSON_OBJECT) {
-        param = "response_format";
-        st = nu_grammar_json_object(m, &opt, &r->grammar, &e);
-    } else if (q->format == SRV_FORMAT_JSON_SCHEMA) {
-        param = "response_format";
-        st = nu_grammar_from_json_schema(m, q->json_schema, &opt, &r->grammar, &e);
-    } else if (q->grammar) {
-        st = nu_grammar_from_gbnf(m, q->grammar, NULL, &r->grammar, &e);
-    } else if (q->regex) {
-        param = "regex";
-        st = nu_grammar_from_regex(m, q->regex, &r->grammar, &e);
-    } else if (q->n_choices) {
-        param = "choice";
-        st = nu_grammar_from_choices(m, (const char *const *)q->choices, (size_t)q->n_choices,
-                                     &r->grammar, &e);
-    }
-    if (st == NU_ERR_NOMEM) return srv_fail(err, 500, "server_error", NULL, NULL, "out of memory");
-    if (st != NU_OK) return BAD(err, param, "%s", e.message);
-    return true;
-}
-
 /* The prompt's tokens (text tokenized with BOS), its length checked. */
 static bool prompt_tokens(const nu_model *m, lab_request *r, srv_error *err) {
     const srv_prompt *p = &r->req.prompts[0];
@@ -347,7 +320,8 @@ static bool parse_all(cJSON *root, lab_kind kind, const nu_model *m, const srv_l
     }
     if (kind == LAB_SELF_CONSISTENCY && !r->req.prompts[0].text)
         return BAD(err, "prompt", "self-consistency needs a text prompt");
-    return compile_constraint(m, r, err) && prompt_tokens(m, r, err) && check_room(r, n_ctx, err);
+    return srv_compile_constraint(m, &r->req, &r->grammar, err) && prompt_tokens(m, r, err) &&
+           check_room(r, n_ctx, err);
 }
 
 bool lab_parse(const char *body, size_t len, lab_kind kind, const nu_model *m,

@@ -142,6 +142,8 @@ typedef struct srv_request {
     int32_t n_choices;
     srv_tools tools;
     srv_reasoning reasoning;
+    int32_t n_ctx; /* a context smaller than the slot's for this request (Ollama's
+                      num_ctx), or 0 */
 } srv_request;
 
 /* Parses and checks a request body for a chat (SRV_CHAT) or completions

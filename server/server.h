@@ -1,9 +1,10 @@
 /* server.h - `nucleus serve`: an OpenAI-compatible HTTP server.
  *
  * The server is a client of include/nucleus.h like the command line. HTTP
- * requests are read by libmicrohttpd on one thread per connection; one
- * engine thread owns the nu_context and a nu_scheduler and advances every
- * active request together in shared forward batches (continuous batching).
+ * requests are read by libmicrohttpd on one thread per connection; per
+ * loaded model, one engine thread owns the nu_context and a nu_scheduler and
+ * advances every active request together in shared forward batches
+ * (continuous batching).
  * Connections hand requests to the engine through a locked queue and wait
  * for their results (or stream them) on a per-request eventfd. */
 #ifndef NU_SERVER_H
@@ -15,9 +16,18 @@
 
 #include "nucleus.h"
 
+/* One model to serve. */
+typedef struct srv_model_spec {
+    const char *id;   /* the model id clients use (NULL: the file's name) */
+    const char *path; /* a GGUF file */
+} srv_model_spec;
+
 typedef struct srv_config {
-    const char *model_path; /* for the model id (its basename) */
-    const char *alias;      /* the model id instead of the basename, or NULL */
+    const srv_model_spec *models; /* the models, first the default one */
+    int32_t n_models;
+    const char *models_dir; /* also every *.gguf file of this folder, or NULL */
+    double idle_unload_s;   /* unload a model unused this long (0: never) */
+    uint64_t max_memory;    /* bytes the loaded models may take (0: no limit) */
     const char *host;       /* address to listen on (default 127.0.0.1) */
     int port;               /* 0: any free port (printed at start) */
     int32_t parallel;       /* samples generating at once */
@@ -49,8 +59,10 @@ srv_config srv_default_config(void);
  * anything starts threads (loading a model may). */
 void srv_block_signals(void);
 
-/* Serves the model until SIGINT or SIGTERM; returns the exit code (0 after
- * a clean shutdown). Prints the address it listens on and errors to stderr. */
-int srv_run(nu_model *model, const srv_config *cfg);
+/* Serves the models until SIGINT or SIGTERM; returns the exit code (0
+ * after a clean shutdown). Prints the address it listens on and errors to
+ * stderr. A single model is loaded before it listens; with several, each
+ * is loaded when a request first names it (server/models.h). */
+int srv_run(const srv_config *cfg);
 
 #endif

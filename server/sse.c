@@ -2,6 +2,7 @@
 #include "sse.h"
 
 #include "buf.h"
+#include "models.h"
 
 #include <microhttpd.h>
 #include <stdio.h>
@@ -14,11 +15,8 @@ struct srv_stream {
     srv_resp_ctx rc;
     int client_fd;
     int64_t *completion_tokens;
-    nu_buf out; /* events produced; bytes before out_off went to MHD */
-    size_t out_off;
+    srv_stream_out out;   /* events produced, not yet handed to MHD */
     bool *role_sent;      /* chat: the first delta (with the role) went out */
-    bool finished;        /* everything including [DONE] is in out */
-    bool failed;          /* out of memory */
     srv_splitter **split; /* chat with thinking or tools: per choice, its text split */
 };
 
@@ -26,7 +24,7 @@ struct srv_stream {
 static void free_stream_parts(srv_stream *st) {
     for (int32_t i = 0; st->split && i < st->job->n_results; i++) srv_splitter_free(st->split[i]);
     free(st->split);
-    nu_buf_free(&st->out);
+    nu_buf_free(&st->out.buf);
     free(st->role_sent);
     free(st);
 }
@@ -60,10 +58,9 @@ srv_stream *srv_stream_new(srv_engine *e, srv_job *job, const srv_resp_ctx *rc, 
 /* Appends "data: <json>\n\n" (json is freed). */
 static void put_event(srv_stream *st, char *json) {
     const char *text = json ? json : "{}";
-    nu_buf_puts(&st->out, "data: ");
-    nu_buf_puts(&st->out, text);
-    nu_buf_puts(&st->out, "\n\n");
-    if (st->out.failed) st->failed = true;
+    nu_buf_puts(&st->out.buf, "data: ");
+    nu_buf_puts(&st->out.buf, text);
+    nu_buf_puts(&st->out.buf, "\n\n");
     free(json);
 }
 
@@ -118,7 +115,7 @@ static bool put_tool_event(void *user, const srv_tool_event *ev) {
     put_event(st, srv_chunk_json(&st->rc, st->job, &ch));
     st->role_sent[k->index] = true;
     k->added = true;
-    return !st->failed;
+    return !st->out.buf.failed;
 }
 
 /* put_progress for an answer with thinking or tools: the splitter decides
@@ -136,7 +133,7 @@ static bool put_tool_progress(srv_stream *st, int32_t i, bool done) {
                    .lps = c->lps + c->lps_sent,
                    .n_lps = n_lps > c->lps_sent ? n_lps - c->lps_sent : 0};
     if (!srv_splitter_feed(st->split[i], c->text, c->len, done, put_tool_event, &k))
-        st->failed = true;
+        st->out.buf.failed = true;
     c->sent = c->len;
     bool role = !st->role_sent[i];
     if (!k.lps_taken && (role || (done && k.n_lps > 0))) {
@@ -177,13 +174,13 @@ static void put_end(srv_stream *st) {
     int64_t prompt, completion;
     srv_job_usage(job, &prompt, &completion);
     if (st->completion_tokens) *st->completion_tokens = completion;
-    nu_buf_puts(&st->out, "data: [DONE]\n\n");
-    if (st->out.failed) st->failed = true;
-    st->finished = true;
+    nu_buf_puts(&st->out.buf, "data: [DONE]\n\n");
+    st->out.finished = true;
 }
 
 /* Turns whatever the job has new into events; whether anything was added. */
-static bool produce(srv_stream *st) {
+static bool produce(void *cls) {
+    srv_stream *st = cls;
     srv_job *job = st->job;
     pthread_mutex_lock(&job->mu);
     bool done = job->done, added = false;
@@ -197,25 +194,29 @@ static bool produce(srv_stream *st) {
     return added;
 }
 
-ssize_t srv_stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
-    srv_stream *st = cls;
-    (void)pos;
-    while (st->out_off == st->out.len) {
-        st->out_off = 0;
-        nu_buf_clear(&st->out);
-        if (st->failed) return MHD_CONTENT_READER_END_WITH_ERROR;
-        if (st->finished) return MHD_CONTENT_READER_END_OF_STREAM;
-        if (produce(st)) continue;
-        if (!srv_job_wait(st->job, st->client_fd)) {
-            srv_engine_cancel(st->engine, st->job); /* the client went away */
+ssize_t srv_stream_pump(srv_stream_out *o, srv_job *job, int client_fd,
+                        bool (*produce_more)(void *), void *st, char *buf, size_t max) {
+    while (o->off == o->buf.len) {
+        o->off = 0;
+        nu_buf_clear(&o->buf);
+        if (o->buf.failed) return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (o->finished) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (produce_more(st)) continue;
+        if (!srv_job_wait(job, client_fd)) {
+            srv_engine_cancel(job->model->engine, job); /* the client went away */
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
     }
-    size_t n = st->out.len - st->out_off;
-    if (n > max) n = max;
-    memcpy(buf, st->out.data + st->out_off, n);
-    st->out_off += n;
+    size_t n = o->buf.len - o->off < max ? o->buf.len - o->off : max;
+    memcpy(buf, o->buf.data + o->off, n);
+    o->off += n;
     return (ssize_t)n;
+}
+
+ssize_t srv_stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    srv_stream *st = cls;
+    (void)pos;
+    return srv_stream_pump(&st->out, st->job, st->client_fd, produce, st, buf, max);
 }
 
 void srv_stream_free(void *cls) {

@@ -6,12 +6,30 @@
 #ifndef NU_SRV_SSE_H
 #define NU_SRV_SSE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "buf.h"
 #include "engine.h"
 #include "openai_resp.h"
+
+/* What a job's stream has made and not yet handed to libmicrohttpd (the
+ * bytes of buf from off on); shared by the SSE stream here and Ollama's
+ * NDJSON one (ollama.c). buf.failed (out of memory) ends the stream with an
+ * error. */
+typedef struct srv_stream_out {
+    nu_buf buf;
+    size_t off;
+    bool finished; /* everything is in buf */
+} srv_stream_out;
+
+/* A content reader's loop: hands out what o holds; when it is empty, asks
+ * produce(st) for more (false: nothing new) and otherwise waits for news
+ * of the job, or cancels it when the client went away. */
+ssize_t srv_stream_pump(srv_stream_out *o, srv_job *job, int client_fd, bool (*produce)(void *),
+                        void *st, char *buf, size_t max);
 
 typedef struct srv_stream srv_stream;
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# `nucleus serve` driven by the official OpenAI client (npm `openai`) under
-# node's built-in test runner: tests/server/*.test.mjs. Installs the client
-# with `npm ci` the first time (tests/server/node_modules, and ajv in
-# tests/js/node_modules for the tool-call tests). Every server the
-# tests start listens on 127.0.0.1 on a free port.
+# `nucleus serve` driven by the official OpenAI and Ollama clients (npm
+# `openai`, `ollama`) under node's built-in test runner:
+# tests/server/*.test.mjs. Installs the clients with `npm ci` the first
+# time (tests/server/node_modules, and ajv in tests/js/node_modules for the
+# tool-call tests). Every server the tests start listens on 127.0.0.1 on a
+# free port.
 set -uo pipefail
 nucleus=$1 shared=$2 tmp=$3/cli_server
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -13,11 +14,13 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   echo "FAIL: the server tests need node (>= 20) and npm" >&2
   exit 1
 fi
-if [ ! -d "$here/server/node_modules/openai" ]; then
+# the clients of package.json: openai, ollama
+have_clients() { [ -d "$here/server/node_modules/openai" ] && [ -d "$here/server/node_modules/ollama" ]; }
+if ! have_clients; then
   # one installer at a time (the release and sanitizer builds may run together)
   (
     flock 9
-    [ -d "$here/server/node_modules/openai" ] ||
+    have_clients ||
       (cd "$here/server" && npm ci --no-audit --no-fund --loglevel=error) >&2
   ) 9>"$tmp/npm.lock" || { echo "FAIL: npm ci in tests/server" >&2; exit 1; }
 fi

@@ -29,9 +29,10 @@ export function withTimeout(p, ms, what) {
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-// Starts the server with extra arguments; resolves once it listens.
+// Starts the server with extra arguments, serving model (a file; false: no
+// -m, the arguments name the models); resolves once it listens.
 export async function startServer(args = [], { startMs = 60000, model = MODEL } = {}) {
-    const argv = ["serve", "-m", model, "--host", HOST, "--port", "0", "-t", "1", ...args];
+    const argv = ["serve", ...(model ? ["-m", model] : []), "--host", HOST, "--port", "0", "-t", "1", ...args];
     const proc = spawn(NUCLEUS, argv, { stdio: ["ignore", "ignore", "pipe"] });
     let stderr = "";
     const exited = new Promise((resolve) => {
