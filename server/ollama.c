@@ -13,6 +13,7 @@
 #include "openai_resp.h"
 #include "request.h"
 #include "sse.h"
+#include "reasoning.h"
 #include "tools.h"
 #include "text_check.h"
 
@@ -314,7 +315,12 @@ static bool map_message(const cJSON *msg, int i, cJSON *out, call_ids *ids, srv_
             if (!cJSON_IsString(v))
                 return BAD(err, "messages", "messages[%d].tool_name must be a string", i);
             tool_name = v->valuestring;
-        } else if (strcmp(k, "thinking")) { /* earlier reasoning is not shown again */
+        } else if (!strcmp(k, "thinking")) { /* for templates that show earlier thinking */
+            if (!cJSON_IsString(v) && !cJSON_IsNull(v))
+                return BAD(err, "messages", "messages[%d].thinking must be a string", i);
+            if (cJSON_IsString(v) && v->valuestring[0])
+                cJSON_AddStringToObject(out, "reasoning_content", v->valuestring);
+        } else {
             return BAD(err, "messages", "messages[%d]: unknown field '%.40s'", i, k);
         }
     }
@@ -449,9 +455,15 @@ static cJSON *map_request(const srv_model *m, const cJSON *root, bool chat, srv_
     if (stream && !cJSON_IsNull(stream) && !cJSON_IsBool(stream))
         return BAD(err, "stream", "'stream' must be a boolean"), NULL;
     if (cJSON_IsFalse(stream)) q->stream = false;
-    if (think && !cJSON_IsNull(think) && !cJSON_IsFalse(think))
-        return srv_fail(err, 400, "invalid_request_error", "not_supported", "think",
-                        "'think' is not supported by this server"),
+    const char *effort = NULL; /* think: false, true or a level, on the template's switch */
+    if (cJSON_IsBool(think))
+        effort = cJSON_IsTrue(think) ? "medium" : "none";
+    else if (cJSON_IsString(think) &&
+             (!strcmp(think->valuestring, "low") || !strcmp(think->valuestring, "medium") ||
+              !strcmp(think->valuestring, "high")))
+        effort = think->valuestring;
+    else if (think && !cJSON_IsNull(think))
+        return BAD(err, "think", "'think' must be true, false, \"low\", \"medium\" or \"high\""),
                NULL;
     if (keep && !cJSON_IsNull(keep)) {
         if (!srv_ollama_keep_alive(keep, &q->keep_ms, err)) return NULL;
@@ -474,6 +486,9 @@ static cJSON *map_request(const srv_model *m, const cJSON *root, bool chat, srv_
             cJSON_AddNumberToObject(out, "max_tokens", m->limits.max_tokens);
     }
     if (ok) cJSON_AddBoolToObject(out, "stream", q->stream);
+    if (ok && effort && *kind == SRV_CHAT) cJSON_AddStringToObject(out, "reasoning_effort", effort);
+    if (ok && effort && *kind != SRV_CHAT)
+        ok = BAD(err, "think", "'think' has no place in a raw prompt (raw: true)");
     if (!ok) cJSON_Delete(out);
     return ok ? out : NULL;
 }
@@ -489,6 +504,12 @@ static void rename_param(srv_error *err) {
             return;
         }
     if (!strcmp(err->param, "response_format")) snprintf(err->param, sizeof err->param, "format");
+    if (!strcmp(err->param, "reasoning_effort")) { /* what think became */
+        char msg[sizeof err->message];
+        snprintf(msg, sizeof msg, "think: %.500s", err->message);
+        snprintf(err->message, sizeof err->message, "%s", msg);
+        snprintf(err->param, sizeof err->param, "think");
+    }
 }
 
 /* ---- answers ------------------------------------------------------------------------- */
@@ -560,15 +581,16 @@ static char *print_line(cJSON *o) {
 static char *answer_json(const char *model_id, bool generate, const srv_job *job,
                          const ollama_timing *t) {
     const nu_generate_result *r = &job->results[0];
-    srv_tool_result tr = {0};
-    bool parsed = !generate && srv_tools_active(&job->req.tools) &&
-                  srv_tools_parse(&job->req.tools, r->text, r->text_len, &tr);
-    cJSON *o = parsed ? piece_json(model_id, false, tr.content, tr.content_len)
-                      : piece_json(model_id, generate, r->text, r->text_len);
-    if (tr.n_calls > 0)
-        cJSON_AddItemToObject(cJSON_GetObjectItemCaseSensitive(o, "message"), "tool_calls",
-                              tool_calls_json(tr.calls, tr.n_calls));
-    srv_tool_result_free(&tr);
+    srv_split_answer a = {0};
+    bool split =
+        srv_splitter_needed(&job->req) && srv_answer_split(&job->req, r->text, r->text_len, &a);
+    cJSON *o = split ? piece_json(model_id, generate, a.result.content, a.result.content_len)
+                     : piece_json(model_id, generate, r->text, r->text_len);
+    cJSON *msg = generate ? o : cJSON_GetObjectItemCaseSensitive(o, "message");
+    if (a.reasoning) add_text(msg, "thinking", a.reasoning, a.reasoning_len);
+    if (a.result.n_calls > 0)
+        cJSON_AddItemToObject(msg, "tool_calls", tool_calls_json(a.result.calls, a.result.n_calls));
+    srv_answer_free(&a);
     add_final(o, job, t);
     return print_line(o);
 }
@@ -582,13 +604,14 @@ typedef struct ollama_stream {
     ollama_timing timing;
     int client_fd;
     int64_t *completion_tokens;
-    srv_tool_parser *parser; /* chat with tools */
+    srv_splitter *split; /* thinking or tools: the answer split */
     struct {
         char *name;
         nu_buf args;
     } calls[16]; /* calls parsed so far (sent at the end) */
     int32_t n_calls;
-    nu_buf content;     /* content the parser released in this round */
+    nu_buf content;     /* content the splitter released in this round */
+    nu_buf thinking;    /* and thinking */
     srv_stream_out out; /* lines not yet handed to MHD */
 } ollama_stream;
 
@@ -601,10 +624,10 @@ static void put_line(ollama_stream *st, cJSON *o) {
     cJSON_free(s);
 }
 
-/* The tool parser's events: content is collected, calls are kept. */
+/* The splitter's events: content and thinking are collected, calls kept. */
 static bool on_tool_event(void *user, const srv_tool_event *ev) {
     ollama_stream *st = user;
-    nu_buf *to = &st->content;
+    nu_buf *to = ev->kind == SRV_TOOL_REASONING ? &st->thinking : &st->content;
     if (ev->kind == SRV_TOOL_CALL) {
         if (st->n_calls == (int32_t)(sizeof st->calls / sizeof *st->calls)) return true;
         if (!(st->calls[st->n_calls].name = strdup(ev->name))) return false;
@@ -644,15 +667,19 @@ static bool produce(void *cls) {
         srv_choice *c = &job->choices[0];
         const char *text = c->text ? c->text : "";
         nu_buf_clear(&st->content);
-        if (st->parser) {
-            if (!srv_tool_parser_feed(st->parser, text, c->len, done, on_tool_event, st))
+        nu_buf_clear(&st->thinking);
+        if (st->split) {
+            if (!srv_splitter_feed(st->split, text, c->len, done, on_tool_event, st))
                 st->out.buf.failed = true;
         } else if (c->len > c->sent) {
             nu_buf_add(&st->content, text + c->sent, c->len - c->sent);
         }
         c->sent = c->len;
-        if (st->content.len) {
+        if (st->content.len || st->thinking.len) {
             cJSON *o = piece_json(st->model_id, st->generate, st->content.data, st->content.len);
+            if (st->thinking.len)
+                add_text(st->generate ? o : cJSON_GetObjectItemCaseSensitive(o, "message"),
+                         "thinking", st->thinking.data, st->thinking.len);
             cJSON_AddBoolToObject(o, "done", false);
             put_line(st, o);
         }
@@ -664,7 +691,7 @@ static bool produce(void *cls) {
             add_final(o, job, &st->timing);
             put_line(st, o);
         }
-        st->out.buf.failed |= st->content.failed;
+        st->out.buf.failed |= st->content.failed || st->thinking.failed;
     }
     if (done) {
         int64_t prompt;
@@ -688,10 +715,11 @@ static void stream_free(void *cls) {
     bool done = job->done;
     pthread_mutex_unlock(&job->mu);
     if (!done) srv_engine_cancel(job->model->engine, job);
-    srv_tool_parser_free(st->parser);
+    srv_splitter_free(st->split);
     for (int32_t i = 0; i < st->n_calls; i++)
         free(st->calls[i].name), nu_buf_free(&st->calls[i].args);
     nu_buf_free(&st->content);
+    nu_buf_free(&st->thinking);
     nu_buf_free(&st->out.buf);
     free(st);
     srv_job_release(job);
@@ -708,8 +736,7 @@ static enum MHD_Result answer_stream(struct MHD_Connection *c, srv_conn *cs, srv
         st->client_fd = srv_client_fd(c);
         st->completion_tokens = &cs->completion_tokens;
     }
-    if (st && !generate && srv_tools_active(&job->req.tools) &&
-        !(st->parser = srv_tool_parser_new(&job->req.tools))) {
+    if (st && srv_splitter_needed(&job->req) && !(st->split = srv_splitter_new(&job->req))) {
         stream_free(st); /* cancels and releases the job */
         return MHD_NO;
     }
@@ -777,7 +804,10 @@ enum MHD_Result srv_ollama_generate(srv_state *s, struct MHD_Connection *c, srv_
     }
     req.n_ctx = q.num_ctx;
     srv_job *job = srv_submit(s, m, &req, cs, &err);
-    if (!job) return srv_answer_error(c, cs, &err);
+    if (!job) {
+        rename_param(&err);
+        return srv_answer_error(c, cs, &err);
+    }
     if (q.stream) return answer_stream(c, cs, job, !chat, &t);
     answer_args args = {.generate = !chat, .timing = t};
     return srv_answer_job(c, cs, job, answer_body, &args);

@@ -15,11 +15,13 @@
  * repeat_last_n, presence_penalty, frequency_penalty, mirostat, ...;
  * format "json" or a schema; keep_alive; tools) and turned into the same
  * request the OpenAI endpoints run, so sampling, constraints and function
- * calling mean the same everywhere. Defaults are Ollama's (temperature 0.8,
+ * calling mean the same everywhere; `think` (true, false or a level) sets
+ * the template's thinking switch as reasoning_effort does, and thinking
+ * comes back as message.thinking. Defaults are Ollama's (temperature 0.8,
  * top_k 40, top_p 0.9, repeat_penalty 1.1, repeat_last_n 64). Options that
  * set hardware (num_gpu, num_thread, num_batch, use_mmap, ...) are checked
  * and have no effect: the server fixes them at start. What nucleus cannot
- * do (images, suffix, a Go template, the deprecated context, think) is
+ * do (images, suffix, a Go template, the deprecated context) is
  * refused by name; so is any field or option Ollama does not define.
  * Errors are Ollama's shape, {"error": "..."}, with the HTTP status. */
 #ifndef NU_SRV_OLLAMA_H

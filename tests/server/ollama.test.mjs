@@ -1,6 +1,7 @@
 // Ollama's API through the official `ollama` client: list, chat (streamed
 // and not), generate (raw and through the chat template), embed, show, ps,
-// version; Ollama's option names mean what the OpenAI fields they stand
+// version; a reasoning model's thinking as message.thinking, and think on
+// the template's switch; Ollama's option names mean what the OpenAI fields they stand
 // for mean (the same greedy text from both APIs, with Ollama's default
 // repeat_penalty 1.1 over the last 64 tokens); NDJSON when stream is not
 // given; loading and unloading with an empty conversation; errors in
@@ -9,7 +10,7 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import { after, before, describe, test } from "node:test";
 import { Ollama } from "ollama";
-import { MODEL, MODEL_ID, assertCleanExit, client, request, startServer } from "./helpers.mjs";
+import { MODEL, MODEL_ID, assertCleanExit, client, request, startServer, template, thinkingModel } from "./helpers.mjs";
 
 const messages = [{ role: "user", content: "Tell me a story about a cat." }];
 // What an Ollama request without those options samples with, as OpenAI fields.
@@ -187,7 +188,8 @@ describe("ollama", () => {
             [{ model: MODEL_ID, messages, options: { stop: [""] } }, 400, /options\.stop: 'stop' strings must not be empty/],
             [{ model: MODEL_ID, messages, options: { mirostat: 2 } }, 400, /mirostat/],
             [{ model: MODEL_ID, messages, keep_alive: "soon" }, 400, /keep_alive must be/],
-            [{ model: MODEL_ID, messages, think: true }, 400, /'think' is not supported/],
+            [{ model: MODEL_ID, messages, think: true }, 400, /think: this model's chat template does not think/],
+            [{ model: MODEL_ID, messages, think: "hard" }, 400, /'think' must be true, false/],
             [{ model: MODEL_ID, messages, format: "xml" }, 400, /'format' must be "json" or a JSON schema/],
             [{ model: MODEL_ID, messages, seed: 1 }, 400, /unknown field 'seed'/],
             [{ model: MODEL_ID, messages: [{ role: "user", content: "hi", images: ["aGk="] }] }, 400, /images are not supported/],
@@ -208,5 +210,48 @@ describe("ollama", () => {
         const url = await request(server, "GET", "/api/nothing");
         assert.equal(url.status, 404);
         assert.equal(typeof url.json.error, "string");
+    });
+});
+
+// A reasoning model: the tiny Qwen3 with DeepSeek-R1's template, whose prompt
+// opens the thinking block, so a greedy answer that never closes it is all
+// thinking (the split itself is reasoning.test.mjs's).
+describe("ollama: thinking", () => {
+    let server, ollama, openai;
+    const ask = [{ role: "user", content: "What is the weather in Paris?" }];
+    before(async () => {
+        server = await startServer(["--chat-template", template("deepseek_r1_distill_qwen_32b"), "-c", "1024"],
+            { model: thinkingModel() });
+        ollama = new Ollama({ host: `http://127.0.0.1:${server.port}` });
+        openai = client(server);
+    });
+    after(async () => assertCleanExit(assert, await server.stop()));
+
+    test("the thinking is message.thinking, whole and streamed, as reasoning_content", async () => {
+        const options = { temperature: 0, num_predict: 12 };
+        const r = await ollama.chat({ messages: ask, options });
+        const o = await openai.chat.completions.create({ messages: ask, max_tokens: 12, temperature: 0, ...OLLAMA_DEFAULTS });
+        assert.ok(r.message.thinking.length > 0);
+        assert.equal(r.message.thinking, o.choices[0].message.reasoning_content);
+        assert.equal(r.message.content, o.choices[0].message.content);
+        let thinking = "", content = "";
+        for await (const part of await ollama.chat({ messages: ask, options, stream: true })) {
+            thinking += part.message.thinking ?? "";
+            content += part.message.content;
+        }
+        assert.equal(thinking, r.message.thinking);
+        assert.equal(content, r.message.content);
+        const g = await ollama.generate({ prompt: ask[0].content, options });
+        assert.equal(g.thinking, r.message.thinking);
+    });
+
+    test("think: false closes the block in the prompt, as reasoning_effort none", async () => {
+        const r = await ollama.chat({ messages: ask, think: false, options: { temperature: 0, num_predict: 5 } });
+        const o = await openai.chat.completions.create({ messages: ask, max_tokens: 5, temperature: 0, reasoning_effort: "none", ...OLLAMA_DEFAULTS });
+        assert.equal(r.message.thinking, undefined);
+        assert.equal(r.message.content, o.choices[0].message.content);
+        assert.equal(r.prompt_eval_count, o.usage.prompt_tokens);
+        const on = await ollama.chat({ messages: ask, think: true, options: { num_predict: 1 } });
+        assert.ok(on.prompt_eval_count < r.prompt_eval_count, "the closed block is in the prompt only with think: false");
     });
 });
