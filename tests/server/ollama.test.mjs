@@ -111,6 +111,12 @@ describe("ollama", () => {
         const [a, b, c] = await Promise.all([sample(7), sample(7), sample(8)]);
         assert.equal(a.response, b.response);
         assert.notEqual(a.response, c.response);
+        // mirostat is llama.cpp's (the OpenAI endpoint's field of that name)
+        const miro = { temperature: 1, num_predict: 20, seed: 5, mirostat: 2, mirostat_tau: 3, mirostat_eta: 0.2 };
+        const m1 = await ollama.generate({ model: MODEL_ID, prompt: "Once upon a time", raw: true, options: miro });
+        const m2 = await openai.completions.create({ model: MODEL_ID, prompt: "Once upon a time", max_tokens: 20, seed: 5, temperature: 1,
+            mirostat: 2, mirostat_tau: 3, mirostat_eta: 0.2, ...OLLAMA_DEFAULTS });
+        assert.equal(m1.response, m2.choices[0].text);
         await assert.rejects(ollama.generate({ model: MODEL_ID, prompt: "Once upon a time ".repeat(10), raw: true, options: { num_ctx: 16 } }),
             (e) => e.status_code === 413 && /request's context takes at most 15/.test(e.message));
         await assert.rejects(ollama.chat({ model: MODEL_ID, messages, options: { num_ctx: 100000 } }),
@@ -186,7 +192,8 @@ describe("ollama", () => {
             [{ model: MODEL_ID, messages, options: { temperature: "hot" } }, 400, /options\.temperature must be a number/],
             [{ model: MODEL_ID, messages, options: { num_predict: 0 } }, 400, /num_predict must be -1/],
             [{ model: MODEL_ID, messages, options: { stop: [""] } }, 400, /options\.stop: 'stop' strings must not be empty/],
-            [{ model: MODEL_ID, messages, options: { mirostat: 2 } }, 400, /mirostat/],
+            [{ model: MODEL_ID, messages, options: { mirostat: 3 } }, 400, /options\.mirostat must be an integer in 0\.\.2/],
+            [{ model: MODEL_ID, messages, options: { mirostat: 2, mirostat_eta: 2 } }, 400, /options\.mirostat_eta must be a number in 0\.\.1/],
             [{ model: MODEL_ID, messages, keep_alive: "soon" }, 400, /keep_alive must be/],
             [{ model: MODEL_ID, messages, think: true }, 400, /think: this model's chat template does not think/],
             [{ model: MODEL_ID, messages, think: "hard" }, 400, /'think' must be true, false/],
