@@ -48,6 +48,7 @@ void nu_gen_output_init(gen_output *o, nu_generate_result *res, const nu_generat
     /* the tokenizer's leading space goes away only before an echoed prompt */
     nu_detokenizer_init(&o->detok, m, false,
                         p->echo && nu_vocab_adds_space_prefix(nu_model_vocab(m)));
+    o->echo_detok = o->detok;
     append_text(o, "", 0);
 }
 
@@ -116,6 +117,12 @@ void nu_gen_output_prompt_logprob(gen_output *o, int32_t token, const float *log
     if (!lp) return;
     lp->token = token;
     o->res->n_prompt_logprobs++;
+    /* the prompt's text is all there already: the token's own offset in it
+     * comes from detokenizing the prompt once more, as far as this token */
+    char buf[1024];
+    size_t k = nu_detokenizer_push(&o->echo_detok, token, buf, sizeof buf);
+    lp->text_offset = o->echo_offset;
+    o->echo_offset += k < sizeof buf ? k : sizeof buf;
     if (!logits_before) { /* the first token has nothing before it */
         lp->logprob = NAN;
         return;

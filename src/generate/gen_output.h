@@ -11,6 +11,8 @@ typedef struct gen_output {
     const nu_generate_params *p;
     const nu_model *model;
     nu_detokenizer detok;
+    nu_detokenizer echo_detok; /* the echoed prompt again, for its tokens' text offsets */
+    size_t echo_offset;        /* where the next echoed prompt token's text starts */
     size_t text_cap, tokens_cap, logprobs_cap;
     size_t gen_start; /* where the generated text starts (after an echoed prompt) */
     size_t emitted;   /* bytes of text already given to the callback */

@@ -2,9 +2,11 @@
 // streaming and not, n > 1, stop strings, log-probs, seeds, echo, best_of,
 // beam search, models, tokenize / detokenize, metrics, constrained output.
 import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import {
-    MODEL_ID, assertCleanExit, client, collectStream, request, startServer,
+    MODEL_ID, SHARED, assertCleanExit, client, collectStream, request, startServer,
 } from "./helpers.mjs";
 
 let server, openai;
@@ -92,6 +94,51 @@ describe("completions", () => {
         const echo = await openai.completions.create({ model: MODEL_ID, prompt: "Once upon a time", max_tokens: 2, temperature: 0, logprobs: 1, echo: true });
         assert.equal(echo.choices[0].logprobs.tokens.length, 5 + 2);
         assert.equal(echo.choices[0].logprobs.token_logprobs[0], null);
+    });
+
+    // lm-evaluation-harness's loglikelihood requests (its OpenAI-completions
+    // client, tokenized requests): token-id prompts context + continuation,
+    // echo, logprobs 1, temperature 0, max_tokens 1 (0 in older versions);
+    // it sums token_logprobs[ctxlen:-1] and calls the continuation greedy when
+    // each of those is its position's top log-prob. The continuations are
+    // llama.cpp's greedy tokens of ../shared/refs/stories260K_greedy.json, so
+    // each log-prob must be llama.cpp's (within test_golden's 1e-2) and every
+    // one greedy.
+    test("lm-evaluation-harness's loglikelihood requests give llama.cpp's log-probs", async () => {
+        const ref = JSON.parse(fs.readFileSync(path.join(SHARED, "refs/stories260K_greedy.json"), "utf8"));
+        const n = 40;
+        const prompts = ref.prompts.map((p) => [...p.prompt_tokens, ...p.generated_token_ids.slice(0, n)]);
+        for (const maxTokens of [1, 0]) {
+            const r = await request(server, "POST", "/v1/completions", { body: {
+                model: MODEL_ID, prompt: prompts, temperature: 0, max_tokens: maxTokens, logprobs: 1, seed: 1234, echo: true } });
+            assert.equal(r.status, 200, r.text);
+            const choices = [...r.json.choices].sort((a, b) => a.index - b.index);
+            assert.equal(choices.length, prompts.length);
+            choices.forEach((c, k) => {
+                const want = ref.prompts[k], ctxlen = want.prompt_tokens.length, lp = c.logprobs;
+                assert.equal(lp.tokens.length, prompts[k].length + maxTokens);
+                assert.equal(lp.token_logprobs[0], null);
+                assert.equal(lp.top_logprobs[0], null);
+                const end = maxTokens ? -maxTokens : undefined;
+                const got = lp.token_logprobs.slice(ctxlen, end), tops = lp.top_logprobs.slice(ctxlen, end);
+                assert.equal(got.length, n);
+                let sum = 0, wantSum = 0;
+                got.forEach((v, j) => {
+                    const w = want.per_token[j].logprob;
+                    assert.ok(Math.abs(v - w) < 1e-2, `prompt ${k} token ${j}: ${v} vs llama.cpp ${w}`);
+                    assert.equal(v, Math.max(...Object.values(tops[j])), `prompt ${k} token ${j} greedy`);
+                    sum += v;
+                    wantSum += w;
+                });
+                assert.ok(Math.abs(sum - wantSum) < 5e-2, `${sum} vs ${wantSum}`);
+                // each token's text starts at its text_offset in the echoed text
+                for (let i = 1; i < lp.tokens.length; i++) {
+                    assert.ok(lp.text_offset[i] >= lp.text_offset[i - 1]);
+                    const piece = c.text.slice(lp.text_offset[i], i + 1 < lp.tokens.length ? lp.text_offset[i + 1] : undefined);
+                    assert.ok(lp.tokens[i].endsWith(piece) && piece.length >= lp.tokens[i].length - 1, `${i}: '${piece}' '${lp.tokens[i]}'`);
+                }
+            });
+        }
     });
 
     test("stop strings end the text before them", async () => {
