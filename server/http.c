@@ -22,12 +22,16 @@
 
 #include "http.h"
 #include "openai_resp.h"
+#include "responses.h"
 #include "web.h"
 
 static const srv_route routes[] = {
     {"POST", "/v1/chat/completions", false, ROUTE_CHAT, "chat", true},
     {"POST", "/v1/completions", false, ROUTE_COMPLETIONS, "completions", true},
     {"POST", "/v1/embeddings", false, ROUTE_EMBEDDINGS, "embeddings", true},
+    {"POST", "/v1/responses", false, ROUTE_RESPONSES, "responses", true},
+    {"GET", "/v1/responses/", true, ROUTE_RESPONSE_GET, "responses_get", true},
+    {"DELETE", "/v1/responses/", true, ROUTE_RESPONSE_DELETE, "responses_delete", true},
     {"POST", "/api/chat", false, ROUTE_OLLAMA_CHAT, "ollama_chat", true},
     {"POST", "/api/generate", false, ROUTE_OLLAMA_GENERATE, "ollama_generate", true},
     {"POST", "/api/embed", false, ROUTE_OLLAMA_EMBED, "ollama_embed", true},
@@ -363,6 +367,7 @@ static void stop_all(srv_state *s, struct MHD_Daemon *d) {
     if (d) MHD_stop_daemon(d);
     srv_models_free(s->models);
     srv_metrics_free(s->metrics);
+    srv_responses_free(s->responses);
 }
 
 /* The signals that stop the server. */
@@ -429,7 +434,7 @@ int srv_run(const srv_config *cfg) {
                    .answers_done = PTHREAD_COND_INITIALIZER};
     char msg[800] = "";
     struct MHD_Daemon *d = NULL;
-    if (!(s.metrics = srv_metrics_new()))
+    if (!(s.metrics = srv_metrics_new()) || !(s.responses = srv_responses_new()))
         snprintf(msg, sizeof msg, "out of memory");
     else if (srv_models_new(cfg, s.metrics, &s.models, msg, sizeof msg))
         d = start_http(&s, msg, sizeof msg);

@@ -23,6 +23,7 @@ typedef struct srv_state {
     srv_models *models; /* the models served (models.h) */
     long long created;  /* when the server started (for /v1/models) */
     srv_metrics *metrics;
+    struct srv_responses *responses; /* stored responses (responses.h) */
     /* Generation answers still being sent: shutdown waits for them. */
     pthread_mutex_t answers_mu;
     pthread_cond_t answers_done;
@@ -69,6 +70,9 @@ typedef enum srv_route_id {
     ROUTE_OLLAMA_PS,
     ROUTE_OLLAMA_SHOW,
     ROUTE_OLLAMA_VERSION,
+    ROUTE_RESPONSES, /* OpenAI's Responses API (responses.h) */
+    ROUTE_RESPONSE_GET,
+    ROUTE_RESPONSE_DELETE,
     ROUTE_WEB, /* the embedded web page (web.h) */
 } srv_route_id;
 

@@ -711,10 +711,6 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
 static void stream_free(void *cls) {
     ollama_stream *st = cls;
     srv_job *job = st->job;
-    pthread_mutex_lock(&job->mu);
-    bool done = job->done;
-    pthread_mutex_unlock(&job->mu);
-    if (!done) srv_engine_cancel(job->model->engine, job);
     srv_splitter_free(st->split);
     for (int32_t i = 0; i < st->n_calls; i++)
         free(st->calls[i].name), nu_buf_free(&st->calls[i].args);
@@ -722,7 +718,7 @@ static void stream_free(void *cls) {
     nu_buf_free(&st->thinking);
     nu_buf_free(&st->out.buf);
     free(st);
-    srv_job_release(job);
+    srv_job_drop(job);
 }
 
 static enum MHD_Result answer_stream(struct MHD_Connection *c, srv_conn *cs, srv_job *job,
@@ -741,8 +737,7 @@ static enum MHD_Result answer_stream(struct MHD_Connection *c, srv_conn *cs, srv
         return MHD_NO;
     }
     if (!st) {
-        srv_engine_cancel(job->model->engine, job);
-        srv_job_release(job);
+        srv_job_drop(job);
         return MHD_NO;
     }
     return srv_answer_stream(c, cs, "application/x-ndjson", stream_read, st, stream_free);

@@ -309,6 +309,11 @@ srv_job *srv_submit(srv_state *s, srv_model *m, srv_request *req, srv_conn *cs, 
     return job;
 }
 
+void srv_job_drop(srv_job *job) {
+    srv_engine_cancel(job->model->engine, job);
+    srv_job_release(job);
+}
+
 bool srv_await(srv_job *job, struct MHD_Connection *c, srv_conn *cs) {
     int fd = srv_client_fd(c);
     for (;;) {
@@ -317,8 +322,7 @@ bool srv_await(srv_job *job, struct MHD_Connection *c, srv_conn *cs) {
         pthread_mutex_unlock(&job->mu);
         if (done) return true;
         if (!srv_job_wait(job, fd)) {
-            srv_engine_cancel(job->model->engine, job);
-            srv_job_release(job);
+            srv_job_drop(job);
             cs->status = 499; /* client closed the request */
             return false;
         }

@@ -63,6 +63,10 @@ bool srv_await(srv_job *job, struct MHD_Connection *c, srv_conn *cs);
 enum MHD_Result srv_answer_job(struct MHD_Connection *c, srv_conn *cs, srv_job *job,
                                char *(*body)(const srv_job *job, const void *arg), const void *arg);
 
+/* Cancels the job (nothing happens to one that is done) and releases the
+ * caller's reference: a stream's end, or an answer that could not be made. */
+void srv_job_drop(srv_job *job);
+
 /* The error a failed job ended with. */
 void srv_job_error(const srv_job *job, srv_error *err);
 

@@ -12,6 +12,7 @@
 #include "ollama.h"
 #include "openai_resp.h"
 #include "request.h"
+#include "responses.h"
 #include "sse.h"
 #include "web.h"
 #include "text_check.h"
@@ -370,6 +371,9 @@ enum MHD_Result srv_handle(srv_state *s, struct MHD_Connection *c, srv_conn *cs,
     case ROUTE_OLLAMA_PS:
     case ROUTE_OLLAMA_SHOW:
     case ROUTE_OLLAMA_VERSION: return srv_ollama_handle(s, c, cs);
+    case ROUTE_RESPONSES:
+    case ROUTE_RESPONSE_GET:
+    case ROUTE_RESPONSE_DELETE: return srv_responses_handle(s, c, cs, url);
     case ROUTE_WEB: return srv_web_answer(c, cs, url);
     }
     return MHD_NO;
