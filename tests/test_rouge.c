@@ -10,8 +10,9 @@
  *         @ 0c1bbe5fc971a1de1a427debc814e66ab4f1e7fa
  *   [TK]  google-research/google-research rouge/tokenize_test.py
  *         @ 0c1bbe5fc971a1de1a427debc814e66ab4f1e7fa
- *   [NS]  nltk/nltk nltk/test/stem.doctest and nltk/test/unit/test_stem.py,
- *         NLTK 3.8 */
+ *   [NS]  nltk/nltk nltk/test/stem.doctest (the 19 plurals)
+ *         @ 1189c0ca3a921b4f5683728185486caa5c18e897, and
+ *         nltk/test/unit/test_stem.py's test_oed_bug ("oed" -> "o"), NLTK 3.8 */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

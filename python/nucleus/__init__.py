@@ -11,10 +11,11 @@ ctypes::
             print(piece, end="", flush=True)
 
 See python/README.md for the rest (chat, batches, log-probs, constrained
-output, perplexity) and how the library is found.
+output, perplexity, BLEU and ROUGE) and how the library is found.
 """
 
 from ._ffi import FinishReason, LibraryNotFound, Status, library_path
+from ._metrics import BleuScore, RougeScore, bleu, rouge, rouge_bootstrap, sentence_bleu
 from ._model import (
     OPTIONS,
     Completion,
@@ -35,6 +36,12 @@ __all__ = [
     "TokenLogprob",
     "Perplexity",
     "Stream",
+    "bleu",
+    "sentence_bleu",
+    "BleuScore",
+    "rouge",
+    "rouge_bootstrap",
+    "RougeScore",
     "NucleusError",
     "LibraryNotFound",
     "Status",

@@ -106,6 +106,26 @@ class PerplexityMode(enum.IntEnum):
 TOKENIZE_ADD_BOS = 1 << 0
 TOKENIZE_PARSE_SPECIAL = 1 << 1
 
+# BLEU (nu_bleu_flavor, nu_bleu_tokenizer, nu_bleu_smooth) by the names the
+# command line uses, with their C names for the ABI test.
+BLEU_FLAVORS = {"sacrebleu": (0, "NU_BLEU_SACREBLEU"), "nltk": (1, "NU_BLEU_NLTK")}
+BLEU_TOKENIZERS = {
+    "13a": (0, "NU_BLEU_TOK_13A"),
+    "intl": (1, "NU_BLEU_TOK_INTL"),
+    "zh": (2, "NU_BLEU_TOK_ZH"),
+    "char": (3, "NU_BLEU_TOK_CHAR"),
+    "none": (4, "NU_BLEU_TOK_NONE"),
+}
+BLEU_SMOOTHS = {
+    "exp": (0, "NU_BLEU_SMOOTH_EXP"),
+    "floor": (1, "NU_BLEU_SMOOTH_FLOOR"),
+    "add-k": (2, "NU_BLEU_SMOOTH_ADD_K"),
+    "none": (3, "NU_BLEU_SMOOTH_NONE"),
+    **{f"method{i}": (4 + i, f"NU_BLEU_NLTK_METHOD{i}") for i in range(8)},
+}
+ROUGE_L = 10  # NU_ROUGE_L
+ROUGE_LSUM = 11  # NU_ROUGE_LSUM
+
 # The C constant names of the enumerations above, for the ABI test.
 ENUM_CONSTANTS = {
     **{f"NU_{m.name}": m.value for m in Status},
@@ -116,6 +136,10 @@ ENUM_CONSTANTS = {
     "NU_TOKENIZE_PARSE_SPECIAL": TOKENIZE_PARSE_SPECIAL,
     "NU_MAX_STAGES": MAX_STAGES,
     "NU_MAX_TOP_LOGPROBS": MAX_TOP_LOGPROBS,
+    **{c: v for table in (BLEU_FLAVORS, BLEU_TOKENIZERS, BLEU_SMOOTHS) for v, c in table.values()},
+    "NU_BLEU_MAX_ORDER": 9,
+    "NU_ROUGE_L": ROUGE_L,
+    "NU_ROUGE_LSUM": ROUGE_LSUM,
 }
 
 # ---------------------------------------------------------------------------
@@ -342,6 +366,66 @@ class nu_memory_estimate(Structure):
     ]
 
 
+BLEU_MAX_ORDER = ENUM_CONSTANTS["NU_BLEU_MAX_ORDER"]
+
+
+class nu_bleu_params(Structure):
+    _fields_ = [
+        ("flavor", c_int),  # nu_bleu_flavor
+        ("tokenizer", c_int),  # nu_bleu_tokenizer
+        ("lowercase", c_bool),
+        ("smooth", c_int),  # nu_bleu_smooth
+        ("smooth_value", c_double),
+        ("max_order", c_int32),
+        ("effective_order", c_bool),
+        ("n_weights", c_int32),
+        ("weights", c_double * BLEU_MAX_ORDER),
+        ("auto_reweigh", c_bool),
+    ]
+
+
+class nu_bleu_stats(Structure):
+    _fields_ = [
+        ("hyp_len", c_int64),
+        ("ref_len", c_int64),
+        ("correct", c_int64 * BLEU_MAX_ORDER),
+        ("total", c_int64 * BLEU_MAX_ORDER),
+        ("n_segments", c_int64),
+        ("n_refs", c_int32),
+        ("last_hyp_len", c_int64),
+        ("last_correct5", c_int64),
+        ("last_total5", c_int64),
+    ]
+
+
+class nu_bleu_result(Structure):
+    _fields_ = [
+        ("score", c_double),
+        ("precisions", c_double * BLEU_MAX_ORDER),
+        ("order", c_int32),
+        ("bp", c_double),
+        ("ratio", c_double),
+        ("hyp_len", c_int64),
+        ("ref_len", c_int64),
+    ]
+
+
+class nu_rouge_score(Structure):
+    _fields_ = [
+        ("precision", c_double),
+        ("recall", c_double),
+        ("fmeasure", c_double),
+    ]
+
+
+class nu_rouge_interval(Structure):
+    _fields_ = [
+        ("low", nu_rouge_score),
+        ("mid", nu_rouge_score),
+        ("high", nu_rouge_score),
+    ]
+
+
 # Every mirrored structure, for the ABI test.
 STRUCTS = [
     nu_error,
@@ -362,6 +446,11 @@ STRUCTS = [
     nu_perplexity_result,
     nu_perplexity_params,
     nu_memory_estimate,
+    nu_bleu_params,
+    nu_bleu_stats,
+    nu_bleu_result,
+    nu_rouge_score,
+    nu_rouge_interval,
 ]
 
 # ---------------------------------------------------------------------------
@@ -462,6 +551,30 @@ PROTOTYPES = {
         [_P, POINTER(nu_chat_render_params), POINTER(c_void_p), POINTER(c_size_t), _E],
     ),
     # evaluation
+    "nu_bleu_default_params": (nu_bleu_params, [c_int]),
+    "nu_bleu_segment": (
+        c_int,
+        [POINTER(nu_bleu_params), c_char_p, POINTER(c_char_p), c_int32, POINTER(nu_bleu_stats),
+         _E],
+    ),
+    "nu_bleu_stats_add": (None, [POINTER(nu_bleu_stats), POINTER(nu_bleu_stats)]),
+    "nu_bleu_compute": (
+        c_int, [POINTER(nu_bleu_params), POINTER(nu_bleu_stats), POINTER(nu_bleu_result), _E]
+    ),
+    "nu_bleu_signature": (
+        c_int, [POINTER(nu_bleu_params), POINTER(nu_bleu_stats), c_void_p, c_size_t, _E]
+    ),
+    "nu_rouge_type": (c_int, [c_char_p, POINTER(c_int32), _E]),
+    "nu_rouge": (
+        c_int,
+        [POINTER(c_int32), c_int32, c_bool, POINTER(c_char_p), c_int32, c_char_p,
+         POINTER(nu_rouge_score), _E],
+    ),
+    "nu_rouge_bootstrap": (
+        c_int,
+        [POINTER(nu_rouge_score), c_int64, c_double, c_int32, c_uint64,
+         POINTER(nu_rouge_interval), _E],
+    ),
     "nu_perplexity_default_params": (nu_perplexity_params, []),
     "nu_perplexity": (
         c_int,
