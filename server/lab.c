@@ -129,18 +129,13 @@ bool lab_emit(lab_job *job, cJSON *obj) {
 
 /* ---- small JSON helpers the runs share ----------------------------------- */
 
-char *lab_token_text(const nu_model *m, int32_t token) {
-    char buf[512];
-    size_t n = nu_token_to_bytes(m, token, true, buf, sizeof buf);
-    return utf8_sanitize(buf, n < sizeof buf ? n : sizeof buf);
-}
-
 cJSON *lab_token_json(const nu_model *m, int32_t token) {
     cJSON *o = cJSON_CreateObject();
-    char *text = lab_token_text(m, token);
+    char buf[512];
+    size_t n = nu_token_to_bytes(m, token, true, buf, sizeof buf);
+    cJSON *text = srv_text_json(buf, n < sizeof buf ? n : sizeof buf);
     cJSON_AddNumberToObject(o, "token", token);
-    cJSON_AddStringToObject(o, "text", text ? text : "");
-    free(text);
+    cJSON_AddItemToObject(o, "text", text ? text : cJSON_CreateNull());
     return o;
 }
 

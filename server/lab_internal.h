@@ -91,10 +91,8 @@ typedef struct lab_env {
 bool lab_emit(lab_job *job, cJSON *obj);
 bool lab_cancelled(lab_job *job);
 
-/* {"token", "text"} of a token (text made valid UTF-8). */
+/* {"token", "text"} of a token (text made valid UTF-8, NUL kept as \u0000). */
 cJSON *lab_token_json(const nu_model *m, int32_t token);
-/* The token's text (malloc'd, valid UTF-8). */
-char *lab_token_text(const nu_model *m, int32_t token);
 /* Adds a number rounded to 6 significant digits (-inf as null). */
 void lab_add_number(cJSON *o, const char *name, double x);
 

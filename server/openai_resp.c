@@ -25,11 +25,17 @@ void srv_resp_ctx_init(srv_resp_ctx *rc, const nu_model *m, const char *model_id
         k += snprintf(rc->id + k, sizeof rc->id - (size_t)k, "%02x", rnd[i]);
 }
 
-/* Adds a string member made valid UTF-8 (n bytes of s). */
+cJSON *srv_text_json(const char *s, size_t n) {
+    char *lit = utf8_json_string(s ? s : "", s ? n : 0);
+    cJSON *v = lit ? cJSON_CreateRaw(lit) : NULL;
+    free(lit);
+    return v;
+}
+
+/* Adds a string member: n bytes of s, made valid UTF-8, NUL bytes kept. */
 static void add_text(cJSON *obj, const char *name, const char *s, size_t n) {
-    char *clean = utf8_sanitize(s ? s : "", s ? n : 0);
-    cJSON_AddItemToObject(obj, name, clean ? cJSON_CreateString(clean) : cJSON_CreateNull());
-    free(clean);
+    cJSON *v = srv_text_json(s, n);
+    cJSON_AddItemToObject(obj, name, v ? v : cJSON_CreateNull());
 }
 
 /* Prints and deletes a JSON value. */
@@ -176,6 +182,45 @@ static cJSON *chat_logprobs_json(const nu_model *m, const nu_token_logprob *lps,
     return root;
 }
 
+/* A completions top_logprobs entry, {"token text": logprob, ...}, written
+ * by hand: cJSON keys cannot hold the NUL bytes a token may have. Tokens
+ * whose text is the same (after repair) keep the first (likeliest) one. */
+static cJSON *top_dict_json(const nu_model *m, const nu_token_logprob *lp) {
+    char *keys[NU_MAX_TOP_LOGPROBS] = {0};
+    size_t cap = 16, len = 1;
+    char *out = malloc(cap);
+    if (!out) return NULL;
+    out[0] = '{';
+    for (int32_t k = 0; k < lp->n_top && k < NU_MAX_TOP_LOGPROBS; k++) {
+        char buf[512];
+        char *key = utf8_json_string(buf, token_bytes(m, lp->top[k].token, buf, sizeof buf));
+        bool seen = !key;
+        for (int32_t j = 0; j < k && !seen; j++) seen = keys[j] && !strcmp(keys[j], key);
+        keys[k] = key;
+        if (seen) continue;
+        char num[64];
+        cJSON *v = cJSON_CreateNumber(lp->top[k].logprob);
+        char *printed = v ? cJSON_PrintUnformatted(v) : NULL;
+        cJSON_Delete(v);
+        snprintf(num, sizeof num, "%s", printed ? printed : "null");
+        cJSON_free(printed);
+        size_t need = len + strlen(key) + strlen(num) + 4;
+        if (need > cap) {
+            while (cap < need) cap *= 2;
+            char *bigger = realloc(out, cap);
+            if (!bigger) break;
+            out = bigger;
+        }
+        len += (size_t)sprintf(out + len, "%s%s:%s", len > 1 ? "," : "", key, num);
+    }
+    for (int32_t k = 0; k < NU_MAX_TOP_LOGPROBS; k++) free(keys[k]);
+    out[len++] = '}';
+    out[len] = 0;
+    cJSON *v = cJSON_CreateRaw(out);
+    free(out);
+    return v;
+}
+
 /* Completions: {"tokens", "token_logprobs", "top_logprobs" (dicts), "text_offset"};
  * offsets are bytes from base in the choice's whole text. */
 static cJSON *completion_logprobs_json(const nu_model *m, const nu_token_logprob *lps, int32_t n,
@@ -186,20 +231,12 @@ static cJSON *completion_logprobs_json(const nu_model *m, const nu_token_logprob
     char buf[512];
     for (int32_t i = 0; i < n; i++) {
         size_t len = token_bytes(m, lps[i].token, buf, sizeof buf);
-        char *clean = utf8_sanitize(buf, len);
-        cJSON_AddItemToArray(tokens, cJSON_CreateString(clean ? clean : ""));
-        free(clean);
+        cJSON *tok = srv_text_json(buf, len);
+        cJSON_AddItemToArray(tokens, tok ? tok : cJSON_CreateNull());
         cJSON_AddItemToArray(values, cJSON_CreateNumber(lps[i].logprob)); /* NaN prints null */
         bool first_prompt_token = lps[i].logprob != lps[i].logprob;
-        cJSON *dict = first_prompt_token ? cJSON_CreateNull() : cJSON_CreateObject();
-        for (int32_t k = 0; !first_prompt_token && k < lps[i].n_top; k++) {
-            len = token_bytes(m, lps[i].top[k].token, buf, sizeof buf);
-            clean = utf8_sanitize(buf, len);
-            if (clean && !cJSON_GetObjectItemCaseSensitive(dict, clean))
-                cJSON_AddNumberToObject(dict, clean, lps[i].top[k].logprob);
-            free(clean);
-        }
-        cJSON_AddItemToArray(tops, dict);
+        cJSON *dict = first_prompt_token ? cJSON_CreateNull() : top_dict_json(m, &lps[i]);
+        cJSON_AddItemToArray(tops, dict ? dict : cJSON_CreateNull());
         double off = lps[i].text_offset >= base ? (double)(lps[i].text_offset - base) : 0;
         cJSON_AddItemToArray(offsets, cJSON_CreateNumber(off));
     }

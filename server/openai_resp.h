@@ -25,6 +25,12 @@ typedef struct srv_resp_ctx {
 
 void srv_resp_ctx_init(srv_resp_ctx *rc, const nu_model *m, const char *model_id, srv_kind kind);
 
+/* A cJSON string item holding n bytes of s as they are, made valid UTF-8
+ * (NUL bytes kept as \u0000, which a cJSON string cannot hold), or NULL
+ * when out of memory. */
+struct cJSON;
+struct cJSON *srv_text_json(const char *s, size_t n);
+
 /* {"error": {"message", "type", "param", "code"}} (malloc'd; NULL when out of memory). */
 char *srv_error_json(const srv_error *err);
 

@@ -79,10 +79,9 @@ static char *tokens_json(const nu_model *m, const int32_t *toks, int32_t n, bool
         }
         cJSON *o = cJSON_CreateObject();
         size_t len = nu_token_to_bytes(m, toks[i], true, buf, sizeof buf);
-        char *clean = utf8_sanitize(buf, len < sizeof buf ? len : sizeof buf);
+        cJSON *piece = srv_text_json(buf, len < sizeof buf ? len : sizeof buf);
         cJSON_AddNumberToObject(o, "id", toks[i]);
-        cJSON_AddStringToObject(o, "piece", clean ? clean : "");
-        free(clean);
+        cJSON_AddItemToObject(o, "piece", piece ? piece : cJSON_CreateNull());
         cJSON_AddItemToArray(arr, o);
     }
     cJSON_AddItemToObject(root, "tokens", arr);
@@ -116,8 +115,9 @@ static enum MHD_Result handle_tokenize(srv_model *m, struct MHD_Connection *c, s
     return srv_answer(c, cs, 200, body, NULL);
 }
 
-/* The text of token ids, as generation would produce it. */
-static char *detokenize(const nu_model *m, const cJSON *arr, srv_error *err) {
+/* The text of token ids, as generation would produce it (*n_out bytes,
+ * which may include NUL). */
+static char *detokenize(const nu_model *m, const cJSON *arr, size_t *n_out, srv_error *err) {
     int32_t n_vocab = nu_model_n_vocab(m);
     size_t cap = 64 + (size_t)cJSON_GetArraySize(arr) * 64, len = 0;
     char *text = malloc(cap), piece[1024];
@@ -145,10 +145,8 @@ static char *detokenize(const nu_model *m, const cJSON *arr, srv_error *err) {
         len += k;
     }
     len += nu_detokenizer_flush(&d, text + len, 16);
-    char *clean = utf8_sanitize(text, len);
-    free(text);
-    if (!clean) srv_fail(err, 500, "server_error", NULL, NULL, "out of memory");
-    return clean;
+    *n_out = len;
+    return text;
 }
 
 static enum MHD_Result handle_detokenize(srv_model *m, struct MHD_Connection *c, srv_conn *cs) {
@@ -158,14 +156,15 @@ static enum MHD_Result handle_detokenize(srv_model *m, struct MHD_Connection *c,
     if (!root) return srv_answer_error(c, cs, &err);
     const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, "tokens");
     char *text = NULL;
+    size_t len = 0;
     if (!cJSON_IsArray(arr))
         srv_fail(&err, 400, "invalid_request_error", NULL, "tokens", "'tokens' must be an array");
     else
-        text = detokenize(m->model, arr, &err);
+        text = detokenize(m->model, arr, &len, &err);
     cJSON_Delete(root);
     if (!text) return srv_answer_error(c, cs, &err);
-    cJSON *out = cJSON_CreateObject();
-    cJSON_AddStringToObject(out, "content", text);
+    cJSON *out = cJSON_CreateObject(), *content = srv_text_json(text, len);
+    cJSON_AddItemToObject(out, "content", content ? content : cJSON_CreateNull());
     free(text);
     char *body = cJSON_PrintUnformatted(out);
     cJSON_Delete(out);

@@ -26,31 +26,44 @@ char *utf8_sanitize(const char *s, size_t n) {
     return out;
 }
 
-/* Whether the 4 bytes at p are the hex digits of zero ("0000"). */
-static bool is_hex_zero(const char *p, size_t left) {
-    return left >= 4 && p[0] == '0' && p[1] == '0' && p[2] == '0' && p[3] == '0';
-}
-
-bool json_body_check(const char *body, size_t n, char *msg, size_t cap) {
-    size_t bad;
-    if (!nu_utf8_valid(body, n, &bad)) {
-        snprintf(msg, cap, "the request body is not valid UTF-8 (byte %zu)", bad);
-        return false;
-    }
-    bool in_string = false;
-    for (size_t i = 0; i < n; i++) {
-        char c = body[i];
-        if (!in_string) {
-            in_string = c == '"';
-        } else if (c == '"') {
-            in_string = false;
-        } else if (c == '\\' && i + 1 < n) {
-            if (body[i + 1] == 'u' && is_hex_zero(body + i + 2, n - i - 2)) {
-                snprintf(msg, cap, "NUL characters (\\u0000) are not allowed in strings");
-                return false;
-            }
-            i++; /* skip the escaped character */
+char *utf8_json_string(const char *s, size_t n) {
+    const unsigned char *u = (const unsigned char *)s;
+    char *out = malloc(6 * n + 3); /* each byte grows to at most 6 (\u001f) */
+    if (!out) return NULL;
+    size_t k = 0;
+    out[k++] = '"';
+    for (size_t i = 0; i < n;) {
+        size_t len = nu_utf8_decode(s + i, n - i, NULL);
+        unsigned char c = u[i];
+        const char *esc = NULL;
+        if (len == 0) {
+            memcpy(out + k, "\xEF\xBF\xBD", 3); /* U+FFFD for a byte that is not UTF-8 */
+            k += 3;
+            i++;
+            continue;
         }
+        switch (c) {
+        case '"': esc = "\\\""; break;
+        case '\\': esc = "\\\\"; break;
+        case '\n': esc = "\\n"; break;
+        case '\r': esc = "\\r"; break;
+        case '\t': esc = "\\t"; break;
+        case '\b': esc = "\\b"; break;
+        case '\f': esc = "\\f"; break;
+        default: break;
+        }
+        if (esc) {
+            memcpy(out + k, esc, 2);
+            k += 2;
+        } else if (c < 0x20) {
+            k += (size_t)sprintf(out + k, "\\u%04x", c); /* NUL included: \u0000 */
+        } else {
+            memcpy(out + k, s + i, len);
+            k += len;
+        }
+        i += len;
     }
-    return true;
+    out[k++] = '"';
+    out[k] = 0;
+    return out;
 }

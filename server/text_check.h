@@ -13,9 +13,12 @@
  * by U+FFFD and NUL bytes dropped, or NULL when out of memory. */
 char *utf8_sanitize(const char *s, size_t n);
 
-/* Checks a JSON request body before parsing: valid UTF-8 throughout and no
- * \u0000 escape inside a string (it would silently cut the C string the JSON
- * parser produces). On failure writes a message to msg. */
-bool json_body_check(const char *body, size_t n, char *msg, size_t cap);
+/* n bytes as a JSON string literal, quotes included (malloc'd; NULL when out
+ * of memory): invalid bytes become U+FFFD, control characters are escaped and
+ * NUL bytes kept as \u0000, so generated text reaches the client whole. */
+char *utf8_json_string(const char *s, size_t n);
+
+/* The strict check of JSON request bodies lives in json_check.h. */
+#include "json_check.h"
 
 #endif
