@@ -609,7 +609,7 @@ static const error_case schema_errors[] = {
     {"{\"type\":\"array\",\"prefixItems\":[{}],\"items\":false,\"minItems\":2}",
      "minItems asks for more items"},
     {"{\"$defs\":{\"a\":{\"allOf\":[{\"$ref\":\"#/$defs/a\"}]}},\"$ref\":\"#/$defs/a\"}",
-     "nested too deeply (or in a cycle)"},
+     "nested more than 64 deep (or a $ref that refers to itself)"},
     {"{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/a\"}},\"$ref\":\"#/$defs/a\"}", "left-recursive"},
     {"{\"type\":\"object\",\"properties\":{\"n\":{\"$ref\":\"#\"}},\"required\":[\"n\"]}",
      "cannot match any text"},

@@ -1179,12 +1179,21 @@ static void merge_keyword(js *c, cJSON *out, const char *k, const cJSON *v, cons
 }
 
 /* Appends the plain schemas part stands for to flat: $ref and allOf
- * expanded depth first, so properties keep the order they are written in. */
+ * expanded depth first, so properties keep the order they are written in.
+ * depth counts the allOf / $ref levels above p (a $ref cycle never ends). */
 static void flatten_one(js *c, const cJSON *p, const char *path, const cJSON **flat, int *n,
-                        int *budget) {
+                        int *budget, int depth) {
     if (c->st || cJSON_IsTrue(p)) return;
+    if (depth > JS_MAX_DEPTH) {
+        js_fail(c, path, NU_ERR_UNSUPPORTED,
+                "allOf / $ref nested more than %d deep (or a $ref that refers to itself)",
+                JS_MAX_DEPTH);
+        return;
+    }
     if (--*budget < 0 || *n >= JS_MAX_PARTS) {
-        js_fail(c, path, NU_ERR_UNSUPPORTED, "allOf / $ref nested too deeply (or in a cycle)");
+        js_fail(c, path, NU_ERR_UNSUPPORTED,
+                "allOf / $ref combine more than %d schemas here; at most %d are supported",
+                JS_MAX_PARTS, JS_MAX_PARTS);
         return;
     }
     if (!cJSON_IsObject(p)) {
@@ -1202,17 +1211,19 @@ static void flatten_one(js *c, const cJSON *p, const char *path, const cJSON **f
         js_fail(c, path, NU_ERR_FORMAT, "'$ref' must be a string");
         return;
     }
-    if (ref) flatten_one(c, resolve_ref(c, ref->valuestring, path), path, flat, n, budget);
+    if (ref)
+        flatten_one(c, resolve_ref(c, ref->valuestring, path), path, flat, n, budget, depth + 1);
     for (const cJSON *b = all ? all->child : NULL; b && !c->st; b = b->next)
-        flatten_one(c, b, path, flat, n, budget);
+        flatten_one(c, b, path, flat, n, budget, depth + 1);
     if (has_constraints(p, "$ref", "allOf"))
-        flatten_one(c, without(c, p, "$ref", "allOf"), path, flat, n, budget);
+        flatten_one(c, without(c, p, "$ref", "allOf"), path, flat, n, budget, depth + 1);
 }
 
 /* Expands $ref and allOf in the parts into plain schemas (in order). */
 static int flatten(js *c, const cJSON *const *parts, int n, const char *path, const cJSON **flat) {
     int n_flat = 0, budget = JS_MAX_PARTS;
-    for (int i = 0; i < n && !c->st; i++) flatten_one(c, parts[i], path, flat, &n_flat, &budget);
+    for (int i = 0; i < n && !c->st; i++)
+        flatten_one(c, parts[i], path, flat, &n_flat, &budget, 0);
     return c->st ? -1 : n_flat;
 }
 
@@ -1394,8 +1405,13 @@ static void js_any_of(js *c, const cJSON *s, const char *path, const char *name,
         return;
     }
     int n = cJSON_GetArraySize(list);
-    if (!cJSON_IsArray(list) || n == 0 || n > JS_MAX_PARTS) {
+    if (!cJSON_IsArray(list) || n == 0) {
         js_fail(c, path, NU_ERR_FORMAT, "'%s' must be a non-empty array", key);
+        return;
+    }
+    if (n > JS_MAX_PARTS) {
+        js_fail(c, path, NU_ERR_UNSUPPORTED, "'%s' has %d branches; at most %d are supported", key,
+                n, JS_MAX_PARTS);
         return;
     }
     const cJSON *branch[JS_MAX_PARTS];
