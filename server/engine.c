@@ -125,6 +125,18 @@ bool srv_job_wait(srv_job *job, int client_fd) {
     return true;
 }
 
+bool srv_job_wait_done(srv_job *job, double timeout_ms) {
+    double until = nu_time_ms() + timeout_ms;
+    for (;;) {
+        pthread_mutex_lock(&job->mu);
+        bool done = job->done;
+        pthread_mutex_unlock(&job->mu);
+        if (done) return true;
+        if (nu_time_ms() >= until) return false;
+        srv_job_wait(job, -1);
+    }
+}
+
 /* Marks a job done with an error (job->mu held). */
 static void fail_locked(srv_job *job, int status, const char *msg) {
     if (!job->failed) {
@@ -218,6 +230,10 @@ static void submit_to_scheduler(srv_engine *e, srv_job *job) {
             return;
         }
     }
+    pthread_mutex_lock(&job->mu);
+    job->admitted = true;
+    pthread_mutex_unlock(&job->mu);
+    notify(job);
 }
 
 /* Moves queued jobs to the scheduler while slots allow (e->mu held). A beam

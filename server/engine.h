@@ -58,7 +58,8 @@ typedef struct srv_job {
     bool failed; /* done with an error instead of results */
     int fail_status;
     char fail_message[512];
-    bool cancel; /* the client went away or the server stops */
+    bool admitted; /* the scheduler took every prompt (a stream may start) */
+    bool cancel;   /* the client went away or the server stops */
     int refs;
     int efd;                       /* eventfd: the engine writes when there is news */
     double t_submit, t_first_text; /* nu_time_ms() */
@@ -115,6 +116,11 @@ void srv_engine_get_stats(srv_engine *e, srv_engine_stats *out);
 /* Whether a job submitted now would be queued rather than refused as
  * "queue full" (the rule srv_engine_submit applies). */
 bool srv_engine_stats_accepting(const srv_engine_stats *st);
+
+/* After srv_engine_cancel: waits (at most timeout_ms) until the engine has
+ * let go of the job, so that its results (how many tokens it made) can be
+ * read; false when it has not by then. */
+bool srv_job_wait_done(srv_job *job, double timeout_ms);
 
 /* Waits until the job has news (the eventfd) or the client socket closes;
  * false when the client is gone. client_fd < 0: do not watch a socket. */

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "deadlines.h"
 #include "http.h"
 #include "openai_resp.h"
 #include "responses.h"
@@ -67,12 +68,22 @@ srv_config srv_default_config(void) {
                     .max_body = 1 << 20,
                     .max_queue = 64,
                     .max_connections = 256,
+                    .max_connections_per_address = 64,
                     .timeout_s = 60,
                     .shutdown_grace_s = 10};
     return c;
 }
 
 /* ---- answers ------------------------------------------------------------- */
+
+/* Set on a connection's thread once its client has gone: libmicrohttpd's
+ * "internal error" messages that follow are about that, not a fault, and
+ * the request's log line already says the connection closed early. */
+static _Thread_local bool client_gone;
+
+void srv_client_gone(void) {
+    client_gone = true;
+}
 
 int srv_client_fd(struct MHD_Connection *c) {
     const union MHD_ConnectionInfo *info =
@@ -99,7 +110,10 @@ enum MHD_Result srv_answer(struct MHD_Connection *c, srv_conn *cs, int status, c
     MHD_add_response_header(resp, "Content-Type", content_type ? content_type : "application/json");
     if (status == 503 || status == 429) MHD_add_response_header(resp, "Retry-After", "1");
     if (status == 401) MHD_add_response_header(resp, "WWW-Authenticate", "Bearer");
-    if (status == 405 && cs->route) MHD_add_response_header(resp, "Allow", cs->route->method);
+    if (status == 405 && cs->route)
+        MHD_add_response_header(resp, "Allow",
+                                strcmp(cs->route->method, "GET") ? cs->route->method : "GET, HEAD");
+    if (cs->close) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, resp);
     MHD_destroy_response(resp);
     cs->status = status;
@@ -143,11 +157,18 @@ enum MHD_Result srv_answer_error(struct MHD_Connection *c, srv_conn *cs, const s
 
 /* ---- routing and checks -------------------------------------------------- */
 
+/* Whether a request's method fits a route's: HEAD goes wherever GET does
+ * (RFC 9110 section 9.3.2; libmicrohttpd leaves the body out). */
+static bool method_fits(const char *method, const char *route_method) {
+    return !strcmp(method, route_method) ||
+           (!strcmp(route_method, "GET") && !strcmp(method, "HEAD"));
+}
+
 /* The route for url; *other_method is set when only the method is wrong. */
 static const srv_route *find_route(const char *method, const char *url, bool *other_method) {
     *other_method = false;
     if (srv_web_find(url)) {
-        *other_method = strcmp(method, "GET") && strcmp(method, "HEAD");
+        *other_method = !method_fits(method, "GET");
         return &web_route;
     }
     const srv_route *found = NULL;
@@ -156,7 +177,7 @@ static const srv_route *find_route(const char *method, const char *url, bool *ot
         bool match = r->prefix ? !strncmp(url, r->path, strlen(r->path)) && url[strlen(r->path)]
                                : !strcmp(url, r->path);
         if (!match) continue;
-        if (!strcmp(method, r->method)) return r;
+        if (method_fits(method, r->method)) return r;
         found = r;
     }
     *other_method = found != NULL;
@@ -201,10 +222,67 @@ static enum MHD_Result refuse(struct MHD_Connection *c, srv_conn *cs, int status
     return srv_answer_error(c, cs, &err);
 }
 
-/* The first call for a request: route, key and declared size are checked
- * before any body is read, so refused uploads are never buffered. */
+/* What the headers say about the body's framing. */
+typedef struct body_framing {
+    int n_length;        /* Content-Length values seen (a list counts each) */
+    bool lengths_differ; /* two of them differ, or one is not a number */
+    unsigned long long length;
+    bool transfer_encoding;
+} body_framing;
+
+/* Reads one Content-Length value, a comma-separated list of equal lengths
+ * at most (RFC 9110 section 8.6). */
+static void read_length(body_framing *f, const char *v) {
+    for (;;) {
+        while (*v == ' ' || *v == '\t') v++;
+        if (*v < '0' || *v > '9') {
+            f->lengths_differ = true;
+            return;
+        }
+        char *end;
+        unsigned long long n = strtoull(v, &end, 10);
+        if (f->n_length++ > 0 && n != f->length) f->lengths_differ = true;
+        f->length = n;
+        v = end;
+        while (*v == ' ' || *v == '\t') v++;
+        if (*v == 0) return;
+        if (*v++ != ',') {
+            f->lengths_differ = true;
+            return;
+        }
+    }
+}
+
+static enum MHD_Result on_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 const char *value) {
+    body_framing *f = cls;
+    (void)kind;
+    if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) read_length(f, value ? value : "");
+    if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) f->transfer_encoding = true;
+    return MHD_YES;
+}
+
+/* RFC 9112 section 6.3: a body with both Content-Length and
+ * Transfer-Encoding, or with Content-Length values that disagree, has no
+ * trustworthy end; such a request is refused and the connection closed,
+ * since what follows on it cannot be read as the next request. */
+static bool framing_ok(struct MHD_Connection *c, srv_conn *cs, const char **why) {
+    body_framing f = {0};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, on_header, &f);
+    *why = f.transfer_encoding && f.n_length > 0
+               ? "the request has both Content-Length and Transfer-Encoding (RFC 9112 section 6.3)"
+           : f.lengths_differ ? "the request's Content-Length headers disagree or are not numbers"
+                              : NULL;
+    if (*why) cs->close = true;
+    return *why == NULL;
+}
+
+/* The first call for a request: framing, route, key and declared size are
+ * checked before any body is read, so refused uploads are never buffered. */
 static enum MHD_Result on_headers(srv_state *s, struct MHD_Connection *c, srv_conn *cs,
                                   const char *url, const char *method) {
+    const char *why;
+    if (!framing_ok(c, cs, &why)) return refuse(c, cs, 400, "bad_framing", "%s", why);
     bool other_method;
     cs->route = find_route(method, url, &other_method);
     if (!cs->route)
@@ -219,7 +297,10 @@ static enum MHD_Result on_headers(srv_state *s, struct MHD_Connection *c, srv_co
     if (cl && strtoull(cl, NULL, 10) > s->cfg->max_body)
         return refuse(c, cs, 413, "body_too_large", "the request body is larger than %zu bytes",
                       s->cfg->max_body);
-    if (!strcmp(method, "GET")) return srv_handle(s, c, cs, url);
+    if (!strcmp(method, "GET") || !strcmp(method, "HEAD")) {
+        srv_deadlines_received(c);
+        return srv_handle(s, c, cs, url);
+    }
     return MHD_YES;
 }
 
@@ -251,6 +332,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
     srv_conn *cs = *con_cls;
     (void)version;
     if (!cs) {
+        client_gone = false;
         if (!(cs = calloc(1, sizeof *cs))) return MHD_NO;
         *con_cls = cs;
         cs->t0 = nu_time_ms();
@@ -259,6 +341,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         return on_headers(s, c, cs, url, method);
     }
     if (cs->answered) {
+        if (*upload_size == 0) srv_deadlines_received(c);
         *upload_size = 0;
         return MHD_YES;
     }
@@ -270,6 +353,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
     if (cs->too_large)
         return refuse(c, cs, 413, "body_too_large", "the request body is larger than %zu bytes",
                       s->cfg->max_body);
+    srv_deadlines_received(c);
     if (!cs->body && !(cs->body = calloc(1, 1))) return MHD_NO;
     return srv_handle(s, c, cs, url);
 }
@@ -313,6 +397,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     int status = cs->status ? cs->status : 499;
     bool aborted = toe != MHD_REQUEST_TERMINATED_COMPLETED_OK;
     srv_answer_end(s, cs);
+    if (!aborted) srv_deadlines_next(c); /* a kept-alive connection waits for its next request */
     srv_metrics_request(s->metrics, cs->route ? cs->route->name : "unknown", status, ms / 1e3);
     if (!s->cfg->quiet)
         fprintf(stderr, "nucleus: %s %s %d %.1f ms prompt=%lld completion=%lld%s\n", cs->method,
@@ -325,7 +410,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
     const srv_state *s = cls;
-    if (s->cfg->quiet) return;
+    if (s->cfg->quiet || client_gone) return;
     fputs("nucleus: http: ", stderr);
     vfprintf(stderr, fmt, ap);
 }
@@ -343,11 +428,14 @@ static struct MHD_Daemon *start_http(srv_state *s, char *msg, size_t cap) {
     if (rc != 0) return snprintf(msg, cap, "--host %s: %s", s->cfg->host, gai_strerror(rc)), NULL;
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ITC |
                      MHD_USE_ERROR_LOG | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    /* the port is only for libmicrohttpd's messages: the address says where to listen */
     struct MHD_Daemon *d = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_access, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
-        MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        flags, (uint16_t)s->cfg->port, NULL, NULL, on_access, s, MHD_OPTION_EXTERNAL_LOGGER,
+        mhd_log, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg->timeout_s, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)s->cfg->max_connections, MHD_OPTION_END);
+        (unsigned)s->cfg->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (unsigned)s->cfg->max_connections_per_address, MHD_OPTION_NOTIFY_CONNECTION,
+        srv_deadlines_notify, s->deadlines, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!d)
         snprintf(msg, cap, "cannot listen on %s:%d (%s)", s->cfg->host, s->cfg->port,
@@ -366,6 +454,7 @@ static void stop_all(srv_state *s, struct MHD_Daemon *d) {
     if (s->models) srv_models_stop_labs(s->models);
     if (d) MHD_stop_daemon(d);
     srv_models_free(s->models);
+    srv_deadlines_stop(s->deadlines);
     srv_metrics_free(s->metrics);
     srv_responses_free(s->responses);
 }
@@ -436,7 +525,8 @@ int srv_run(const srv_config *cfg) {
     struct MHD_Daemon *d = NULL;
     if (!(s.metrics = srv_metrics_new()) || !(s.responses = srv_responses_new()))
         snprintf(msg, sizeof msg, "out of memory");
-    else if (srv_models_new(cfg, s.metrics, &s.models, msg, sizeof msg))
+    else if (srv_models_new(cfg, s.metrics, &s.models, msg, sizeof msg) &&
+             (s.deadlines = srv_deadlines_start(cfg->timeout_s, cfg->quiet, msg, sizeof msg)))
         d = start_http(&s, msg, sizeof msg);
     if (!d) {
         fprintf(stderr, "nucleus: %s\n", msg);

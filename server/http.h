@@ -30,6 +30,7 @@ typedef struct srv_state {
     int32_t answers_in_flight;
     /* Set on SIGTERM / SIGINT: /health/ready answers 503 from then on. */
     atomic_bool draining;
+    struct srv_deadlines *deadlines; /* connections still receiving a request (http.c) */
 } srv_state;
 
 /* One HTTP request while it is being received and answered. */
@@ -42,7 +43,8 @@ typedef struct srv_conn {
     double t0;      /* nu_time_ms() at the first call */
     int status;     /* the status answered (for the log line and metrics) */
     int64_t prompt_tokens, completion_tokens;
-    char method[8];
+    bool close; /* answer with Connection: close (the request's framing is broken) */
+    char method[64];
     char url[128];
 } srv_conn;
 
@@ -98,6 +100,9 @@ enum MHD_Result srv_answer_error(struct MHD_Connection *c, srv_conn *cs, const s
 enum MHD_Result srv_answer_stream(struct MHD_Connection *c, srv_conn *cs, const char *content_type,
                                   MHD_ContentReaderCallback read, void *cls,
                                   MHD_ContentReaderFreeCallback free_cls);
+/* The client of the connection this thread serves has gone away (quiets
+ * libmicrohttpd's messages about the aborted answer). */
+void srv_client_gone(void);
 /* The connection's socket, or -1. */
 int srv_client_fd(struct MHD_Connection *c);
 

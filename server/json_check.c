@@ -35,6 +35,9 @@ typedef struct json_scan {
     size_t n_keys, cap_keys;
     char *arena;
     size_t arena_len, arena_cap;
+    const char *want; /* json_member_text: the top-level key looked for */
+    bool capture;     /* its value comes next */
+    size_t found, found_len;
 } json_scan;
 
 static bool failf(json_scan *sc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -225,6 +228,8 @@ static bool key(json_scan *sc) {
     if (!string(sc, true)) return false;
     k->len = sc->arena_len - k->off;
     sc->n_keys++;
+    sc->capture = sc->want && sc->depth == 1 && k->len == strlen(sc->want) &&
+                  !memcmp(sc->arena + k->off, sc->want, k->len);
     skip_ws(sc);
     if (sc->i >= sc->n || sc->s[sc->i] != ':') return syntax(sc, "expected ':' after a key");
     sc->i++;
@@ -285,6 +290,7 @@ static bool value(json_scan *sc, bool *open) {
     if (sc->i >= sc->n) return syntax(sc, "expected a value");
     char c = sc->s[sc->i];
     if (c == '{' || c == '[') {
+        sc->capture = false;
         if (!open_level(sc, c == '{')) return false;
         skip_ws(sc);
         if (sc->i < sc->n && sc->s[sc->i] == (c == '{' ? '}' : ']')) {
@@ -295,12 +301,16 @@ static bool value(json_scan *sc, bool *open) {
         *open = true;
         return c == '[' || key(sc);
     }
-    if (c == '"') return string(sc, false);
-    if (c == '-' || (c >= '0' && c <= '9')) return number(sc);
-    if (c == 't') return literal(sc, "true");
-    if (c == 'f') return literal(sc, "false");
-    if (c == 'n') return literal(sc, "null");
-    return syntax(sc, "expected a value");
+    size_t start = sc->i;
+    bool ok = c == '"'                             ? string(sc, false)
+              : c == '-' || (c >= '0' && c <= '9') ? number(sc)
+              : c == 't'                           ? literal(sc, "true")
+              : c == 'f'                           ? literal(sc, "false")
+              : c == 'n'                           ? literal(sc, "null")
+                                                   : syntax(sc, "expected a value");
+    if (ok && sc->capture) sc->found = start, sc->found_len = sc->i - start;
+    sc->capture = false;
+    return ok;
 }
 
 /* After a complete value inside a container: ',' and the next member, or
@@ -341,7 +351,10 @@ static bool scan_body(json_scan *sc) {
     return true;
 }
 
-bool json_body_check(const char *body, size_t n, char *msg, size_t cap) {
+/* Checks the body; with want, *found / *found_len get the text of that
+ * top-level member's scalar value (found_len 0: none). */
+static bool check(const char *body, size_t n, const char *want, size_t *found, size_t *found_len,
+                  char *msg, size_t cap) {
     size_t bad;
     if (!nu_utf8_valid(body, n, &bad)) {
         snprintf(msg, cap, "the request body is not valid UTF-8 (byte %zu)", bad);
@@ -356,10 +369,24 @@ bool json_body_check(const char *body, size_t n, char *msg, size_t cap) {
     sc->n = n;
     sc->msg = msg;
     sc->cap = cap;
+    sc->want = want;
     bool ok =
         n > 0 ? scan_body(sc) : failf(sc, "the request body is empty (a JSON object is needed)");
+    if (found) *found = sc->found, *found_len = sc->found_len;
     free(sc->keys);
     free(sc->arena);
     free(sc);
     return ok;
+}
+
+bool json_body_check(const char *body, size_t n, char *msg, size_t cap) {
+    return check(body, n, NULL, NULL, NULL, msg, cap);
+}
+
+size_t json_member_text(const char *body, size_t n, const char *key, const char **text) {
+    char msg[160];
+    size_t at = 0, len = 0;
+    if (!check(body, n, key, &at, &len, msg, sizeof msg)) return 0;
+    *text = body + at;
+    return len;
 }

@@ -25,4 +25,10 @@
  * and returns false. An empty body is refused. */
 bool json_body_check(const char *body, size_t n, char *msg, size_t cap);
 
+/* The exact text of the scalar value of a top-level member of a body that
+ * passes json_body_check: its length, *text pointing into body; 0 when the
+ * member is absent or not a scalar. For numbers that a double cannot hold
+ * exactly (64-bit seeds). */
+size_t json_member_text(const char *body, size_t n, const char *key, const char **text);
+
 #endif

@@ -705,7 +705,8 @@ static bool produce(void *cls) {
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     ollama_stream *st = cls;
     (void)pos;
-    return srv_stream_pump(&st->out, st->job, st->client_fd, produce, st, buf, max);
+    return srv_stream_pump(&st->out, st->job, st->client_fd, produce, st, st->completion_tokens,
+                           buf, max);
 }
 
 static void stream_free(void *cls) {
@@ -723,6 +724,8 @@ static void stream_free(void *cls) {
 
 static enum MHD_Result answer_stream(struct MHD_Connection *c, srv_conn *cs, srv_job *job,
                                      bool generate, const ollama_timing *t) {
+    enum MHD_Result ret;
+    if (!srv_await_start(job, c, cs, &ret)) return ret;
     ollama_stream *st = calloc(1, sizeof *st);
     if (st) {
         st->job = job;

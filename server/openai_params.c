@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdarg.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,16 @@ static const cJSON *field(const cJSON *obj, const char *name) {
     return v && !cJSON_IsNull(v) ? v : NULL;
 }
 
+/* x in the fewest digits that read back as x (2.0000001 stays 2.0000001,
+ * never "2"), so a refusal shows the value that was sent. */
+static const char *shortest(double x, char buf[32]) {
+    for (int digits = 1; digits <= 17; digits++) {
+        snprintf(buf, 32, "%.*g", digits, x);
+        if (strtod(buf, NULL) == x) break;
+    }
+    return buf;
+}
+
 /* The field helpers return 1 when the field is present and valid, 0 when it
  * is absent, -1 (err filled) when it has the wrong type or value. */
 static int get_number(const cJSON *obj, const char *name, double lo, double hi, double *out,
@@ -59,10 +70,16 @@ static int get_number(const cJSON *obj, const char *name, double lo, double hi, 
     if (!v) return 0;
     if (!cJSON_IsNumber(v)) return BAD(err, name, "'%s' must be a number", name), -1;
     double x = v->valuedouble;
+    char a[32], b[32];
     if (!isfinite(x)) return BAD(err, name, "'%s' must be a finite number", name), -1;
-    if (x < lo) return BAD(err, name, "'%s' is %g, less than the minimum of %g", name, x, lo), -1;
+    if (x < lo)
+        return BAD(err, name, "'%s' is %s, less than the minimum of %s", name, shortest(x, a),
+                   shortest(lo, b)),
+               -1;
     if (x > hi)
-        return BAD(err, name, "'%s' is %g, greater than the maximum of %g", name, x, hi), -1;
+        return BAD(err, name, "'%s' is %s, greater than the maximum of %s", name, shortest(x, a),
+                   shortest(hi, b)),
+               -1;
     *out = x;
     return 1;
 }
@@ -82,12 +99,15 @@ static int get_int(const cJSON *obj, const char *name, int64_t lo, int64_t hi, i
         return -1;
     }
     double x = v->valuedouble;
+    char a[32];
     if (x < (double)lo || x < -9.2e18) {
-        BAD(err, name, "'%s' is %.15g, less than the minimum of %lld", name, x, (long long)lo);
+        BAD(err, name, "'%s' is %s, less than the minimum of %lld", name, shortest(x, a),
+            (long long)lo);
         return -1;
     }
     if (x > (double)hi || x > 9.2e18) {
-        BAD(err, name, "'%s' is %.15g, greater than the maximum of %lld", name, x, (long long)hi);
+        BAD(err, name, "'%s' is %s, greater than the maximum of %lld", name, shortest(x, a),
+            (long long)hi);
         return -1;
     }
     *out = (int64_t)x;
@@ -205,10 +225,45 @@ static bool parse_openai_sampling(const cJSON *root, srv_request *r, srv_error *
     if (got && s->top_p == 0) s->top_p = 1e-9f; /* keep only the most likely token */
     if (get_float(root, "presence_penalty", -2, 2, &s->presence_penalty, err) < 0) return false;
     if (get_float(root, "frequency_penalty", -2, 2, &s->frequency_penalty, err) < 0) return false;
-    int64_t seed;
-    if ((got = get_int(root, "seed", INT64_MIN, INT64_MAX, &seed, err)) < 0) return false;
-    if (got) s->seed = (uint64_t)seed;
+    /* the seed's value as a double first (its type and rough range); exact_seed
+     * reads the digits themselves, which a double rounds past 2^53 */
+    double seed;
+    if ((got = get_number(root, "seed", -HUGE_VAL, HUGE_VAL, &seed, err)) < 0) return false;
+    if (got && !is_integer(seed)) return BAD(err, "seed", "'seed' must be an integer");
+    if (got) s->seed = fabs(seed) < 0x1p53 ? (uint64_t)(int64_t)seed : 0; /* exact_seed decides */
     r->seed_given = got == 1;
+    return true;
+}
+
+/* The seed as written: any int64_t, exactly (-9223372036854775808 ..
+ * 9223372036854775807). A seed written with a fraction or an exponent is
+ * taken as its double only while that is exact (below 2^53). */
+static bool exact_seed(const char *body, size_t len, srv_request *r, srv_error *err) {
+    const char *text = NULL;
+    size_t n = json_member_text(body, len, "seed", &text);
+    char buf[64];
+    bool plain = n > 0 && n < sizeof buf;
+    for (size_t i = 0; plain && i < n; i++)
+        plain = (text[i] >= '0' && text[i] <= '9') || (i == 0 && text[i] == '-');
+    if (!plain) {
+        const cJSON *v = cJSON_ParseWithLength(text, n);
+        double x = v && cJSON_IsNumber(v) ? v->valuedouble : 0;
+        cJSON_Delete((cJSON *)v);
+        if (fabs(x) >= 0x1p53)
+            return BAD(err, "seed",
+                       "'seed' must be written as digits (no fraction or exponent) when it is "
+                       "2^53 or more in size, so that it is read exactly");
+        return true;
+    }
+    memcpy(buf, text, n);
+    buf[n] = 0;
+    errno = 0;
+    long long v = strtoll(buf, NULL, 10);
+    if (errno == ERANGE)
+        return BAD(err, "seed", "'seed' is %s, %s", buf,
+                   v < 0 ? "less than the minimum of -9223372036854775808"
+                         : "greater than the maximum of 9223372036854775807");
+    r->gen.sampling.seed = (uint64_t)v;
     return true;
 }
 
@@ -1112,6 +1167,7 @@ bool srv_parse_request(const char *body, size_t len, srv_kind kind, const srv_li
     }
     bool ok = cJSON_IsObject(root) ? parse_fields(root, out, lim, err)
                                    : BAD(err, NULL, "the request body must be a JSON object");
+    if (ok && out->seed_given) ok = exact_seed(body, len, out, err);
     cJSON_Delete(root);
     if (!ok) srv_request_free(out);
     return ok;

@@ -245,6 +245,13 @@ static bool prepare_prompt(const srv_model *m, srv_job *job, int32_t p, const ch
                         "the prompt has %d tokens; this %s takes at most %d", n,
                         ctx < m->ctx_per_slot ? "request's context" : "server", most);
     int32_t room = ctx - n, want = r->gen.n_predict;
+    if (want > room) /* asked for: refused rather than cut short */
+        return srv_fail(err, 400, "invalid_request_error", "context_length_exceeded", "max_tokens",
+                        "the prompt has %d tokens and max_tokens is %d: %lld tokens, more than "
+                        "a request's context of %d (%s); ask for at most %d",
+                        n, want, (long long)n + want, ctx,
+                        ctx < m->ctx_per_slot ? "num_ctx" : "--ctx", room);
+    /* left out: 16 for completions, the rest of the context for chat, within the room left */
     if (want < 0) want = r->kind == SRV_COMPLETION ? 16 : m->limits.max_tokens;
     job->n_predict[p] = want < room ? want : room;
     if (r->beam && job->n_predict[p] < 1)
@@ -268,6 +275,76 @@ static void set_stops(const srv_model *m, srv_job *job) {
     job->gen.n_stop_tokens = n;
 }
 
+/* The KV cache cells a job may fill: each prompt once (its samples share
+ * its cells), and every sample's tokens. Jobs within --parallel samples
+ * always fit beside each other (each sample's prompt and max_tokens fit a
+ * slot's context); a wider job runs alone, so it only has to fit the whole
+ * cache. When it does not, max_tokens left out shrinks to what fits; given,
+ * the request is refused: its choices would otherwise end early with
+ * finish_reason "length" when the cache ran out. */
+static bool fit_cache(const srv_model *m, srv_job *job, srv_error *err) {
+    const srv_request *r = &job->req;
+    int64_t cells = nu_context_n_ctx(m->ctx), prompts = 0, need = 0;
+    int64_t samples = (int64_t)job->n_prompts * job->n_per_prompt;
+    if (r->beam) return true; /* beam search runs alone within its own limits */
+    for (int32_t p = 0; p < job->n_prompts; p++) {
+        prompts += job->n_prompt_tokens[p];
+        need += job->n_prompt_tokens[p] + (int64_t)job->n_per_prompt * job->n_predict[p];
+    }
+    if (need <= cells) return true;
+    int64_t each = (cells - prompts) / samples;
+    if (r->gen.n_predict < 0 && each >= 1) {
+        for (int32_t p = 0; p < job->n_prompts; p++)
+            if (job->n_predict[p] > each) job->n_predict[p] = (int32_t)each;
+        return true;
+    }
+    int32_t most = 0;
+    for (int32_t p = 0; p < job->n_prompts; p++)
+        if (job->n_predict[p] > most) most = job->n_predict[p];
+    return srv_fail(err, 400, "invalid_request_error", "context_length_exceeded",
+                    samples > 1 ? "n" : "max_tokens",
+                    "%lld samples (n, best_of and prompts) of up to %d tokens after %lld prompt "
+                    "tokens need %lld KV cache cells; the cache holds %lld (--ctx %d x --parallel "
+                    "%lld): ask for fewer samples or tokens (at most %lld each)",
+                    (long long)samples, most, (long long)prompts, (long long)need, (long long)cells,
+                    m->ctx_per_slot, (long long)(cells / m->ctx_per_slot),
+                    (long long)(each > 0 ? each : 0));
+}
+
+/* The field a request's constraint came from (for errors). */
+static const char *constraint_param(const srv_request *r) {
+    if (r->format != SRV_FORMAT_TEXT) return "response_format";
+    if (r->grammar) return "grammar";
+    if (r->regex) return "regex";
+    if (r->n_choices) return "choice";
+    return "tools";
+}
+
+/* What the scheduler checks when the engine hands it the job, checked here
+ * first: a stream must not start with 200 and then end in an error event,
+ * and a request that can never run should not wait in the queue first. */
+static bool check_as_scheduler(srv_job *job, srv_error *err) {
+    nu_error e;
+    for (int32_t p = 0; p < job->n_prompts && !job->req.beam; p++) {
+        nu_generate_params gen = job->gen;
+        gen.n = job->n_per_prompt;
+        gen.n_predict = job->n_predict[p];
+        if (nu_generate_params_check(&gen, &e) != NU_OK)
+            return srv_fail(err, 400, "invalid_request_error", NULL, NULL, "%s", e.message);
+        if (!job->grammar) continue;
+        nu_grammar_state *st = NULL;
+        nu_status rc = nu_grammar_state_new(job->grammar, &st, &e);
+        if (rc == NU_OK) rc = nu_grammar_state_set_budget(st, job->n_predict[p], &e);
+        nu_grammar_state_free(st);
+        if (rc == NU_ERR_NOMEM)
+            return srv_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+        if (rc != NU_OK)
+            return srv_fail(err, 400, "invalid_request_error", NULL, constraint_param(&job->req),
+                            "%s", e.message);
+    }
+    return true;
+}
+
 /* Everything the engine needs: prompts tokenized, limits applied. */
 static bool build_job(const srv_model *m, srv_job *job, srv_error *err) {
     srv_request *r = &job->req;
@@ -288,7 +365,7 @@ static bool build_job(const srv_model *m, srv_job *job, srv_error *err) {
     cJSON_free(vars);
     if (!ok) return false;
     job->slots = r->beam ? 2 * r->beam_params.width : n_prompts * per;
-    return true;
+    return fit_cache(m, job, err) && check_as_scheduler(job, err);
 }
 
 srv_job *srv_submit(srv_state *s, srv_model *m, srv_request *req, srv_conn *cs, srv_error *err) {
@@ -314,19 +391,49 @@ void srv_job_drop(srv_job *job) {
     srv_job_release(job);
 }
 
-bool srv_await(srv_job *job, struct MHD_Connection *c, srv_conn *cs) {
+/* Waits until the job is done (or, with started, until the scheduler has
+ * taken it); false when the client went away first (the job is cancelled
+ * and released then). */
+static bool wait_job(srv_job *job, struct MHD_Connection *c, srv_conn *cs, bool started) {
     int fd = srv_client_fd(c);
     for (;;) {
         pthread_mutex_lock(&job->mu);
-        bool done = job->done;
+        bool ready = job->done || (started && job->admitted);
         pthread_mutex_unlock(&job->mu);
-        if (done) return true;
+        if (ready) return true;
         if (!srv_job_wait(job, fd)) {
-            srv_job_drop(job);
+            srv_engine_cancel(job->model->engine, job);
+            int64_t prompt; /* the log line counts what was made before the cancel */
+            if (srv_job_wait_done(job, 5000)) srv_job_usage(job, &prompt, &cs->completion_tokens);
+            srv_job_release(job);
             cs->status = 499; /* client closed the request */
+            srv_client_gone();
             return false;
         }
     }
+}
+
+bool srv_await(srv_job *job, struct MHD_Connection *c, srv_conn *cs) {
+    return wait_job(job, c, cs, false);
+}
+
+/* The error a failed job ended with, answered (and the job released). */
+static enum MHD_Result answer_failure(struct MHD_Connection *c, srv_conn *cs, srv_job *job) {
+    srv_error err;
+    srv_job_error(job, &err);
+    srv_job_release(job);
+    return srv_answer_error(c, cs, &err);
+}
+
+bool srv_await_start(srv_job *job, struct MHD_Connection *c, srv_conn *cs, enum MHD_Result *ret) {
+    *ret = MHD_NO;
+    if (!wait_job(job, c, cs, true)) return false;
+    pthread_mutex_lock(&job->mu);
+    bool failed = job->failed && !job->admitted;
+    pthread_mutex_unlock(&job->mu);
+    if (!failed) return true;
+    *ret = answer_failure(c, cs, job);
+    return false;
 }
 
 enum MHD_Result srv_answer_job(struct MHD_Connection *c, srv_conn *cs, srv_job *job,
@@ -335,14 +442,8 @@ enum MHD_Result srv_answer_job(struct MHD_Connection *c, srv_conn *cs, srv_job *
     if (!srv_await(job, c, cs)) return MHD_NO;
     int64_t prompt;
     srv_job_usage(job, &prompt, &cs->completion_tokens);
-    enum MHD_Result ret;
-    if (job->failed) {
-        srv_error err;
-        srv_job_error(job, &err);
-        ret = srv_answer_error(c, cs, &err);
-    } else {
-        ret = srv_answer(c, cs, 200, body(job, arg), NULL);
-    }
+    if (job->failed) return answer_failure(c, cs, job);
+    enum MHD_Result ret = srv_answer(c, cs, 200, body(job, arg), NULL);
     srv_job_release(job);
     return ret;
 }

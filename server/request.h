@@ -58,6 +58,13 @@ srv_job *srv_submit(srv_state *s, srv_model *m, srv_request *req, srv_conn *cs, 
  * is then cancelled and released, and cs->status is 499). */
 bool srv_await(srv_job *job, struct MHD_Connection *c, srv_conn *cs);
 
+/* Before a stream's first byte: waits until the scheduler has taken the
+ * job, so that whatever it refuses is still a plain error status rather
+ * than an error event after 200. True: the stream may start. False: *ret
+ * is the answer (the error, or MHD_NO when the client left) and the job is
+ * released. */
+bool srv_await_start(srv_job *job, struct MHD_Connection *c, srv_conn *cs, enum MHD_Result *ret);
+
 /* Non-streaming: waits for the job, then answers with body(job, arg) (a
  * malloc'd JSON text) or the error it failed with, and releases it. */
 enum MHD_Result srv_answer_job(struct MHD_Connection *c, srv_conn *cs, srv_job *job,

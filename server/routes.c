@@ -24,9 +24,12 @@ static char *response_body(const srv_job *job, const void *rc) {
     return srv_response_json(rc, job);
 }
 
-/* Streaming: the body comes from the job as it runs. */
+/* Streaming: the body comes from the job as it runs, once the scheduler
+ * has taken it. */
 static enum MHD_Result answer_stream(struct MHD_Connection *c, srv_conn *cs, srv_job *job,
                                      const srv_resp_ctx *rc) {
+    enum MHD_Result ret;
+    if (!srv_await_start(job, c, cs, &ret)) return ret;
     srv_engine *engine = job->model->engine;
     srv_stream *st = srv_stream_new(engine, job, rc, srv_client_fd(c), &cs->completion_tokens);
     if (!st) {

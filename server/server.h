@@ -41,7 +41,8 @@ typedef struct srv_config {
     int32_t max_tokens_limit;  /* 0: the slot's context */
     int32_t max_queue;         /* requests waiting for a slot */
     int32_t max_connections;
-    int timeout_s;              /* idle connection timeout */
+    int32_t max_connections_per_address;
+    int timeout_s; /* idle connection timeout, and the most a request may take to arrive */
     double shutdown_grace_s;    /* how long in-flight work may finish on shutdown */
     double drain_delay_s;       /* on SIGTERM, how long to report not ready and serve on first */
     const char *chat_template;  /* NAME or FILE, or NULL for the model's */

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "http.h"
+
 struct srv_stream {
     srv_engine *engine;
     srv_job *job;
@@ -195,7 +197,8 @@ static bool produce(void *cls) {
 }
 
 ssize_t srv_stream_pump(srv_stream_out *o, srv_job *job, int client_fd,
-                        bool (*produce_more)(void *), void *st, char *buf, size_t max) {
+                        bool (*produce_more)(void *), void *st, int64_t *completion_tokens,
+                        char *buf, size_t max) {
     while (o->off == o->buf.len) {
         o->off = 0;
         nu_buf_clear(&o->buf);
@@ -204,6 +207,10 @@ ssize_t srv_stream_pump(srv_stream_out *o, srv_job *job, int client_fd,
         if (produce_more(st)) continue;
         if (!srv_job_wait(job, client_fd)) {
             srv_engine_cancel(job->model->engine, job); /* the client went away */
+            int64_t prompt; /* the log line counts what was made before the cancel */
+            if (completion_tokens && srv_job_wait_done(job, 5000))
+                srv_job_usage(job, &prompt, completion_tokens);
+            srv_client_gone();
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
     }
@@ -216,7 +223,8 @@ ssize_t srv_stream_pump(srv_stream_out *o, srv_job *job, int client_fd,
 ssize_t srv_stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     srv_stream *st = cls;
     (void)pos;
-    return srv_stream_pump(&st->out, st->job, st->client_fd, produce, st, buf, max);
+    return srv_stream_pump(&st->out, st->job, st->client_fd, produce, st, st->completion_tokens,
+                           buf, max);
 }
 
 void srv_stream_free(void *cls) {

@@ -27,9 +27,10 @@ typedef struct srv_stream_out {
 
 /* A content reader's loop: hands out what o holds; when it is empty, asks
  * produce(st) for more (false: nothing new) and otherwise waits for news
- * of the job, or cancels it when the client went away. */
+ * of the job, or cancels it when the client went away (completion_tokens,
+ * when not NULL, then gets the tokens made before the cancel). */
 ssize_t srv_stream_pump(srv_stream_out *o, srv_job *job, int client_fd, bool (*produce)(void *),
-                        void *st, char *buf, size_t max);
+                        void *st, int64_t *completion_tokens, char *buf, size_t max);
 
 typedef struct srv_stream srv_stream;
 

@@ -1222,8 +1222,7 @@ static void flatten_one(js *c, const cJSON *p, const char *path, const cJSON **f
 /* Expands $ref and allOf in the parts into plain schemas (in order). */
 static int flatten(js *c, const cJSON *const *parts, int n, const char *path, const cJSON **flat) {
     int n_flat = 0, budget = JS_MAX_PARTS;
-    for (int i = 0; i < n && !c->st; i++)
-        flatten_one(c, parts[i], path, flat, &n_flat, &budget, 0);
+    for (int i = 0; i < n && !c->st; i++) flatten_one(c, parts[i], path, flat, &n_flat, &budget, 0);
     return c->st ? -1 : n_flat;
 }
 

@@ -123,8 +123,11 @@ describe("errors", () => {
         assert.equal(ok.status, 200, ok.text);
     });
 
-    test("generation stops at the slot's context with finish_reason length", async () => {
-        const r = await request(server, "POST", "/v1/completions", { body: completion({ prompt: Array(100).fill(5), max_tokens: 200, ignore_eos: true }) });
+    test("max_tokens past the slot's context is refused, never cut short; up to it is generated in full", async () => {
+        const over = await request(server, "POST", "/v1/completions", { body: completion({ prompt: Array(100).fill(5), max_tokens: 200, ignore_eos: true }) });
+        assertError(over, 400, "max_tokens");
+        assert.equal(over.json.error.code, "context_length_exceeded");
+        const r = await request(server, "POST", "/v1/completions", { body: completion({ prompt: Array(100).fill(5), max_tokens: 156, ignore_eos: true }) });
         assert.equal(r.status, 200, r.text);
         assert.equal(r.json.choices[0].finish_reason, "length");
         assert.equal(r.json.usage.completion_tokens, 256 - 100);
