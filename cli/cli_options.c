@@ -540,5 +540,15 @@ int cli_open(const cli_run_opts *o, nu_model **model, nu_context **ctx) {
         *model = NULL;
         return 1;
     }
+    cli_warn_context(*model, nu_context_n_ctx(*ctx));
     return 0;
+}
+
+void cli_warn_context(const nu_model *m, int64_t n_ctx) {
+    int32_t train = nu_model_n_ctx_train(m);
+    if (train > 0 && n_ctx > train)
+        fprintf(stderr,
+                "nucleus: warning: a context of %lld tokens is more than the %d the model was "
+                "trained on; text past position %d may be poor\n",
+                (long long)n_ctx, train, train);
 }

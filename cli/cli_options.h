@@ -75,5 +75,8 @@ int cli_make_grammar(const cli_run_opts *o, const nu_model *m, nu_grammar **out)
 
 /* Loads the model and makes a context; prints errors. */
 int cli_open(const cli_run_opts *o, nu_model **model, nu_context **ctx);
+/* A warning on stderr when n_ctx (a sequence's context) is more than the
+ * model's trained context: positions past it run, but were never trained. */
+void cli_warn_context(const nu_model *m, int64_t n_ctx);
 
 #endif

@@ -307,6 +307,10 @@ static int run_bench(int argc, char **argv) {
     cli_run_opts_init(&o.run);
     int rc;
     if (!cli_parse(&bench_command, argc, argv, &o, &rc)) return rc;
+    if (o.n_prompt == 0 && o.n_gen == 0) {
+        cli_error("nothing to measure: -p and -n are both 0");
+        return 2;
+    }
     if (o.ceiling && (o.draft || o.lookup || o.n_gen == 0)) {
         cli_error("--ceiling times plain generation: it needs -n above 0 and no --draft/--lookup");
         return 2;

@@ -382,7 +382,7 @@ static int run_text(perplexity_opts *o, nu_model *m, nu_context *ctx, const char
         p.n_window = (int32_t)o->window;
         p.score_from = (int32_t)o->score_from;
         p.save_base = o->kld_base;
-        p.on_window = o->json ? NULL : show_window;
+        p.on_window = show_window; /* progress on stderr, with --json too */
         double t0 = nu_time_ms();
         st = nu_perplexity(ctx, toks, (int64_t)n, &p, &r, &err);
         double secs = (nu_time_ms() - t0) / 1e3;

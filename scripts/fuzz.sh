@@ -2,7 +2,9 @@
 # Builds the libFuzzer targets with clang (NU_FUZZ=ON) and runs each for a
 # bounded time: the GGUF reader, then the tokenizers (on the vocabularies in
 # ../shared/vocab), then the chat-template engine, then the grammars (GBNF, JSON Schema, regex and the
-# matcher), then the server's request parser and tool-call answer parser.
+# matcher), then the server's request parser, tool-call answer parser, strict
+# JSON check (with the answers' escaper), and its HTTP side as raw bytes (a
+# live server in the fuzzer's process).
 # Exits non-zero if a fuzzer finds a crash, a leak or undefined behaviour; the
 # input that triggered it is left in the build directory's fuzz-artifacts/.
 #
@@ -25,7 +27,7 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYP
   -DNU_FUZZ=ON -DNU_TESTS=OFF >/dev/null
 # Only the fuzzers (and the layers they link, instrumented).
 cmake --build "$build" --target fuzz_gguf fuzz_tokenizer fuzz_jinja fuzz_grammar fuzz_request \
-  fuzz_tools
+  fuzz_tools fuzz_json fuzz_http
 
 # New inputs go to working corpora in the build directory; the committed
 # seeds are only read.
@@ -36,7 +38,7 @@ mkdir -p "$build/fuzz-corpus/gguf" "$build/fuzz-corpus/tokenizer" "$artifacts"
 parallel=()
 if [ "$jobs" -gt 1 ]; then parallel=(-jobs="$jobs" -workers="$jobs"); fi
 # SECONDS is the whole budget: keep n_fuzzers equal to the fuzzers run below.
-n_fuzzers=6
+n_fuzzers=8
 seconds=$((seconds / n_fuzzers < 10 ? 10 : seconds / n_fuzzers))
 common=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -artifact_prefix="$artifacts"
         -print_final_stats=1)
@@ -165,3 +167,42 @@ printf '\x01\x0aJust text: [1, 2] and {braces} and <tool_ca' >"$seeds/bad-text"
 write_dict "$build/tools.dict" '<tool_call>' '</tool_call>' '<think>' '</think>' '[TOOL_CALLS]' '<|python_tag|>' name \
   arguments parameters tool_calls get_weather search '\\"' '\\u00e9' null true
 fuzz_capped tools 30 4096 "the server's tool-call parser"
+
+# The strict JSON check of request bodies (server/json_check.c), for at most
+# 30 s: raw bytes as a body, checked against cJSON, and as generated text
+# through the answers' escaper.
+seeds="$build/fuzz-corpus/json-seeds"
+mkdir -p "$seeds" "$build/fuzz-corpus/json"
+printf '{"a":[1,-0.5e+3,true,false,null,"\\u00e9\\ud83d\\ude00"],"b":{"c":{}}}' >"$seeds/ok"
+printf '{"a":1,"\\u0061":2}' >"$seeds/duplicate"
+printf '["a\x01b", "\x00"]' >"$seeds/control"
+printf '[01, 1., .5, 1e, -, "\\x", "\\ud800"]' >"$seeds/malformed"
+printf '\xc3\xa9\xff\xed\xa0\x80"\\\n' >"$seeds/text"
+: >"$build/json.dict"
+write_dict "$build/json.dict" '{' '}' '[' ']' ':' ',' '\\\"' '\\\\' '\\u0000' '\\ud800' '\\udc00' \
+  '\\u00e9' true false null 1e999 -0 '\\n'
+fuzz_capped json 30 4096 "the strict JSON check"
+
+# The HTTP side (fuzz/fuzz_http.c: a live server in the fuzzer's process),
+# for at most 60 s: raw request bytes, framing and all.
+seeds="$build/fuzz-corpus/http-seeds"
+mkdir -p "$seeds" "$build/fuzz-corpus/http"
+printf 'GET /health HTTP/1.1\r\nHost: x\r\n\r\n' >"$seeds/health"
+printf 'HEAD /v1/models HTTP/1.1\r\nHost: x\r\n\r\nGET /metrics HTTP/1.1\r\nHost: x\r\n\r\n' >"$seeds/pipelined"
+printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 30\r\n\r\n{"prompt":"Hi","max_tokens":2}' \
+  >"$seeds/completion"
+printf 'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n'`
+      `'3a\r\n{"messages":[{"role":"user","content":"Hi"}],"max_tokens":2}\r\n0\r\n\r\n' >"$seeds/chunked"
+printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 7\r\n\r\n{"a":1}' \
+  >"$seeds/two-lengths"
+printf 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n' \
+  >"$seeds/length-and-chunked"
+printf 'POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: 36\r\n\r\n{"content":"a b","with_pieces":true}' \
+  >"$seeds/tokenize"
+: >"$build/http.dict"
+write_dict "$build/http.dict" 'GET ' 'POST ' 'HEAD ' ' HTTP/1.1\x0d\x0a' 'Host: x\x0d\x0a' \
+  '\x0d\x0a\x0d\x0a' 'Content-Length: ' 'Transfer-Encoding: chunked\x0d\x0a' \
+  'Connection: close\x0d\x0a' 'Expect: 100-continue\x0d\x0a' \
+  '/v1/completions' '/v1/chat/completions' '/tokenize' '/detokenize' '/v1/models' '/health' \
+  '/metrics' '/v1/inspect' '\"stream\":true' '\"max_tokens\":' '\"prompt\":'
+fuzz_capped http 60 4096 "the HTTP side (raw bytes to a live server)"

@@ -237,6 +237,12 @@ static bool start_serving(srv_models *r, srv_model *m, const nu_context_params *
                           size_t cap) {
     const srv_config *cfg = r->cfg;
     nu_error err;
+    int32_t train = nu_model_n_ctx_train(m->model);
+    if (train > 0 && m->ctx_per_slot > train)
+        fprintf(stderr,
+                "nucleus: warning: %s: a slot's context of %d tokens is more than the %d the "
+                "model was trained on; text past position %d may be poor\n",
+                m->id, m->ctx_per_slot, train, train);
     if (nu_context_new(m->model, cp, &m->ctx, &err) != NU_OK)
         return snprintf(msg, cap, "%s", err.message), false;
     if (!srv_chat_init(&m->chat, m->model, cfg->chat_template, msg, cap)) return false;

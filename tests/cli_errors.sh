@@ -31,6 +31,10 @@ open(f'{tmp}/bad_version.gguf', 'wb').write(data[:4] + struct.pack('<I', 99) + d
 open(f'{tmp}/absurd_tensors.gguf', 'wb').write(data[:8] + struct.pack('<Q', 1 << 62) + data[16:])
 open(f'{tmp}/absurd_kv.gguf', 'wb').write(data[:16] + struct.pack('<Q', (1 << 64) - 1) + data[24:])
 open(f'{tmp}/empty.gguf', 'wb').write(b'')
+# a tensor renamed (same length) as one expert of the older per-expert layout
+assert data.count(b'blk.0.ffn_gate.weight') == 1
+open(f'{tmp}/split_experts.gguf', 'wb').write(data.replace(b'blk.0.ffn_gate.weight', b'blk.0.ffn_up.0.weight'))
+open(f'{tmp}/short.txt', 'w').write('Once upon a time')
 PY
 
 expect "truncat|end of the file|past the end" "$nucleus" info -m "$tmp/truncated_header.gguf"
@@ -48,5 +52,18 @@ expect "unknown command" "$nucleus" frobnicate
 expect "unknown option" "$nucleus" generate -m "$model" -p hi --bogus
 expect "exactly one of" "$nucleus" generate -m "$model"
 expect "prompt has|context" "$nucleus" generate -m "$model" -c 4 -p "Once upon a time there was"
+# issue 20: an unsupported expert layout is named, not "missing tensor"
+expect "unsupported mixture-of-experts layout: 'blk.0.ffn_up.0.weight' holds one expert" \
+  "$nucleus" generate -m "$tmp/split_experts.gguf" -p hi
+# a text too short to score anything, and a benchmark of nothing, are errors
+expect "nothing would be scored" "$nucleus" perplexity -m "$model" -f "$tmp/short.txt"
+expect "nothing to measure" "$nucleus" bench -m "$model" -p 0 -n 0
+# a context past the trained one runs, with a warning
+out=$("$nucleus" generate -m "$model" -c 4096 -p hi -n 2 2>&1 >/dev/null)
+n=$((n + 1))
+if ! grep -q "a context of 4096 tokens is more than the 2048 the model was trained on" <<<"$out"; then
+  echo "FAIL: no warning for -c 4096 on a model trained on 2048: $out"
+  fail=$((fail + 1))
+fi
 echo "$((n - fail)) passed, $fail failed"
 [ "$fail" -eq 0 ]

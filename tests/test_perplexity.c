@@ -154,6 +154,11 @@ static void test_bad_arguments_and_stop(void **state) {
     int32_t bad[3] = {1, nu_model_n_vocab(model), 2};
     assert_int_equal(nu_perplexity(c, bad, 3, &p, &r, &err), NU_ERR_INVALID_ARG);
     assert_non_null(strstr(err.message, "vocabulary"));
+    /* a text no longer than score_from (16 / 2 = 8): nothing to score is an error, not 0 */
+    assert_int_equal(nu_perplexity(c, toks, 8, &p, &r, &err), NU_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.message, "nothing would be scored"));
+    assert_int_equal(nu_perplexity(c, toks, 9, &p, &r, &err), NU_OK);
+    assert_int_equal(r.n_scored, 1);
     int calls = 0;
     p.on_window = stop_after_first;
     p.user = &calls;

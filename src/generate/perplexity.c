@@ -141,6 +141,12 @@ static nu_status make_cut(nu_context *ctx, const nu_perplexity_params *p, int64_
     if (n < 2)
         return nu_fail(err, NU_ERR_INVALID_ARG, "perplexity needs at least 2 tokens, got %lld",
                        (long long)n);
+    if (n <= c->score_from)
+        return nu_fail(err, NU_ERR_INVALID_ARG,
+                       "the text has %lld tokens, and a window scores from position %d on "
+                       "(score_from): nothing would be scored; give a longer text or a smaller "
+                       "score_from",
+                       (long long)n, c->score_from);
     return NU_OK;
 }
 

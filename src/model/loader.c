@@ -537,6 +537,32 @@ nu_status nu_load_vector(const nu_model *m, const char *name, int64_t n, bool re
     return st;
 }
 
+/* Expert layouts nucleus does not read, named before a "missing tensor"
+ * would hide them: experts as one tensor each (blk.N.ffn_gate.E.weight, the
+ * older Mixtral conversion) instead of stacked in ffn_*_exps, and expert
+ * tensors in a file whose metadata gives no expert count. */
+static nu_status check_expert_layout(const nu_model *m, int32_t il, nu_error *err) {
+    static const char *const parts[] = {"ffn_gate", "ffn_up", "ffn_down"};
+    char name[NU_MAX_KEY];
+    for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) {
+        snprintf(name, sizeof name, "blk.%d.%s.0.weight", il, parts[i]);
+        if (nu_gguf_find_tensor(m->file, name))
+            return nu_fail(err, NU_ERR_UNSUPPORTED,
+                           "unsupported mixture-of-experts layout: '%s' holds one expert (the "
+                           "older per-expert conversion); nucleus reads experts stacked in "
+                           "blk.N.%s_exps.weight (convert the model again with a current "
+                           "converter)",
+                           name, parts[i]);
+        snprintf(name, sizeof name, "blk.%d.%s_exps.weight", il, parts[i]);
+        if (m->hp.n_expert == 0 && nu_gguf_find_tensor(m->file, name))
+            return nu_fail(err, NU_ERR_UNSUPPORTED,
+                           "unsupported mixture-of-experts file: it has expert tensors ('%s') "
+                           "but no %s.expert_count, so the experts cannot be sized",
+                           name, m->arch->name);
+    }
+    return NU_OK;
+}
+
 /* One layer's tensors, as the manifest lists them. */
 static nu_status load_layer(nu_model *m, int32_t il, nu_error *err) {
     const nu_hparams *hp = &m->hp;
@@ -544,6 +570,8 @@ static nu_status load_layer(nu_model *m, int32_t il, nu_error *err) {
     nu_layer *layer = &m->layers[il];
     bool moe = hp->n_expert > 0, recurrent = l->kind != NU_LAYER_ATTENTION;
     char name[NU_MAX_KEY];
+    nu_status layout = check_expert_layout(m, il, err);
+    if (layout) return layout;
     for (const nu_tensor_use *u = m->arch->manifest; u->id != NU_T_END; u++) {
         const tensor_info *ti = &catalogue[u->id];
         if (((u->flags & NU_IF_RECURRENT) && !recurrent) ||

@@ -1,0 +1,118 @@
+/* fuzz_http.c - libFuzzer target for the server's HTTP side, as raw bytes.
+ *
+ * The whole server (server/: libmicrohttpd, routing, framing checks,
+ * deadlines, the request parsers, the engine generating with the demo
+ * model) runs in this process on a loopback port. Each input is sent as it
+ * is over a new connection, our side is then closed for writing, and the
+ * answer is read until the server closes (a bounded wait): whatever the
+ * bytes, the server must answer HTTP or close, and go on serving. ASan and
+ * UBSan watch every thread of it. Small limits (a context of 128, at most
+ * 8 new tokens, a 1 s timeout) keep each input fast. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nucleus.h"
+#include "server.h"
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static nu_model *model;
+static srv_config cfg;
+static int port;
+
+static void check(bool ok) {
+    if (!ok) abort();
+}
+
+static void *serve(void *arg) {
+    (void)arg;
+    srv_run(model, &cfg);
+    return NULL;
+}
+
+/* A free loopback port (bound, read and released: a small race, fine here). */
+static int free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    check(fd >= 0 && !bind(fd, (struct sockaddr *)&a, sizeof a) &&
+          !getsockname(fd, (struct sockaddr *)&a, &len));
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static int connect_server(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0) return fd;
+    if (fd >= 0) close(fd);
+    return -1;
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc, (void)argv;
+    nu_model_params mp = nu_model_default_params();
+    nu_error err;
+    if (nu_model_load(NU_FUZZ_MODEL, &mp, &model, &err) != NU_OK) {
+        fprintf(stderr, "fuzz_http: %s\n", err.message);
+        abort();
+    }
+    cfg = srv_default_config();
+    cfg.model_path = NU_FUZZ_MODEL;
+    cfg.port = port = free_port();
+    cfg.parallel = 2;
+    cfg.ctx_per_slot = 128;
+    cfg.max_tokens_limit = 8;
+    cfg.n_threads = 1;
+    cfg.max_body = 1 << 16;
+    cfg.timeout_s = 1;
+    cfg.quiet = true;
+    pthread_t t;
+    check(pthread_create(&t, NULL, serve, NULL) == 0);
+    for (int i = 0; i < 600; i++) { /* up to a minute for the server to listen */
+        int fd = connect_server();
+        if (fd >= 0) {
+            close(fd);
+            return 0;
+        }
+        struct timespec ts = {0, 100 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    fprintf(stderr, "fuzz_http: the server did not start\n");
+    abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    int fd = connect_server();
+    check(fd >= 0); /* the server still serves */
+    for (size_t off = 0; off < size;) {
+        ssize_t n = send(fd, data + off, size - off, MSG_NOSIGNAL);
+        if (n <= 0) break; /* it may close early (a refused request) */
+        off += (size_t)n;
+    }
+    shutdown(fd, SHUT_WR);
+    char buf[4096], head[8] = "";
+    size_t got = 0;
+    for (;;) { /* the answer, until the server closes (at most ~5 s) */
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 5000) <= 0) break;
+        ssize_t n = recv(fd, buf, sizeof buf, 0);
+        if (n <= 0) break;
+        for (ssize_t i = 0; i < n && got < sizeof head - 1; i++) head[got++] = buf[i];
+    }
+    close(fd);
+    check(got == 0 || got < 5 || !memcmp(head, "HTTP/", 5)); /* HTTP, or nothing */
+    return 0;
+}
