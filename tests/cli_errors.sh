@@ -58,6 +58,14 @@ expect "unsupported mixture-of-experts layout: 'blk.0.ffn_up.0.weight' holds one
 # a text too short to score anything, and a benchmark of nothing, are errors
 expect "nothing would be scored" "$nucleus" perplexity -m "$model" -f "$tmp/short.txt"
 expect "nothing to measure" "$nucleus" bench -m "$model" -p 0 -n 0
+# a context the memory cannot hold is refused with the figures, not killed later:
+# 4M f32 cells of stories260K need 5 GiB, more than 2 GiB of address space
+# (not under the sanitizers, whose shadow memory needs far more than that)
+if [ "${5:-0}" != 1 ]; then
+  expect "needs [0-9]+ MiB \(KV cache 5120 MiB.*but only [0-9]+ MiB of memory are available" \
+    bash -c 'ulimit -v 2097152; exec "$0" generate -m "$1" -c 4194304 --kv-type f32 -p hi' \
+    "$nucleus" "$model"
+fi
 # a context past the trained one runs, with a warning
 out=$("$nucleus" generate -m "$model" -c 4096 -p hi -n 2 2>&1 >/dev/null)
 n=$((n + 1))

@@ -5,8 +5,10 @@
 #include <assert.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "arch.h"
@@ -262,11 +264,83 @@ static nu_status init_cache(nu_context *c, nu_error *err) {
                                   hp->n_state_planes, floats, err);
 }
 
+/* Reads the first number of a file (a cgroup's memory.max / memory.current);
+ * false when it is absent or says "max". */
+static bool read_number(const char *path, uint64_t *out) {
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    unsigned long long v;
+    bool ok = fscanf(f, "%llu", &v) == 1;
+    fclose(f);
+    if (ok) *out = v;
+    return ok;
+}
+
+/* Reads "Key: N kB" from a /proc file; false when the key is not there. */
+static bool read_kb(const char *path, const char *key, uint64_t *out) {
+    FILE *f = fopen(path, "r");
+    char line[256];
+    size_t n = strlen(key);
+    bool found = false;
+    while (f && !found && fgets(line, sizeof line, f)) {
+        unsigned long long kb;
+        found = !strncmp(line, key, n) && sscanf(line + n, " %llu kB", &kb) == 1;
+        if (found) *out = (uint64_t)kb * 1024;
+    }
+    if (f) fclose(f);
+    return found;
+}
+
+/* Memory the system can still give us: MemAvailable, within the cgroup's
+ * limit when there is one (a container) and the address-space limit of
+ * the process (ulimit -v). False when none is known. */
+static bool available_memory(uint64_t *out) {
+    bool known = read_kb("/proc/meminfo", "MemAvailable:", out);
+    struct rlimit rl;
+    uint64_t used;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        read_kb("/proc/self/status", "VmSize:", &used)) {
+        uint64_t room = rl.rlim_cur > used ? rl.rlim_cur - used : 0;
+        if (!known || room < *out) *out = room;
+        known = true;
+    }
+    uint64_t max, cur;
+    if (read_number("/sys/fs/cgroup/memory.max", &max) &&
+        read_number("/sys/fs/cgroup/memory.current", &cur)) {
+        uint64_t room = max > cur ? max - cur : 0;
+        if (!known || room < *out) *out = room;
+        known = true;
+    }
+    return known;
+}
+
+/* A context whose cache and scratch the system cannot hold is refused with
+ * the figures, rather than allocated lazily and killed by the kernel when
+ * the cache fills up. */
+static nu_status check_memory(const nu_model *m, const nu_context_params *p, nu_error *err) {
+    nu_memory_estimate est;
+    uint64_t avail = 0;
+    nu_error ignored;
+    if (nu_model_memory(m, p->n_ctx, p->n_batch, p->n_seq_max, p->kv_type, &est, &ignored) ||
+        !available_memory(&avail))
+        return NU_OK;
+    uint64_t need = est.kv_cache + est.scratch;
+    if (need <= avail) return NU_OK;
+    const double mib = 1024.0 * 1024.0;
+    return nu_fail(err, NU_ERR_NOMEM,
+                   "a context of %d cells needs %.0f MiB (KV cache %.0f MiB, scratch %.0f MiB) "
+                   "but only %.0f MiB of memory are available: use a smaller context or batch, "
+                   "or a smaller KV cache type",
+                   p->n_ctx, (double)need / mib, (double)est.kv_cache / mib,
+                   (double)est.scratch / mib, (double)avail / mib);
+}
+
 nu_status nu_context_new(const nu_model *model, const nu_context_params *params, nu_context **out,
                          nu_error *err) {
     nu_context_params p = params ? *params : nu_context_default_params();
     *out = NULL;
     nu_status st = check_params(model, &p, err);
+    if (st == NU_OK && model->mode == NU_LOAD_FULL) st = check_memory(model, &p, err);
     if (st) return st;
     nu_context *c = calloc(1, sizeof *c);
     if (!c) return nu_fail(err, NU_ERR_NOMEM, "out of memory");

@@ -70,11 +70,12 @@ test("truncated, slow and stalled clients do not hold up others", async () => {
     // a stalled client: half a body and then silence; the idle timeout (2 s) closes it
     const t0 = Date.now();
     const stalled = rawExchange(server, [rawPost("/v1/completions", "{\"prompt\":", { length: 100 })], { idleMs: 10000 });
-    // a slow client: one byte every 5 ms (all of it well within the 2 s the
-    // whole request may take), still answered in full
+    // a slow client: its request in 12 pieces 40 ms apart (all of it well
+    // within the 2 s the whole request may take), still answered in full
     const body = JSON.stringify({ prompt: "Once", max_tokens: 3, temperature: 0 });
     const whole = rawPost("/v1/completions", body);
-    const slow = rawExchange(server, [...whole].map((b) => Buffer.from([b])), { pauseMs: 5 });
+    const step = Math.ceil(whole.length / 12);
+    const slow = rawExchange(server, Array.from({ length: 12 }, (_, k) => whole.subarray(k * step, (k + 1) * step)), { pauseMs: 40 });
     // many idle connections at once
     const idle = Array.from({ length: 20 }, () => rawExchange(server, [Buffer.from("GET /health HTTP/1.1\r\nHost: x\r\n")], { idleMs: 8000 }));
     for (let i = 0; i < 5; i++) {
