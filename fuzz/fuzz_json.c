@@ -14,7 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "json_check.h"
-#include "utf8.h"
+#include "text_check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
