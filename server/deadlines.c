@@ -21,6 +21,7 @@ typedef struct watch {
     srv_deadlines *owner;
     int fd;
     bool receiving;  /* waiting for (the rest of) a request */
+    bool kept_alive; /* it has answered a request before */
     double deadline; /* nu_time_ms() by which it must have arrived */
     struct watch *prev, *next;
 } watch;
@@ -32,7 +33,6 @@ struct srv_deadlines {
     bool stopping;
     double timeout_ms;
     bool quiet;
-    long missed;
     char answer[512]; /* the whole 408 answer */
     size_t answer_len;
     watch *head;
@@ -49,14 +49,18 @@ static void sweep(srv_deadlines *d) {
     for (watch *w = d->head; w; w = w->next) {
         if (!w->receiving || now < w->deadline) continue;
         w->receiving = false;
-        d->missed++;
-        ssize_t sent = send(w->fd, d->answer, d->answer_len, MSG_NOSIGNAL | MSG_DONTWAIT);
-        (void)sent; /* best effort: the socket is shut down either way */
+        /* A kept-alive connection is most likely just idle, and an answer it
+         * did not ask for would be read as the answer to the next request its
+         * client sends: it is closed quietly, as an idle timeout does. */
+        if (!w->kept_alive) {
+            ssize_t sent = send(w->fd, d->answer, d->answer_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+            (void)sent; /* best effort: the socket is shut down either way */
+            if (!d->quiet)
+                fprintf(stderr,
+                        "nucleus: closed a connection whose request did not arrive within %g s\n",
+                        d->timeout_ms / 1e3);
+        }
         shutdown(w->fd, SHUT_RDWR);
-        if (!d->quiet)
-            fprintf(stderr,
-                    "nucleus: closed a connection whose request did not arrive within %g s\n",
-                    d->timeout_ms / 1e3);
     }
 }
 
@@ -167,13 +171,7 @@ void srv_deadlines_next(struct MHD_Connection *c) {
     if (!w) return;
     pthread_mutex_lock(&w->owner->mu);
     w->receiving = true;
+    w->kept_alive = true;
     w->deadline = nu_time_ms() + w->owner->timeout_ms;
     pthread_mutex_unlock(&w->owner->mu);
-}
-
-long srv_deadlines_missed(srv_deadlines *d) {
-    pthread_mutex_lock(&d->mu);
-    long n = d->missed;
-    pthread_mutex_unlock(&d->mu);
-    return n;
 }

@@ -6,8 +6,9 @@
  * Here every connection that is waiting for a request gets a deadline:
  * its headers and body must have arrived within timeout seconds of the
  * connection opening, or of the previous answer on it ending. A watchdog
- * thread answers 408 and shuts the socket of any connection past its
- * deadline; libmicrohttpd's thread for it then sees the socket end and
+ * thread answers 408 (to a connection's first request; a kept-alive one is
+ * closed quietly, as an idle timeout would) and shuts the socket of any
+ * connection past its deadline; libmicrohttpd's thread for it then sees the socket end and
  * closes it. Once a request has arrived, the deadline no longer applies
  * (generation may take as long as it takes; the idle timeout still does). */
 #ifndef NU_SRV_DEADLINES_H
@@ -32,8 +33,5 @@ void srv_deadlines_received(struct MHD_Connection *c);
 /* The connection's answer has been sent and it stays open for another
  * request: that one's deadline starts now. */
 void srv_deadlines_next(struct MHD_Connection *c);
-
-/* Connections closed for missing their deadline so far. */
-long srv_deadlines_missed(srv_deadlines *d);
 
 #endif

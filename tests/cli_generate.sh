@@ -54,7 +54,8 @@ check "bench --ceiling without generation is refused" '[ $rc -eq 2 ] && grep -q 
 printf '%s' "$want" >"$tmp/ppl.txt"
 "$nucleus" perplexity -m "$model" -f "$tmp/ppl.txt" --window 32 >"$tmp/ppl.out" 2>"$tmp/ppl.err"
 check "perplexity line" 'grep -qE "^perplexity: [0-9.]+ \+/- [0-9.]+ over [0-9]+ scored tokens of [0-9]+ \([0-9]+ chunks" "$tmp/ppl.out" && grep -q "^\[1\] " "$tmp/ppl.err"'
-"$nucleus" perplexity -m "$model" -f "$tmp/ppl.txt" --window 32 --json >"$tmp/ppl.json" 2>&1
+"$nucleus" perplexity -m "$model" -f "$tmp/ppl.txt" --window 32 --json >"$tmp/ppl.json" 2>"$tmp/ppl_json.err"
+check "perplexity --json: progress on stderr" 'grep -q "^\[1\] " "$tmp/ppl_json.err"'
 check "perplexity --json: greedy text scores low, the second half of each chunk scored" 'python3 -c "
 import json, sys
 r = json.load(open(sys.argv[1]))
