@@ -172,6 +172,9 @@ void srv_deadlines_next(struct MHD_Connection *c) {
     pthread_mutex_lock(&w->owner->mu);
     w->receiving = true;
     w->kept_alive = true;
-    w->deadline = nu_time_ms() + w->owner->timeout_ms;
+    /* idle for up to the timeout (libmicrohttpd's own timer closes it then),
+     * and as long again to send a request begun just before: a client that
+     * reuses the connection at the last moment is not cut off */
+    w->deadline = nu_time_ms() + 2 * w->owner->timeout_ms;
     pthread_mutex_unlock(&w->owner->mu);
 }

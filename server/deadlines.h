@@ -5,7 +5,8 @@
  * (and, with enough of them, every connection) for as long as it likes.
  * Here every connection that is waiting for a request gets a deadline:
  * its headers and body must have arrived within timeout seconds of the
- * connection opening, or of the previous answer on it ending. A watchdog
+ * connection opening (twice that after a previous answer on it ended: the
+ * idle timeout's worth, then the time to send a request begun at its end). A watchdog
  * thread answers 408 (to a connection's first request; a kept-alive one is
  * closed quietly, as an idle timeout would) and shuts the socket of any
  * connection past its deadline; libmicrohttpd's thread for it then sees the socket end and

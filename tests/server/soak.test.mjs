@@ -17,13 +17,14 @@ import {
     startServer,
 } from "./helpers.mjs";
 
+// (the sanitizer build runs a short, narrower version: tests/cli_server.sh)
 const SECONDS = Number(process.env.NUCLEUS_SOAK_SECONDS ?? 120);
-const CONCURRENCY = 8;
+const CONCURRENCY = Number(process.env.NUCLEUS_SOAK_CONCURRENCY ?? 8);
 const WARMUP_S = Math.min(20, SECONDS / 6);
 
 let server, openai;
 before(async () => {
-    server = await startServer(["--parallel", "4", "--ctx", "512", "--timeout", "3", "--max-queue", "256", "--quiet"]);
+    server = await startServer(["--parallel", "4", "--ctx", "512", "--timeout", "5", "--max-queue", "256", "--quiet"]);
     openai = client(server);
 });
 after(async () => assertCleanExit(assert, await server.stop()));
@@ -86,13 +87,13 @@ const kinds = {
         sock.destroy();
     },
     async tooSlow() {
-        // headers a byte every 100 ms: past --timeout (3 s), 408
-        const head = `GET /health HTTP/1.1\r\nHost: x\r\nX-Pad: ${"y".repeat(40)}\r\n\r\n`;
+        // headers a byte every 100 ms (12 s in all): past --timeout (5 s), 408
+        const head = `GET /health HTTP/1.1\r\nHost: x\r\nX-Pad: ${"y".repeat(80)}\r\n\r\n`;
         const ans = await rawExchange(server, [...Buffer.from(head)].map((b) => Buffer.from([b])), { pauseMs: 100, idleMs: 10000, timeoutMs: 30000 });
         assert.equal(rawStatus(ans), 408, ans.slice(0, 100));
     },
     async slowButTimely(i) {
-        // in 8 pieces 40 ms apart: slow, but whole well within the 3 s
+        // in 8 pieces 40 ms apart: slow, but whole well within the 5 s
         const whole = rawPost("/v1/completions", JSON.stringify({ prompt: prompts[i % 5], max_tokens: 4 }));
         const step = Math.ceil(whole.length / 8);
         const pieces = Array.from({ length: 8 }, (_, k) => whole.subarray(k * step, (k + 1) * step));
@@ -158,8 +159,10 @@ test(`soak: ${SECONDS} s of mixed load from ${CONCURRENCY} clients`, { timeout: 
     assert.deepEqual(failures, [], "every request got the answer it should");
     assert.equal(health.status, 200);
     assert.ok(total > SECONDS, `only ${total} requests in ${SECONDS} s`);
-    // flat memory: after the warm-up, at most 10 % (and 16 MB) of growth
-    assert.ok(rssEnd <= rssAfterWarmup * 1.1 + 16384, `RSS grew from ${rssAfterWarmup} kB to ${rssEnd} kB`);
+    // flat memory: after the warm-up, at most 10 % (and 16 MB) of growth (not under a
+    // sanitizer, whose allocator holds freed memory in quarantine)
+    if (process.env.NUCLEUS_SOAK_CHECK_RSS !== "0")
+        assert.ok(rssEnd <= rssAfterWarmup * 1.1 + 16384, `RSS grew from ${rssAfterWarmup} kB to ${rssEnd} kB`);
     // no descriptor leak: back to where it started (the listening socket, eventfds of idle slots ...)
     assert.ok(fdEnd <= fd0 + 2, `descriptors: ${fd0} at the start, ${fdEnd} at the end`);
     // stable latency: in a long run (not the CI's short one, whose windows share the machine
