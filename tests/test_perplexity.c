@@ -151,8 +151,8 @@ static void test_bad_arguments_and_stop(void **state) {
     assert_non_null(strstr(err.message, "score_from"));
     p.score_from = 0;
     assert_int_equal(nu_perplexity(c, toks, 1, &p, &r, &err), NU_ERR_INVALID_ARG);
-    int32_t bad[3] = {1, nu_model_n_vocab(model), 2};
-    assert_int_equal(nu_perplexity(c, bad, 3, &p, &r, &err), NU_ERR_INVALID_ARG);
+    int32_t bad[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, nu_model_n_vocab(model), 2, 3};
+    assert_int_equal(nu_perplexity(c, bad, 12, &p, &r, &err), NU_ERR_INVALID_ARG);
     assert_non_null(strstr(err.message, "vocabulary"));
     /* a text no longer than score_from (16 / 2 = 8): nothing to score is an error, not 0 */
     assert_int_equal(nu_perplexity(c, toks, 8, &p, &r, &err), NU_ERR_INVALID_ARG);
