@@ -26,8 +26,8 @@
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static nu_model *model;
 static srv_config cfg;
+static srv_model_spec spec = {.path = NU_FUZZ_MODEL};
 static int port;
 
 static void check(bool ok) {
@@ -36,7 +36,7 @@ static void check(bool ok) {
 
 static void *serve(void *arg) {
     (void)arg;
-    srv_run(model, &cfg);
+    srv_run(&cfg);
     return NULL;
 }
 
@@ -63,14 +63,9 @@ static int connect_server(void) {
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc, (void)argv;
-    nu_model_params mp = nu_model_default_params();
-    nu_error err;
-    if (nu_model_load(NU_FUZZ_MODEL, &mp, &model, &err) != NU_OK) {
-        fprintf(stderr, "fuzz_http: %s\n", err.message);
-        abort();
-    }
     cfg = srv_default_config();
-    cfg.model_path = NU_FUZZ_MODEL;
+    cfg.models = &spec;
+    cfg.n_models = 1;
     cfg.port = port = free_port();
     cfg.parallel = 2;
     cfg.ctx_per_slot = 128;
