@@ -1006,7 +1006,8 @@ static bool produce(void *cls) {
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     resp_stream *st = cls;
     (void)pos;
-    return srv_stream_pump(&st->out, st->job, st->client_fd, produce, st, buf, max);
+    return srv_stream_pump(&st->out, st->job, st->client_fd, produce, st, st->completion_tokens,
+                           buf, max);
 }
 
 static void stream_free(void *cls) {
@@ -1024,6 +1025,11 @@ static void stream_free(void *cls) {
 
 static enum MHD_Result answer_stream(struct MHD_Connection *c, srv_conn *cs, srv_job *job,
                                      resp_req *q) {
+    enum MHD_Result ret;
+    if (!srv_await_start(job, c, cs, &ret)) {
+        resp_req_free(q);
+        return ret;
+    }
     resp_stream *st = calloc(1, sizeof *st);
     if (!st) {
         resp_req_free(q);
