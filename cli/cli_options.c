@@ -28,10 +28,14 @@ void cli_run_opts_init(cli_run_opts *o) {
 }
 
 const cli_choice cli_kv_types[] = {
-    {"f16", NU_KV_F16},
-    {"f32", NU_KV_F32},
-    {0},
+    {"f16", NU_KV_F16}, {"f32", NU_KV_F32}, {"q8_0", NU_KV_Q8_0}, {"q4_0", NU_KV_Q4_0}, {0},
 };
+
+const char *cli_kv_name(nu_kv_type t) {
+    for (const cli_choice *c = cli_kv_types; c->name; c++)
+        if (c->value == (int)t) return c->name;
+    return "?";
+}
 
 const cli_option cli_model_options[] = {
     {.name = "--model",
@@ -71,7 +75,9 @@ const cli_option cli_model_options[] = {
      .field = CLI_FIELD(cli_run_opts, ctx.kv_type),
      .choices = cli_kv_types,
      .placeholder = "T",
-     .help = "KV cache element type: f16, or f32 (more exact, twice the memory)"},
+     .help = "KV cache element type: f16, f32 (more exact, twice the memory), q8_0 or q4_0 "
+             "(8.5 / 4.5 bits a value; heads of a multiple of 32)"},
+    CLI_KV_SPLIT_ROWS(cli_run_opts, ctx.kv_type_k, ctx.kv_type_v),
     {.name = "--checkpoints",
      .kind = CLI_INT,
      .field = CLI_FIELD(cli_run_opts, ctx.n_state_checkpoints),

@@ -48,6 +48,23 @@ void cli_run_opts_init(cli_run_opts *o);
 
 /* The KV cache types by name, for every --kv-type. */
 extern const cli_choice cli_kv_types[];
+/* The name of a KV cache type in cli_kv_types ("?" for another value). */
+const char *cli_kv_name(nu_kv_type t);
+/* The rows of --kv-type-k and --kv-type-v, into the fields `k` and `v` of
+ * struct `type` (NU_KV_SAME until given: --kv-type's). */
+#define CLI_KV_SPLIT_ROWS(type, k, v)                                                              \
+    {.name = "--kv-type-k",                                                                        \
+     .kind = CLI_ENUM,                                                                             \
+     .field = CLI_FIELD(type, k),                                                                  \
+     .choices = cli_kv_types,                                                                      \
+     .placeholder = "T",                                                                           \
+     .help = "the keys' type only",                                                                \
+     .default_text = "--kv-type"},                                                                 \
+    {                                                                                              \
+        .name = "--kv-type-v", .kind = CLI_ENUM, .field = CLI_FIELD(type, v),                      \
+        .choices = cli_kv_types, .placeholder = "T", .help = "the values' type only",              \
+        .default_text = "--kv-type"                                                                \
+    }
 
 /* The rows of each group (fields in cli_run_opts). */
 extern const cli_option cli_model_options[];

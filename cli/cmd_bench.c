@@ -12,7 +12,7 @@
 
 typedef struct bench_opts {
     cli_run_opts run;
-    long n_prompt, n_gen, reps;
+    long n_prompt, n_gen, reps, depth;
     bool json, ceiling;
     const char *draft, *text, *text_file; /* speculative: the draft model and the prompt */
     bool lookup;
@@ -38,6 +38,15 @@ static const cli_option bench_options[] = {
      .max = 1 << 20,
      .placeholder = "N",
      .help = "generated tokens per generation test; 0 skips"},
+    {.name = "--n-depth",
+     .short_name = "-d",
+     .kind = CLI_INT,
+     .field = CLI_FIELD(bench_opts, depth),
+     .min = 0,
+     .max = 1 << 24,
+     .placeholder = "N",
+     .help = "tokens already in the context when each test starts (llama-bench's -d): they are "
+             "read once, not timed, and each repetition starts again after them"},
     {.name = "--reps",
      .short_name = "-r",
      .kind = CLI_INT,
@@ -101,7 +110,7 @@ static const cli_section bench_sections[] = {
 const cli_command bench_command = {
     .name = "bench",
     .summary = "prompt and generation throughput",
-    .usage = "nucleus bench -m MODEL [-p N] [-n N] [-r N] [-t N] [--json]",
+    .usage = "nucleus bench -m MODEL [-p N] [-n N] [-d N] [-r N] [-t N] [--json]",
     .sections = bench_sections,
     .run = run_bench,
 };
@@ -114,23 +123,48 @@ typedef struct ceiling_log {
     uint64_t bytes;
 } ceiling_log;
 
-/* One timed run: n_prompt tokens in batches (logits for the last), or n_gen
- * tokens one at a time (logits for each). Returns tokens per second, or a
- * negative value after printing an error. With cl, every step is followed by
- * a timed read of the weights (outside the run's time). */
-static double run_once(nu_context *ctx, bool prompt, long n, nu_rng *rng, ceiling_log *cl) {
+/* Reads n random tokens at positions from..from+n-1 in batches of 512
+ * (logits for the last only). Returns 0, or 1 after printing an error. */
+static int read_prompt(nu_context *ctx, long from, long n, nu_rng *rng) {
+    const int32_t n_vocab = nu_model_n_vocab(nu_context_model(ctx));
+    nu_batch_entry batch[512];
+    nu_error err;
+    for (long start = 0; start < n; start += 512) {
+        int32_t k = (int32_t)(n - start < 512 ? n - start : 512);
+        for (int32_t i = 0; i < k; i++)
+            batch[i] = (nu_batch_entry){(int32_t)(nu_rng_next(rng) % (uint64_t)n_vocab),
+                                        (int32_t)(from + start + i), 0, start + i == n - 1};
+        if (nu_decode(ctx, batch, k, &err) != NU_OK) {
+            cli_error("%s", err.message);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* One timed run after `depth` tokens already in the cache (positions from
+ * depth on are removed first): n_prompt tokens in batches (logits for the
+ * last), or n_gen tokens one at a time (logits for each). Returns tokens per
+ * second, or a negative value after printing an error. With cl, every step
+ * is followed by a timed read of the weights (outside the run's time). */
+static double run_once(nu_context *ctx, bool prompt, long n, long depth, nu_rng *rng,
+                       ceiling_log *cl) {
     const nu_model *m = nu_context_model(ctx);
     int32_t n_vocab = nu_model_n_vocab(m), n_batch = prompt ? 512 : 1;
     nu_batch_entry batch[512];
     nu_error err;
-    nu_kv_clear(ctx);
+    if (depth > 0)
+        nu_kv_seq_remove(ctx, 0, (int32_t)depth, -1);
+    else
+        nu_kv_clear(ctx);
     double t0 = nu_time_ms(), reading = 0;
     for (long start = 0; start < n; start += n_batch) {
         double ts = nu_time_ms();
         int32_t k = (int32_t)(n - start < n_batch ? n - start : n_batch);
         for (int32_t i = 0; i < k; i++)
-            batch[i] = (nu_batch_entry){(int32_t)(nu_rng_next(rng) % (uint64_t)n_vocab),
-                                        (int32_t)(start + i), 0, start + i == n - 1 || !prompt};
+            batch[i] =
+                (nu_batch_entry){(int32_t)(nu_rng_next(rng) % (uint64_t)n_vocab),
+                                 (int32_t)(depth + start + i), 0, start + i == n - 1 || !prompt};
         if (nu_decode(ctx, batch, k, &err) != NU_OK) {
             cli_error("%s", err.message);
             return -1;
@@ -174,7 +208,7 @@ static void report(const bench_opts *o, const nu_model *m, const char *test, dou
                    (unsigned long long)cl->bytes, gbps, frac);
         printf("}\n");
     } else {
-        printf("| %-20.20s | %10.2f MiB | %8.2f M | %-7s | %7d | %8s | %9.2f | %9.2f | %9.2f |\n",
+        printf("| %-20.20s | %10.2f MiB | %8.2f M | %-7s | %7d | %14s | %9.2f | %9.2f | %9.2f |\n",
                nu_model_name(m)[0] ? nu_model_name(m) : nu_model_arch(m), size_mib,
                (double)nu_model_n_params(m) / 1e6, nu_simd_level(), o->run.ctx.n_threads, test,
                median, tps[0], tps[reps - 1]);
@@ -205,12 +239,17 @@ static int run_test(const bench_opts *o, nu_context *ctx, bool prompt, long n) {
         }
         clp = &cl;
     }
-    int rc = run_once(ctx, prompt, n, &rng, NULL) < 0; /* warm-up */
+    nu_kv_clear(ctx);
+    int rc = o->depth > 0 ? read_prompt(ctx, 0, o->depth, &rng) : 0;
+    if (!rc) rc = run_once(ctx, prompt, n, o->depth, &rng, NULL) < 0; /* warm-up */
     for (long r = 0; r < o->reps && !rc; r++)
-        rc = (tps[r] = run_once(ctx, prompt, n, &rng, clp)) < 0;
+        rc = (tps[r] = run_once(ctx, prompt, n, o->depth, &rng, clp)) < 0;
     if (!rc) {
-        char name[32];
-        snprintf(name, sizeof name, "%s%ld", prompt ? "pp" : "tg", n);
+        char name[48];
+        if (o->depth > 0)
+            snprintf(name, sizeof name, "%s%ld @ d%ld", prompt ? "pp" : "tg", n, o->depth);
+        else
+            snprintf(name, sizeof name, "%s%ld", prompt ? "pp" : "tg", n);
         report(o, nu_context_model(ctx), name, tps, o->reps, clp);
     }
     free(cl.gbps);
@@ -324,19 +363,19 @@ static int run_bench(int argc, char **argv) {
         nu_model_free(m);
         return rc;
     }
-    long need = (o.n_prompt > o.n_gen ? o.n_prompt : o.n_gen) + 1;
+    long need = o.depth + (o.n_prompt > o.n_gen ? o.n_prompt : o.n_gen) + 1;
     if (o.run.ctx.n_ctx == 0 || o.run.ctx.n_ctx < need) o.run.ctx.n_ctx = (int32_t)need;
     nu_model *m;
     nu_context *ctx;
     if ((rc = cli_open(&o.run, &m, &ctx))) return rc;
     o.run.ctx.n_threads = nu_context_n_threads(ctx);
     if (!o.json)
-        printf("| %-20s | %14s | %10s | %-7s | %7s | %8s | %9s | %9s | %9s |\n"
+        printf("| %-20s | %14s | %10s | %-7s | %7s | %14s | %9s | %9s | %9s |\n"
                "|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n",
                "model", "size", "params", "simd", "threads", "test", "t/s med", "t/s min",
                "t/s max", "----------------------",
                "----------------:", "-----------:", "---------",
-               "--------:", "---------:", "----------:", "----------:", "----------:");
+               "--------:", "---------------:", "----------:", "----------:", "----------:");
     rc = run_test(&o, ctx, true, o.n_prompt);
     if (!rc) rc = run_test(&o, ctx, false, o.n_gen);
     nu_context_free(ctx);

@@ -10,7 +10,7 @@
 typedef struct info_opts {
     const char *model;
     long n_ctx, n_batch, n_seq, items;
-    nu_kv_type kv;
+    nu_kv_type kv, kv_k, kv_v;
     bool tensors;
 } info_opts;
 
@@ -52,7 +52,8 @@ static const cli_option info_options[] = {
      .field = CLI_FIELD(info_opts, kv),
      .choices = cli_kv_types,
      .placeholder = "T",
-     .help = "KV cache type: f16 or f32"},
+     .help = "KV cache type: f16, f32, q8_0 or q4_0"},
+    CLI_KV_SPLIT_ROWS(info_opts, kv_k, kv_v),
     {.name = "--items",
      .kind = CLI_INT,
      .field = CLI_FIELD(info_opts, items),
@@ -137,17 +138,19 @@ static void print_memory(const char *path, const info_opts *o, uint64_t n_params
     int32_t n_ctx = o->n_ctx ? (int32_t)o->n_ctx : nu_model_n_ctx_train(full);
     int64_t cells = (int64_t)n_ctx * o->n_seq;
     nu_memory_estimate est;
+    const nu_kv_type kv_k = o->kv_k == NU_KV_SAME ? o->kv : o->kv_k;
+    const nu_kv_type kv_v = o->kv_v == NU_KV_SAME ? o->kv : o->kv_v;
     if (cells > (1 << 24)) {
         printf("memory: not available (%lld cells: a context of %d for %ld sequences is more "
                "than 16777216)\n",
                (long long)cells, n_ctx, o->n_seq);
-    } else if (nu_model_memory(full, (int32_t)cells, (int32_t)o->n_batch, (int32_t)o->n_seq, o->kv,
-                               &est, &err)) {
+    } else if (nu_model_memory(full, (int32_t)cells, (int32_t)o->n_batch, (int32_t)o->n_seq, kv_k,
+                               kv_v, &est, &err)) {
         printf("memory: not available (%s)\n", err.message);
     } else {
         printf("\nmemory at context %d per sequence x %ld sequence(s) (%lld cells), batch %ld, "
-               "%s KV cache:\n",
-               n_ctx, o->n_seq, (long long)cells, o->n_batch, o->kv == NU_KV_F16 ? "f16" : "f32");
+               "%s keys and %s values in the KV cache:\n",
+               n_ctx, o->n_seq, (long long)cells, o->n_batch, cli_kv_name(kv_k), cli_kv_name(kv_v));
         print_size("weights", est.weights);
         print_size("kv cache", est.kv_cache);
         print_size("scratch", est.scratch);
@@ -157,7 +160,13 @@ static void print_memory(const char *path, const info_opts *o, uint64_t n_params
 }
 
 static int run_info(int argc, char **argv) {
-    info_opts o = {.n_batch = 512, .n_seq = 1, .items = 8, .kv = NU_KV_F16, .tensors = true};
+    info_opts o = {.n_batch = 512,
+                   .n_seq = 1,
+                   .items = 8,
+                   .kv = NU_KV_F16,
+                   .kv_k = NU_KV_SAME,
+                   .kv_v = NU_KV_SAME,
+                   .tensors = true};
     int rc;
     if (!cli_parse(&info_command, argc, argv, &o, &rc)) return rc;
     if (!(o.model = cli_model_or_demo(o.model))) return CLI_EXIT_USAGE;

@@ -149,11 +149,25 @@ typedef struct nu_memory_estimate {
     uint64_t total;
 } nu_memory_estimate;
 
-typedef enum nu_kv_type { NU_KV_F32 = 0, NU_KV_F16 = 1 } nu_kv_type;
+/* How keys and values are kept in the KV cache. The quantised types (the
+ * GGUF block formats, 32 elements a block: 8.5 and 4.5 bits an element)
+ * need head sizes that are multiples of 32; attention multiplies quantised
+ * keys in integers with the query rounded to 8 bits per block, and reads
+ * quantised values dequantised. NU_KV_SAME (only in kv_type_k / kv_type_v of
+ * nu_context_params): as kv_type. */
+typedef enum nu_kv_type {
+    NU_KV_SAME = -1,
+    NU_KV_F32 = 0,
+    NU_KV_F16 = 1,
+    NU_KV_Q8_0 = 2,
+    NU_KV_Q4_0 = 3,
+} nu_kv_type;
 
+/* The memory a context of these sizes would take, with keys and values in
+ * kv_type_k and kv_type_v (NU_KV_SAME is not accepted here). */
 NU_API nu_status nu_model_memory(const nu_model *model, int32_t n_ctx, int32_t n_batch,
-                                 int32_t n_seq, nu_kv_type kv_type, nu_memory_estimate *out,
-                                 nu_error *err);
+                                 int32_t n_seq, nu_kv_type kv_type_k, nu_kv_type kv_type_v,
+                                 nu_memory_estimate *out, nu_error *err);
 
 /* Writes the model at in_path to out_path with its weight matrices in
  * another type: "f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1" or
@@ -257,7 +271,9 @@ typedef struct nu_context_params {
     int32_t n_batch;   /* most entries one nu_decode call may take */
     int32_t n_seq_max; /* sequences that may live in the cache at once (1..64) */
     int32_t n_threads; /* worker threads for the forward pass (0: all cores) */
-    nu_kv_type kv_type;
+    nu_kv_type kv_type;          /* keys and values, unless kv_type_k / kv_type_v say */
+    nu_kv_type kv_type_k;        /* the keys' type; NU_KV_SAME: kv_type */
+    nu_kv_type kv_type_v;        /* the values' type; NU_KV_SAME: kv_type */
     bool embeddings;             /* entries asking for logits get their final hidden state
                                   * (nu_embedding) instead, and no logits (the LM head is
                                   * skipped): a context for nu_embed */
@@ -269,7 +285,8 @@ typedef struct nu_context_params {
 } nu_context_params;
 
 /* Defaults: n_ctx 0 capped at 4096, n_batch 512, n_seq_max 1, n_threads 0, f16 cache
- * (half the memory of f32; attention then multiplies in half precision),
+ * (half the memory of f32; attention then multiplies in half precision; kv_type_k and
+ * kv_type_v NU_KV_SAME),
  * n_state_checkpoints 0 (n_seq_max + 8). */
 NU_API nu_context_params nu_context_default_params(void);
 

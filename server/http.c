@@ -65,6 +65,8 @@ srv_config srv_default_config(void) {
                     .parallel = 4,
                     .n_batch = 512,
                     .kv_type = NU_KV_F16,
+                    .kv_type_k = NU_KV_SAME,
+                    .kv_type_v = NU_KV_SAME,
                     .max_body = 1 << 20,
                     .max_queue = 64,
                     .max_connections = 256,

@@ -159,6 +159,8 @@ static bool ensure_context(lab_env *env, char *msg, size_t cap) {
     cp.n_batch = env->cfg->n_batch;
     cp.n_threads = env->cfg->n_threads;
     cp.kv_type = env->cfg->kv_type;
+    cp.kv_type_k = env->cfg->kv_type_k;
+    cp.kv_type_v = env->cfg->kv_type_v;
     nu_error err;
     if (nu_context_new(env->cfg->model, &cp, &env->ctx, &err) != NU_OK) {
         snprintf(msg, cap, "the lab's context: %.480s", err.message);

@@ -43,7 +43,7 @@ typedef struct srv_lab_config {
     int32_t n_ctx;         /* cells of the lab's context (its longest text) */
     int32_t n_batch;
     int32_t n_threads;
-    nu_kv_type kv_type;
+    nu_kv_type kv_type, kv_type_k, kv_type_v;
     int32_t max_queue; /* lab requests waiting at most */
 } srv_lab_config;
 

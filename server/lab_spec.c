@@ -60,6 +60,8 @@ static bool ensure_draft(lab_env *env, const nu_model *dm, char *msg, size_t cap
     cp.n_batch = env->cfg->n_batch;
     cp.n_threads = env->cfg->n_threads;
     cp.kv_type = env->cfg->kv_type;
+    cp.kv_type_k = env->cfg->kv_type_k;
+    cp.kv_type_v = env->cfg->kv_type_v;
     nu_error e;
     if (nu_context_new(dm, &cp, &env->draft, &e) != NU_OK)
         return snprintf(msg, cap, "the draft context: %.480s", e.message), false;

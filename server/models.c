@@ -158,6 +158,13 @@ static bool add_dir(srv_models *r, const char *dir, char *msg, size_t cap) {
 
 /* ---- loading and unloading -------------------------------------------------- */
 
+/* The keys' (value false) or values' cache type the configuration asks for:
+ * --kv-type-k / --kv-type-v, else --kv-type. */
+static nu_kv_type kv_of(const srv_config *cfg, bool value) {
+    nu_kv_type t = value ? cfg->kv_type_v : cfg->kv_type_k;
+    return t == NU_KV_SAME ? cfg->kv_type : t;
+}
+
 /* Context sizes and request limits of a model from the configuration. */
 static bool plan(srv_model *m, const srv_config *cfg, nu_context_params *cp, char *msg,
                  size_t cap) {
@@ -185,6 +192,8 @@ static bool plan(srv_model *m, const srv_config *cfg, nu_context_params *cp, cha
     cp->n_threads = cfg->n_threads;
     cp->n_batch = cfg->n_batch;
     cp->kv_type = cfg->kv_type;
+    cp->kv_type_k = kv_of(cfg, false);
+    cp->kv_type_v = kv_of(cfg, true);
     m->limits = (srv_limits){.n_vocab = nu_model_n_vocab(m->model),
                              .max_n = n_seq,
                              .max_tokens = cfg->max_tokens_limit > 0 ? cfg->max_tokens_limit
@@ -225,8 +234,8 @@ static bool load_weights(srv_models *r, srv_model *m, nu_context_params *cp, uin
                false;
     if (!plan(m, cfg, cp, msg, cap)) return false;
     nu_memory_estimate est;
-    if (nu_model_memory(m->model, cp->n_ctx, cp->n_batch, cp->n_seq_max, cp->kv_type, &est, &err) !=
-        NU_OK)
+    if (nu_model_memory(m->model, cp->n_ctx, cp->n_batch, cp->n_seq_max, cp->kv_type_k,
+                        cp->kv_type_v, &est, &err) != NU_OK)
         return snprintf(msg, cap, "%s", err.message), false;
     *bytes = est.total;
     return true;
@@ -252,6 +261,8 @@ static bool start_serving(srv_models *r, srv_model *m, const nu_context_params *
                                   .n_batch = cfg->n_batch,
                                   .n_threads = cfg->n_threads,
                                   .kv_type = cfg->kv_type,
+                                  .kv_type_k = kv_of(cfg, false),
+                                  .kv_type_v = kv_of(cfg, true),
                                   .max_queue = 16};
     return srv_lab_start(&m->lab_cfg, &m->lab, msg, cap) &&
            srv_engine_start(m->ctx, cfg->parallel, cfg->max_queue, cfg->step_delay_ms, cfg->draft,
@@ -439,10 +450,13 @@ nu_context *srv_model_embed_context(srv_model *m, srv_error *err) {
     p.n_batch = cfg->n_batch;
     p.n_threads = cfg->n_threads;
     p.kv_type = cfg->kv_type;
+    p.kv_type_k = kv_of(cfg, false);
+    p.kv_type_v = kv_of(cfg, true);
     p.embeddings = true;
     nu_memory_estimate est;
     nu_error e;
-    if (nu_model_memory(m->model, p.n_ctx, p.n_batch, 1, p.kv_type, &est, &e) != NU_OK ||
+    if (nu_model_memory(m->model, p.n_ctx, p.n_batch, 1, p.kv_type_k, p.kv_type_v, &est, &e) !=
+            NU_OK ||
         nu_context_new(m->model, &p, &m->embed_ctx, &e) != NU_OK) {
         srv_fail(err, 500, "server_error", NULL, NULL,
                  "cannot make an embedding context for '%.100s': %.300s", m->id, e.message);

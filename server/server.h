@@ -35,11 +35,12 @@ typedef struct srv_config {
     int32_t n_threads;      /* forward-pass threads (0: all cores) */
     int32_t n_batch;        /* most tokens per forward pass */
     nu_kv_type kv_type;
-    const char *api_key;       /* required Bearer token, or NULL */
-    size_t max_body;           /* bytes */
-    int32_t max_prompt_tokens; /* 0: the slot's context - 1 */
-    int32_t max_tokens_limit;  /* 0: the slot's context */
-    int32_t max_queue;         /* requests waiting for a slot */
+    nu_kv_type kv_type_k, kv_type_v; /* NU_KV_SAME: kv_type */
+    const char *api_key;             /* required Bearer token, or NULL */
+    size_t max_body;                 /* bytes */
+    int32_t max_prompt_tokens;       /* 0: the slot's context - 1 */
+    int32_t max_tokens_limit;        /* 0: the slot's context */
+    int32_t max_queue;               /* requests waiting for a slot */
     int32_t max_connections;
     int32_t max_connections_per_address;
     int timeout_s; /* idle connection timeout, and the most a request may take to arrive */

@@ -29,6 +29,10 @@ check "another seed: other text" '! cmp -s "$tmp/s2.out" "$tmp/s3.out"'
 
 "$nucleus" bench -m "$model" -p 64 -n 16 -r 2 >"$tmp/bench.out" 2>&1
 check "bench prints pp64 and tg16 rows" 'grep -q "pp64" "$tmp/bench.out" && grep -q "tg16" "$tmp/bench.out"'
+# -d: the tests start after that many tokens, named as llama-bench names them
+"$nucleus" bench -m "$model" -p 64 -n 16 -d 100 -r 2 --json >"$tmp/depth.out" 2>&1
+check "bench -d names its tests as llama-bench does" \
+  'grep -q "\"test\": \"pp64 @ d100\"" "$tmp/depth.out" && grep -q "\"test\": \"tg16 @ d100\"" "$tmp/depth.out"'
 
 # --ceiling: the bytes read after each token are the matrices a step multiplies with
 # (output and each layer's seven, each within the 64 bytes its aligned lines leave out;

@@ -79,8 +79,8 @@ check "the largest seed runs, the same with =" '[ $rc1 -eq 0 ] && [ -s "$tmp/max
 check "the largest seed and the one below it draw differently (read exactly)" '! cmp -s "$tmp/max1" "$tmp/max3"'
 
 # --- enums ---------------------------------------------------------------------
-check "an enum names its choices" 'usage_error "^nucleus: --kv-type expects one of f16, f32; got .f64.$" gen --kv-type f64'
-check "serve's enum too" 'usage_error "--kv-type expects one of f16, f32; got .q8." "$nucleus" serve -m "$model" --kv-type q8'
+check "an enum names its choices" 'usage_error "^nucleus: --kv-type expects one of f16, f32, q8_0, q4_0; got .f64.$" gen --kv-type f64'
+check "serve's enum too" 'usage_error "--kv-type expects one of f16, f32, q8_0, q4_0; got .q8." "$nucleus" serve -m "$model" --kv-type q8'
 
 # --- --name=value, values that start with '-', last one wins -------------------
 gen -n 16 --temp 0 --no-summary >"$tmp/spaced" 2>/dev/null

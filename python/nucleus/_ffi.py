@@ -91,8 +91,11 @@ class LoadMode(enum.IntEnum):
 class KvType(enum.IntEnum):
     """nu_kv_type."""
 
+    SAME = -1
     F32 = 0
     F16 = 1
+    Q8_0 = 2
+    Q4_0 = 3
 
 
 class PerplexityMode(enum.IntEnum):
@@ -162,6 +165,8 @@ class nu_context_params(Structure):
         ("n_seq_max", c_int32),
         ("n_threads", c_int32),
         ("kv_type", c_int),
+        ("kv_type_k", c_int),
+        ("kv_type_v", c_int),
         ("embeddings", c_bool),
         ("n_state_checkpoints", c_int32),
     ]
@@ -481,7 +486,7 @@ PROTOTYPES = {
     "nu_model_warning": (c_char_p, [_P]),
     "nu_model_memory": (
         c_int,
-        [_P, c_int32, c_int32, c_int32, c_int, POINTER(nu_memory_estimate), _E],
+        [_P, c_int32, c_int32, c_int32, c_int, c_int, POINTER(nu_memory_estimate), _E],
     ),
     # tokenizer
     "nu_tokenize": (

@@ -534,7 +534,7 @@ class Model:
     ``n_ctx`` KV cache cells shared by all sequences (0: the model's training
     length, at most 4096), ``n_threads`` (0: all cores), ``n_batch`` tokens per
     forward pass, ``n_seq_max`` sequences at once (the most samples and
-    prompts generated together), ``kv_type`` "f16" or "f32". ``chat_template``
+    prompts generated together), ``kv_type`` "f16", "f32", "q8_0" or "q4_0". ``chat_template``
     is a built-in template name or a Jinja file for :meth:`chat` (default:
     the model's own, else a built-in guessed from its vocabulary).
 
@@ -571,9 +571,11 @@ class Model:
             cp.n_threads = _int("n_threads", n_threads, 0)
             cp.n_batch = _int("n_batch", n_batch, 1)
             cp.n_seq_max = _int("n_seq_max", n_seq_max, 1)
-            kinds = {"f16": KvType.F16, "f32": KvType.F32}
+            kinds = {"f16": KvType.F16, "f32": KvType.F32, "q8_0": KvType.Q8_0,
+                     "q4_0": KvType.Q4_0}
             if kv_type not in kinds:
-                raise ValueError(f"kv_type must be 'f16' or 'f32', not {kv_type!r}")
+                raise ValueError(
+                    f"kv_type must be 'f16', 'f32', 'q8_0' or 'q4_0', not {kv_type!r}")
             cp.kv_type = kinds[kv_type]
             _check(lib.nu_context_new(self._model, byref(cp), byref(self._ctx), byref(err)), err)
         except BaseException:

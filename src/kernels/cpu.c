@@ -134,6 +134,10 @@ void nu_vec_dots_rows(uint32_t type, const float *const *q, int k, const void *b
                       const int32_t *cells, int64_t n_rows, int64_t n, float *out,
                       size_t out_stride) {
     const nu_kernel_set *ks = nu_kernels_current();
+    if (type == NU_TYPE_Q8_0 || type == NU_TYPE_Q4_0) {
+        nu_quant_dots_rows(type, q, k, base, stride, cells, n_rows, n, out, out_stride);
+        return;
+    }
     if (ks->dots_rows) {
         ks->dots_rows(type, q, k, base, stride, cells, n_rows, n, out, out_stride);
         return;
@@ -152,7 +156,10 @@ void nu_vec_dots_rows(uint32_t type, const float *const *q, int k, const void *b
 void nu_vec_mads_rows(uint32_t type, float *const *y, const float *a, size_t a_stride, int k,
                       const void *base, size_t stride, const int32_t *cells, int64_t n_rows,
                       int64_t n) {
-    nu_kernels_current()->mads_rows(type, y, a, a_stride, k, base, stride, cells, n_rows, n);
+    if (type == NU_TYPE_Q8_0 || type == NU_TYPE_Q4_0)
+        nu_quant_mads_rows(type, y, a, a_stride, k, base, stride, cells, n_rows, n);
+    else
+        nu_kernels_current()->mads_rows(type, y, a, a_stride, k, base, stride, cells, n_rows, n);
 }
 
 void nu_vec_swiglu(float *gate, const float *up, int64_t n) {

@@ -181,7 +181,11 @@ void nu_vec_dots(uint32_t type, const void *row, const float *const *q, int k, i
 void nu_vec_mads(uint32_t type, float *const *y, const float *a, int k, const void *row, int64_t n);
 
 /* nu_vec_dots for n_rows rows, row j at base + cells[j] * stride bytes:
- * out[v * out_stride + j] = nu_vec_dots(type, row j, q, k, n)[v], bit-identical. */
+ * out[v * out_stride + j] = nu_vec_dots(type, row j, q, k, n)[v], bit-identical.
+ * Rows may also be NU_TYPE_Q8_0 or NU_TYPE_Q4_0 (a quantised KV cache; n a
+ * multiple of 32, at most 512): each q[v] is then rounded to 8 bits in
+ * blocks of 32 as a matrix product's activations are, and multiplied with
+ * the rows' blocks in integers; nu_vec_mads_rows dequantises each row. */
 void nu_vec_dots_rows(uint32_t type, const float *const *q, int k, const void *base, size_t stride,
                       const int32_t *cells, int64_t n_rows, int64_t n, float *out,
                       size_t out_stride);

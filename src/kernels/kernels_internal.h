@@ -355,6 +355,17 @@ void nu_panel4_f16_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, i
 int64_t nu_panel_items(const nu_matmul_job *job, int nth);
 void nu_panel_item(const nu_matmul_job *job, int64_t it, int nth);
 
+/* Attention over Q8_0 / Q4_0 cache rows (attn_quant.c): nu_vec_dots_rows
+ * and nu_vec_mads_rows for those types, n (a head's size) a multiple of 32
+ * and at most NU_ATTN_QUANT_MAX, k at most 4. */
+#define NU_ATTN_QUANT_MAX 512
+void nu_quant_dots_rows(uint32_t type, const float *const *q, int k, const void *base,
+                        size_t stride, const int32_t *cells, int64_t n_rows, int64_t n, float *out,
+                        size_t out_stride);
+void nu_quant_mads_rows(uint32_t type, float *const *y, const float *a, size_t a_stride, int k,
+                        const void *base, size_t stride, const int32_t *cells, int64_t n_rows,
+                        int64_t n);
+
 /* The scalar activation quantisers; the SIMD ones must match them bit for
  * bit. */
 void nu_quantize_act_scalar(const float *x, int64_t n_in, uint8_t *dst);

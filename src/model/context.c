@@ -15,8 +15,13 @@
 #include "error.h"
 
 nu_context_params nu_context_default_params(void) {
-    nu_context_params p = {
-        .n_ctx = 0, .n_batch = 512, .n_seq_max = 1, .n_threads = 0, .kv_type = NU_KV_F16};
+    nu_context_params p = {.n_ctx = 0,
+                           .n_batch = 512,
+                           .n_seq_max = 1,
+                           .n_threads = 0,
+                           .kv_type = NU_KV_F16,
+                           .kv_type_k = NU_KV_SAME,
+                           .kv_type_v = NU_KV_SAME};
     return p;
 }
 
@@ -205,8 +210,27 @@ static nu_status check_params(const nu_model *m, nu_context_params *p, nu_error 
     if (p->n_threads < 1 || p->n_threads > 256)
         return nu_fail(err, NU_ERR_INVALID_ARG, "n_threads %d is out of range (1..256)",
                        p->n_threads);
-    if (p->kv_type != NU_KV_F32 && p->kv_type != NU_KV_F16)
+    if (p->kv_type < NU_KV_F32 || p->kv_type > NU_KV_Q4_0)
         return nu_fail(err, NU_ERR_INVALID_ARG, "unknown KV cache type %d", (int)p->kv_type);
+    if (p->kv_type_k == NU_KV_SAME) p->kv_type_k = p->kv_type;
+    if (p->kv_type_v == NU_KV_SAME) p->kv_type_v = p->kv_type;
+    for (int kv = 0; kv < 2; kv++) {
+        nu_kv_type t = kv ? p->kv_type_v : p->kv_type_k;
+        if (t < NU_KV_F32 || t > NU_KV_Q4_0)
+            return nu_fail(err, NU_ERR_INVALID_ARG, "unknown %s cache type %d",
+                           kv ? "value" : "key", (int)t);
+        if (t != NU_KV_Q8_0 && t != NU_KV_Q4_0) continue;
+        for (int32_t il = 0; il < m->hp.n_layer; il++) {
+            const nu_layer_hp *l = &m->hp.layer[il];
+            int32_t hd = kv ? l->head_dim_v : l->head_dim;
+            if (l->kv_slot >= 0 && (hd % 32 || hd > 512))
+                return nu_fail(err, NU_ERR_UNSUPPORTED,
+                               "a %s %s cache needs heads of a multiple of 32 values, at most "
+                               "512 (layer %d's %s are %d)",
+                               t == NU_KV_Q8_0 ? "q8_0" : "q4_0", kv ? "value" : "key", il,
+                               kv ? "values" : "keys", hd);
+        }
+    }
     if (p->n_state_checkpoints == 0) p->n_state_checkpoints = p->n_seq_max + 8;
     if (p->n_state_checkpoints < p->n_seq_max || p->n_state_checkpoints > 4096)
         return nu_fail(err, NU_ERR_INVALID_ARG,
@@ -254,8 +278,9 @@ static nu_status init_cache(nu_context *c, nu_error *err) {
     int32_t *dims = malloc(2 * sizeof *dims * (size_t)(hp->n_kv_slots + 1));
     if (!dims) return nu_fail(err, NU_ERR_NOMEM, "out of memory");
     kv_plane_dims(hp, dims, dims + hp->n_kv_slots);
-    nu_status st = nu_kv_cache_init(&c->kv, c->params.n_ctx, hp->n_kv_slots, dims,
-                                    dims + hp->n_kv_slots, c->params.kv_type, err);
+    nu_status st =
+        nu_kv_cache_init(&c->kv, c->params.n_ctx, hp->n_kv_slots, dims, dims + hp->n_kv_slots,
+                         c->params.kv_type_k, c->params.kv_type_v, err);
     free(dims);
     if (st || hp->n_state_planes == 0) return st;
     int64_t floats[NU_MAX_LAYERS];
@@ -496,7 +521,12 @@ int32_t nu_kv_seq_pos_max(const nu_context *c, int32_t seq) {
 }
 
 nu_status nu_model_memory(const nu_model *m, int32_t n_ctx, int32_t n_batch, int32_t n_seq,
-                          nu_kv_type kv_type, nu_memory_estimate *out, nu_error *err) {
+                          nu_kv_type kv_type_k, nu_kv_type kv_type_v, nu_memory_estimate *out,
+                          nu_error *err) {
+    if (kv_type_k < NU_KV_F32 || kv_type_k > NU_KV_Q4_0 || kv_type_v < NU_KV_F32 ||
+        kv_type_v > NU_KV_Q4_0)
+        return nu_fail(err, NU_ERR_INVALID_ARG, "unknown KV cache type (key %d, value %d)",
+                       (int)kv_type_k, (int)kv_type_v);
     if (m->mode != NU_LOAD_FULL)
         return nu_fail(err, NU_ERR_INVALID_ARG, "the model was loaded without its weights");
     if (n_ctx < 1 || n_batch < 1 || n_seq < 1 || n_seq > NU_MAX_SEQ)
@@ -508,9 +538,9 @@ nu_status nu_model_memory(const nu_model *m, int32_t n_ctx, int32_t n_batch, int
     int32_t *dims = malloc(2 * sizeof *dims * (size_t)(m->hp.n_kv_slots + 1));
     if (!dims) return nu_fail(err, NU_ERR_NOMEM, "out of memory");
     kv_plane_dims(&m->hp, dims, dims + m->hp.n_kv_slots);
-    out->kv_cache =
-        nu_kv_cache_bytes(n_ctx, m->hp.n_kv_slots, dims, dims + m->hp.n_kv_slots, kv_type) +
-        state_bytes(&m->hp, n_seq, n_seq + 8);
+    out->kv_cache = nu_kv_cache_bytes(n_ctx, m->hp.n_kv_slots, dims, dims + m->hp.n_kv_slots,
+                                      kv_type_k, kv_type_v) +
+                    state_bytes(&m->hp, n_seq, n_seq + 8);
     free(dims);
     out->scratch = nu_scratch_bytes(m, n_ctx, n_batch, n_seq, default_threads());
     out->total = out->weights + out->kv_cache + out->scratch;

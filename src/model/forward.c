@@ -65,8 +65,9 @@ static int32_t cells_upto(const nu_kv_cache *kv, const int32_t *cells, int32_t n
  * visible to it (positions <= its own, and inside the layer's window).
  * Every cached row is read and converted once for the nh heads; each head's
  * arithmetic is the same as if it were alone. An f16 cache multiplies in
- * half precision: queries and attention weights are rounded to f16, as a
- * half-precision kernel sees them. */
+ * half precision: queries (f16 keys) and attention weights (f16 values) are
+ * rounded to f16, as a half-precision kernel sees them; q8_0 / q4_0 keys
+ * meet the query rounded to 8 bits per block (nu_vec_dots_rows). */
 static void attend_heads(nu_context *c, const nu_batch_entry *e, int32_t b, int32_t h0, int32_t nh,
                          int32_t layer, float *scores) {
     const nu_model *m = c->model;
@@ -75,7 +76,7 @@ static void attend_heads(nu_context *c, const nu_batch_entry *e, int32_t b, int3
     const nu_kv_cache *kv = &c->kv;
     const nu_kv_plane *plane = &kv->planes[L->kv_slot];
     const int32_t hd = L->head_dim, hdv = L->head_dim_v, g = h0 / (L->n_head / L->n_head_kv);
-    const uint32_t type = kv->type == NU_KV_F16 ? NU_TYPE_F16 : NU_TYPE_F32;
+    const uint32_t tk = kv->type_k, tv = kv->type_v;
     const int32_t *cells = c->s.seq_cells + (size_t)e->seq * c->params.n_ctx;
     int32_t n = cells_upto(kv, cells, c->s.seq_count[e->seq], e->pos);
     int32_t first = L->window > 0 ? cells_upto(kv, cells, n, e->pos - L->window) : 0;
@@ -89,7 +90,7 @@ static void attend_heads(nu_context *c, const nu_batch_entry *e, int32_t b, int3
     for (int32_t i = 0; i < nh; i++) {
         q[i] = c->s.q + (size_t)b * L->n_head * hd + (size_t)(h0 + i) * hd;
         out[i] = c->s.xb + (size_t)b * L->n_head * hdv + (size_t)(h0 + i) * hdv;
-        if (type == NU_TYPE_F16) {
+        if (tk == NU_TYPE_F16) {
             memcpy(q16[i], q[i], (size_t)hd * sizeof(float));
             nu_vec_round_f16(q16[i], hd);
             q[i] = q16[i];
@@ -97,10 +98,10 @@ static void attend_heads(nu_context *c, const nu_batch_entry *e, int32_t b, int3
         max[i] = -INFINITY;
         memset(out[i], 0, (size_t)hdv * sizeof(float));
     }
-    const size_t ks = (size_t)plane->k_dim * kv->elem_bytes,
-                 vs = (size_t)plane->v_dim * kv->elem_bytes;
-    nu_vec_dots_rows(type, q, nh, (const char *)plane->k + (size_t)g * hd * kv->elem_bytes, ks,
-                     cells, n, hd, scores, n_ctx);
+    const size_t k_off = (size_t)nu_type_row_bytes(tk, (uint64_t)g * (uint64_t)hd),
+                 v_off = (size_t)nu_type_row_bytes(tv, (uint64_t)g * (uint64_t)hdv);
+    nu_vec_dots_rows(tk, q, nh, (const char *)plane->k + k_off, plane->k_row, cells, n, hd, scores,
+                     n_ctx);
     for (int32_t i = 0; i < nh; i++) {
         float *sc = scores + (size_t)i * n_ctx;
         for (int32_t j = 0; j < n; j++) sc[j] *= scale;
@@ -116,10 +117,9 @@ static void attend_heads(nu_context *c, const nu_batch_entry *e, int32_t b, int3
         if (sinks[h0 + i] > max[i]) max[i] = sinks[h0 + i];
     }
     for (int32_t i = 0; i < nh; i++)
-        nu_vec_softmax(scores + (size_t)i * n_ctx, n + (sinks ? 1 : 0), max[i],
-                       type == NU_TYPE_F16);
-    nu_vec_mads_rows(type, out, scores, n_ctx, nh,
-                     (const char *)plane->v + (size_t)g * hdv * kv->elem_bytes, vs, cells, n, hdv);
+        nu_vec_softmax(scores + (size_t)i * n_ctx, n + (sinks ? 1 : 0), max[i], tv == NU_TYPE_F16);
+    nu_vec_mads_rows(tv, out, scores, n_ctx, nh, (const char *)plane->v + v_off, plane->v_row,
+                     cells, n, hdv);
 }
 
 /* Work units: (entry, group of up to NU_ATTN_HEADS query heads sharing a

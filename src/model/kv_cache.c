@@ -7,23 +7,36 @@
 #include "error.h"
 #include "kernels.h"
 
-static size_t elem_size(nu_kv_type type) {
-    return type == NU_KV_F16 ? 2 : 4;
+uint32_t nu_kv_tensor_type(nu_kv_type type) {
+    switch (type) {
+    case NU_KV_F32: return NU_TYPE_F32;
+    case NU_KV_F16: return NU_TYPE_F16;
+    case NU_KV_Q8_0: return NU_TYPE_Q8_0;
+    case NU_KV_Q4_0: return NU_TYPE_Q4_0;
+    default: return NU_TYPE_COUNT;
+    }
+}
+
+/* Bytes of a row of n elements of a cache type. */
+static size_t row_bytes(nu_kv_type type, int32_t n) {
+    return (size_t)nu_type_row_bytes(nu_kv_tensor_type(type), (uint64_t)n);
 }
 
 uint64_t nu_kv_cache_bytes(int32_t n_cells, int32_t n_planes, const int32_t *k_dim,
-                           const int32_t *v_dim, nu_kv_type type) {
+                           const int32_t *v_dim, nu_kv_type type_k, nu_kv_type type_v) {
     uint64_t row = 0;
-    for (int32_t i = 0; i < n_planes; i++) row += (uint64_t)k_dim[i] + (uint64_t)v_dim[i];
-    return (uint64_t)n_cells * row * elem_size(type);
+    for (int32_t i = 0; i < n_planes; i++)
+        row += row_bytes(type_k, k_dim[i]) + row_bytes(type_v, v_dim[i]);
+    return (uint64_t)n_cells * row;
 }
 
 nu_status nu_kv_cache_init(nu_kv_cache *c, int32_t n_cells, int32_t n_planes, const int32_t *k_dim,
-                           const int32_t *v_dim, nu_kv_type type, nu_error *err) {
+                           const int32_t *v_dim, nu_kv_type type_k, nu_kv_type type_v,
+                           nu_error *err) {
     memset(c, 0, sizeof *c);
     c->n_cells = n_cells;
-    c->type = type;
-    c->elem_bytes = elem_size(type);
+    c->type_k = nu_kv_tensor_type(type_k);
+    c->type_v = nu_kv_tensor_type(type_v);
     c->pos = malloc((size_t)n_cells * sizeof *c->pos);
     c->seqs = calloc((size_t)n_cells, sizeof *c->seqs);
     c->planes = calloc((size_t)(n_planes > 0 ? n_planes : 1), sizeof *c->planes);
@@ -32,8 +45,10 @@ nu_status nu_kv_cache_init(nu_kv_cache *c, int32_t n_cells, int32_t n_planes, co
         nu_kv_plane *p = &c->planes[i];
         p->k_dim = k_dim[i];
         p->v_dim = v_dim[i];
-        p->k = malloc((size_t)n_cells * (size_t)k_dim[i] * c->elem_bytes + 1);
-        p->v = malloc((size_t)n_cells * (size_t)v_dim[i] * c->elem_bytes + 1);
+        p->k_row = row_bytes(type_k, k_dim[i]);
+        p->v_row = row_bytes(type_v, v_dim[i]);
+        p->k = malloc((size_t)n_cells * p->k_row + 1);
+        p->v = malloc((size_t)n_cells * p->v_row + 1);
         c->n_planes = i + 1;
         ok = p->k && p->v;
     }
@@ -41,7 +56,7 @@ nu_status nu_kv_cache_init(nu_kv_cache *c, int32_t n_cells, int32_t n_planes, co
         nu_kv_cache_free(c);
         return nu_fail(
             err, NU_ERR_NOMEM, "out of memory for a KV cache of %d cells (%.1f MiB)", n_cells,
-            (double)nu_kv_cache_bytes(n_cells, n_planes, k_dim, v_dim, type) / (1 << 20));
+            (double)nu_kv_cache_bytes(n_cells, n_planes, k_dim, v_dim, type_k, type_v) / (1 << 20));
     }
     nu_kv_cache_clear(c);
     return NU_OK;
@@ -166,13 +181,15 @@ void nu_kv_cache_release(nu_kv_cache *c, int32_t n, const int32_t *cells) {
 
 void nu_kv_cache_store(nu_kv_cache *c, bool value, int32_t plane, int32_t cell, const float *row) {
     const nu_kv_plane *p = &c->planes[plane];
-    int32_t dim = value ? p->v_dim : p->k_dim;
-    size_t idx = (size_t)cell * (size_t)dim;
-    void *base = value ? p->v : p->k;
-    if (c->type == NU_KV_F32)
-        memcpy((float *)base + idx, row, (size_t)dim * sizeof(float));
+    const int32_t dim = value ? p->v_dim : p->k_dim;
+    const uint32_t type = value ? c->type_v : c->type_k;
+    uint8_t *dst = (uint8_t *)(value ? p->v : p->k) + (size_t)cell * (value ? p->v_row : p->k_row);
+    if (type == NU_TYPE_F32)
+        memcpy(dst, row, (size_t)dim * sizeof(float));
+    else if (type == NU_TYPE_F16)
+        nu_vec_to_f16((uint16_t *)(void *)dst, row, dim);
     else
-        nu_vec_to_f16((uint16_t *)base + idx, row, dim);
+        nu_quantize_row(type, row, dst, dim);
 }
 
 /* Insertion into a list kept sorted by position: sequences are filled in

@@ -39,9 +39,11 @@
 
 _Static_assert(NU_MAX_SEQ <= 64, "a cell's sequences are the bits of a uint64_t");
 
-/* One layer's keys and values: [cell][k_dim] and [cell][v_dim]. */
+/* One layer's keys and values: [cell][k_dim] and [cell][v_dim] elements of
+ * the cache's key and value types (k_row / v_row bytes a cell). */
 typedef struct nu_kv_plane {
     int32_t k_dim, v_dim; /* n_head_kv * head_dim, n_head_kv * head_dim_v */
+    size_t k_row, v_row;
     void *k, *v;
 } nu_kv_plane;
 
@@ -54,10 +56,9 @@ typedef struct nu_kv_cache {
     int32_t n_cells;
     int32_t n_planes;
     nu_kv_plane *planes;
-    nu_kv_type type;
-    size_t elem_bytes; /* 4 (f32) or 2 (f16) */
-    int32_t *pos;      /* per cell; -1 when free */
-    uint64_t *seqs;    /* per cell: bit s set when sequence s uses it */
+    uint32_t type_k, type_v; /* tensor types of the rows: F32, F16, Q8_0 or Q4_0 */
+    int32_t *pos;            /* per cell; -1 when free */
+    uint64_t *seqs;          /* per cell: bit s set when sequence s uses it */
     int32_t used;
     /* recurrent state (n_slots 0 when no layer has one) */
     int32_t n_slots;
@@ -70,15 +71,21 @@ typedef struct nu_kv_cache {
     uint8_t *slot_busy; /* in use by the decode being planned: never dropped */
 } nu_kv_cache;
 
-/* A cache of n_cells cells with n_planes planes, plane i holding rows of
- * k_dim[i] and v_dim[i]. */
+/* The tensor type rows of a cache type are stored in (NU_TYPE_F32, F16,
+ * Q8_0, Q4_0), or NU_TYPE_COUNT for an unknown one. */
+uint32_t nu_kv_tensor_type(nu_kv_type type);
+
+/* A cache of n_cells cells with n_planes planes, plane i holding keys of
+ * k_dim[i] and values of v_dim[i] elements (whole blocks of a quantised
+ * type). */
 nu_status nu_kv_cache_init(nu_kv_cache *c, int32_t n_cells, int32_t n_planes, const int32_t *k_dim,
-                           const int32_t *v_dim, nu_kv_type type, nu_error *err);
+                           const int32_t *v_dim, nu_kv_type type_k, nu_kv_type type_v,
+                           nu_error *err);
 void nu_kv_cache_free(nu_kv_cache *c);
 
 /* Bytes of keys and values for n_cells cells of those planes. */
 uint64_t nu_kv_cache_bytes(int32_t n_cells, int32_t n_planes, const int32_t *k_dim,
-                           const int32_t *v_dim, nu_kv_type type);
+                           const int32_t *v_dim, nu_kv_type type_k, nu_kv_type type_v);
 
 /* Claims n free cells for (seq, pos) pairs; returns false (claiming nothing)
  * when fewer than n are free. */
