@@ -346,7 +346,8 @@ static nu_status check_memory(const nu_model *m, const nu_context_params *p, nu_
     nu_memory_estimate est;
     uint64_t avail = 0;
     nu_error ignored;
-    if (nu_model_memory(m, p->n_ctx, p->n_batch, p->n_seq_max, p->kv_type, &est, &ignored) ||
+    if (nu_model_memory(m, p->n_ctx, p->n_batch, p->n_seq_max, p->kv_type_k, p->kv_type_v, &est,
+                        &ignored) ||
         !available_memory(&avail))
         return NU_OK;
     uint64_t need = est.kv_cache + est.scratch;
