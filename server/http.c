@@ -69,6 +69,7 @@ srv_config srv_default_config(void) {
                     .kv_type_v = NU_KV_SAME,
                     .max_body = 1 << 20,
                     .max_queue = 64,
+                    .max_responses = 1024,
                     .max_connections = 256,
                     .max_connections_per_address = 64,
                     .timeout_s = 60,
@@ -525,7 +526,7 @@ int srv_run(const srv_config *cfg) {
                    .answers_done = PTHREAD_COND_INITIALIZER};
     char msg[800] = "";
     struct MHD_Daemon *d = NULL;
-    if (!(s.metrics = srv_metrics_new()) || !(s.responses = srv_responses_new()))
+    if (!(s.metrics = srv_metrics_new()) || !(s.responses = srv_responses_new(cfg->max_responses)))
         snprintf(msg, sizeof msg, "out of memory");
     else if (srv_models_new(cfg, s.metrics, &s.models, msg, sizeof msg) &&
              (s.deadlines = srv_deadlines_start(cfg->timeout_s, cfg->quiet, msg, sizeof msg)))

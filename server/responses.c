@@ -36,12 +36,13 @@ typedef struct stored {
 struct srv_responses {
     pthread_mutex_t mu;
     stored *head, *tail; /* oldest first */
-    size_t count, bytes;
+    size_t count, bytes, max;
 };
 
-srv_responses *srv_responses_new(void) {
+srv_responses *srv_responses_new(int32_t max) {
     srv_responses *r = calloc(1, sizeof *r);
     if (r) pthread_mutex_init(&r->mu, NULL);
+    if (r) r->max = max > 0 ? (size_t)max : 0;
     return r;
 }
 
@@ -75,8 +76,7 @@ static void store_put(srv_responses *r, const char *id, char *response, char *co
     e->conversation = conversation;
     e->bytes = strlen(response) + strlen(conversation) + sizeof *e;
     pthread_mutex_lock(&r->mu);
-    while (r->head &&
-           (r->count >= SRV_RESPONSES_MAX || r->bytes + e->bytes > SRV_RESPONSES_MAX_BYTES)) {
+    while (r->head && (r->count >= r->max || r->bytes + e->bytes > SRV_RESPONSES_MAX_BYTES)) {
         stored *old = r->head;
         r->head = old->next;
         if (!r->head) r->tail = NULL;
@@ -84,7 +84,7 @@ static void store_put(srv_responses *r, const char *id, char *response, char *co
         r->bytes -= old->bytes;
         stored_free(old);
     }
-    if (e->bytes <= SRV_RESPONSES_MAX_BYTES) {
+    if (r->max > 0 && e->bytes <= SRV_RESPONSES_MAX_BYTES) {
         if (r->tail)
             r->tail->next = e;
         else
@@ -546,8 +546,19 @@ static cJSON *map_request(const cJSON *root, resp_req *q, srv_error *err) {
     return ok ? out : NULL;
 }
 
+/* Removes every ".function" from s (chat's tools[i].function.X is the
+ * Responses API's tools[i].X). */
+static void drop_function(char *s) {
+    for (char *at; (at = strstr(s, ".function"));) memmove(at, at + 9, strlen(at + 9) + 1);
+}
+
 /* The Responses API's name for a chat request field, in errors. */
 static void rename_param(srv_error *err) {
+    if (!strncmp(err->param, "tools[", 6)) {
+        drop_function(err->param);
+        drop_function(err->message);
+        return;
+    }
     static const char *const names[][2] = {{"max_tokens", "max_output_tokens"},
                                            {"response_format", "text.format"},
                                            {"reasoning_effort", "reasoning.effort"},

@@ -19,7 +19,7 @@
  * response.incomplete, response.failed), each with its sequence_number.
  *
  * Responses are kept in memory unless store is false: the most recent
- * SRV_RESPONSES_MAX of them and at most SRV_RESPONSES_MAX_BYTES in all (the
+ * --max-responses of them and at most SRV_RESPONSES_MAX_BYTES in all (the
  * oldest are forgotten first). previous_response_id continues the
  * conversation a stored response ended (its input and output, without its
  * instructions, as the API defines). */
@@ -30,13 +30,12 @@
 
 #include "http.h"
 
-#define SRV_RESPONSES_MAX 1024
 #define SRV_RESPONSES_MAX_BYTES (64u << 20)
 
 typedef struct srv_responses srv_responses;
 
-/* NULL when out of memory. */
-srv_responses *srv_responses_new(void);
+/* A store of at most max responses (0: none is kept); NULL when out of memory. */
+srv_responses *srv_responses_new(int32_t max);
 void srv_responses_free(srv_responses *r);
 
 /* Answers a request to one of the routes above. */

@@ -41,6 +41,7 @@ typedef struct srv_config {
     int32_t max_prompt_tokens;       /* 0: the slot's context - 1 */
     int32_t max_tokens_limit;        /* 0: the slot's context */
     int32_t max_queue;               /* requests waiting for a slot */
+    int32_t max_responses;           /* Responses API answers kept in memory (0: none) */
     int32_t max_connections;
     int32_t max_connections_per_address;
     int timeout_s; /* idle connection timeout, and the most a request may take to arrive */

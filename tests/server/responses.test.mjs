@@ -184,6 +184,8 @@ describe("responses", () => {
             [{ input: [{ role: "user", content: [{ type: "input_image", image_url: "x" }] }] }, 400, /input_image' is not supported/, "input"],
             [{ input: [{ type: "web_search_call", id: "x" }] }, 400, /items of type 'web_search_call' are not supported/, "input"],
             [{ input: story, tools: [{ type: "web_search" }] }, 400, /tools of type 'web_search' are not supported/, "tools"],
+            [{ input: story, tools: [{ ...tool, name: "a b" }] }, 400, /'tools\[0\]\.name' must be a function name/, "tools[0].name"],
+            [{ input: story, tools: [{ ...tool, parameters: { type: "object", properties: 5 } }] }, 400, /tools\[0\]\.parameters/, "tools[0].parameters"],
             [{ input: story, max_output_tokens: 0 }, 400, /max_output_tokens/, "max_output_tokens"],
             [{ input: story, text: { format: { type: "json_schema", name: "x", schema: 5 } } }, 400, /text\.format/, "text.format"],
             [{ input: story, reasoning: { effort: "high" } }, 400, /reasoning\.effort/, "reasoning.effort"],
@@ -231,5 +233,21 @@ describe("responses with a reasoning model", () => {
         const on = await openai.responses.create({ input: "Hi", max_output_tokens: 3, seed: 1 });
         assert.ok(off.usage.input_tokens > on.usage.input_tokens, "an empty think block is added to the prompt");
         assert.equal(off.reasoning.effort, "none");
+    });
+});
+
+describe("--max-responses", () => {
+    test("the oldest responses are forgotten first", async () => {
+        const server = await startServer(["--max-responses", "2"]);
+        try {
+            const openai = client(server);
+            const made = [];
+            for (let i = 0; i < 3; i++) made.push(await openai.responses.create({ input: `Story ${i}`, max_output_tokens: 2, temperature: 0 }));
+            await assert.rejects(openai.responses.retrieve(made[0].id), (e) => e.status === 404);
+            for (const r of made.slice(1)) assert.equal((await openai.responses.retrieve(r.id)).output_text, r.output_text);
+            await assert.rejects(openai.responses.create({ input: "Hi", previous_response_id: made[0].id }), (e) => e.status === 404);
+        } finally {
+            assertCleanExit(assert, await server.stop());
+        }
     });
 });
