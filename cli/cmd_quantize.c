@@ -7,7 +7,7 @@
 #include "cli.h"
 
 typedef struct quantize_opts {
-    const char *in, *out, *type;
+    const char *in, *out, *type, *imatrix;
     bool pure;
 } quantize_opts;
 
@@ -26,6 +26,12 @@ static const cli_option quantize_options[] = {
      .field = CLI_FIELD(quantize_opts, pure),
      .help = "every matrix in TYPE itself (llama-quantize --pure): no mix, no q8_0/q6_k output, "
              "no fallback"},
+    {.name = "--imatrix",
+     .kind = CLI_STRING,
+     .field = CLI_FIELD(quantize_opts, imatrix),
+     .placeholder = "FILE",
+     .help = "importance matrix (llama-imatrix's GGUF or .dat, as llama-quantize --imatrix): "
+             "weighs the iq4_nl / iq4_xs rounding by each column's activations"},
     {0},
 };
 
@@ -37,7 +43,7 @@ static const cli_section quantize_sections[] = {
 const cli_command quantize_command = {
     .name = "quantize",
     .summary = "write a copy of a model with its weights in another type",
-    .usage = "nucleus quantize [--pure] IN.gguf OUT.gguf TYPE",
+    .usage = "nucleus quantize [--pure] [--imatrix FILE] IN.gguf OUT.gguf TYPE",
     .about = "Weight matrices are converted; norms and biases stay f32.\n",
     .positionals = quantize_arguments,
     .sections = quantize_sections,
@@ -49,6 +55,8 @@ const cli_command quantize_command = {
               "  e.g. q4_k_m: q4_k, with attn_v and ffn_down q6_k in about half the layers\n"
               "  and output.weight q6_k. (llama.cpp's \"Q4_K\" means q4_k_m; here q4_k is\n"
               "  q4_k throughout.)\n"
+              "TYPE, non-linear 4-bit (llama.cpp's recipes; better with --imatrix):\n"
+              "  iq4_xs (4.25 bits), iq4_nl (4.5 bits)\n"
               "Matrices whose rows are not a multiple of 256 fall back to q4_0 (for q2_k,\n"
               "q3_k), q5_0 (q4_k), q5_1 (q5_k) or q8_0 (q6_k).\n",
     .run = run_quantize,
@@ -62,6 +70,7 @@ static int run_quantize(int argc, char **argv) {
     double t0 = nu_time_ms();
     nu_quantize_params qp = nu_quantize_default_params();
     qp.pure = o.pure;
+    qp.imatrix = o.imatrix;
     if (nu_quantize_file_with(o.in, o.out, o.type, &qp, &err) != NU_OK) {
         cli_error("%s", err.message);
         return 1;

@@ -174,7 +174,10 @@ NU_API nu_status nu_model_memory(const nu_model *model, int32_t n_ctx, int32_t n
  * "q4_0" (with 4- and 5-bit types the output projection gets q8_0); "q6_k",
  * "q5_k", "q4_k", "q3_k" (output projection q6_k); or one of llama.cpp's
  * K-quant mixes "q5_k_m", "q5_k_s", "q4_k_m", "q4_k_s", "q3_k_l", "q3_k_m",
- * "q3_k_s", "q2_k" (the same tensor types as llama.cpp's quantize tool).
+ * "q3_k_s", "q2_k", or "iq4_xs", "iq4_nl" (output q6_k; attn_v q5_k when
+ * four or more heads share a key/value head; ffn_down q5_k in the first
+ * eighth of the layers without an importance matrix; attn_output q5_k in
+ * 8-expert models) (the same tensor types as llama.cpp's quantize tool).
  * Metadata is copied (general.file_type updated); vectors stay F32. */
 NU_API nu_status nu_quantize_file(const char *in_path, const char *out_path, const char *type,
                                   nu_error *err);
@@ -186,6 +189,13 @@ typedef struct nu_quantize_params {
      * rows are not whole blocks of the type is an error). A mix name means
      * its base type ("q4_k_m": q4_k). */
     bool pure;
+    /* An importance matrix file as llama.cpp's quantize tool takes it
+     * (`--imatrix`: llama-imatrix's GGUF or its legacy .dat), or NULL. Its
+     * per-column mean squares of the activations weigh each matrix's
+     * rounding error where the encoder can use them (iq4_nl, iq4_xs); with
+     * one, iq4_nl / iq4_xs keep ffn_down in their type in the first eighth
+     * of the layers (as llama.cpp does). */
+    const char *imatrix;
 } nu_quantize_params;
 
 NU_API nu_quantize_params nu_quantize_default_params(void);

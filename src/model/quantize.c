@@ -34,6 +34,7 @@
 
 #include "error.h"
 #include "gguf.h"
+#include "imatrix.h"
 #include "kernels.h"
 
 /* ---- recipes ---------------------------------------------------------------- */
@@ -47,6 +48,7 @@ typedef enum recipe_kind {
     K_Q4_K_S,
     K_Q4_K_M,
     K_Q5_K_M,
+    K_IQ4, /* iq4_nl, iq4_xs */
 } recipe_kind;
 
 typedef struct recipe {
@@ -67,13 +69,16 @@ static const recipe recipes[] = {
     {"q5_k_s", NU_TYPE_Q5_K, 16, K_PURE},   {"q5_k_m", NU_TYPE_Q5_K, 17, K_Q5_K_M},
     {"q6_k", NU_TYPE_Q6_K, 18, K_PURE},     {"q3_k", NU_TYPE_Q3_K, 11, K_PURE},
     {"q4_k", NU_TYPE_Q4_K, 14, K_PURE},     {"q5_k", NU_TYPE_Q5_K, 16, K_PURE},
+    {"iq4_nl", NU_TYPE_IQ4_NL, 25, K_IQ4},  {"iq4_xs", NU_TYPE_IQ4_XS, 30, K_IQ4},
 };
 
 /* What the recipes need to know about the model. */
 typedef struct model_shape {
-    int n_layer;     /* <arch>.block_count (0 if absent) */
-    int n_gqa;       /* attention heads per key/value head (1 if unknown) */
-    bool has_output; /* a separate output.weight (else it is tied to token_embd) */
+    int n_layer;      /* <arch>.block_count (0 if absent) */
+    int n_gqa;        /* attention heads per key/value head (1 if unknown) */
+    int n_expert;     /* <arch>.expert_count (0 if absent) */
+    bool has_output;  /* a separate output.weight (else it is tied to token_embd) */
+    bool has_imatrix; /* an importance matrix was given */
 } model_shape;
 
 typedef enum role { ROLE_OTHER, ROLE_OUTPUT, ROLE_ATTN_V, ROLE_FFN_DOWN, ROLE_ATTN_OUTPUT } role;
@@ -136,6 +141,11 @@ static uint32_t k_recipe_type(const recipe *rc, role r, int layer, const model_s
     case K_Q5_K_M:
         if ((r == ROLE_ATTN_V || r == ROLE_FFN_DOWN) && more_bits(layer, n)) return NU_TYPE_Q6_K;
         break;
+    case K_IQ4:
+        if (r == ROLE_ATTN_V && m->n_gqa >= 4) return NU_TYPE_Q5_K;
+        if (r == ROLE_FFN_DOWN && layer < n / 8 && !m->has_imatrix) return NU_TYPE_Q5_K;
+        if (r == ROLE_ATTN_OUTPUT && m->n_expert == 8) return NU_TYPE_Q5_K;
+        break;
     default: break;
     }
     return rc->base;
@@ -144,6 +154,7 @@ static uint32_t k_recipe_type(const recipe *rc, role r, int layer, const model_s
 /* A 32-element block type of about the size of a K type. */
 static uint32_t k_fallback(uint32_t type) {
     switch (type) {
+    case NU_TYPE_IQ4_XS: return NU_TYPE_IQ4_NL;
     case NU_TYPE_Q2_K:
     case NU_TYPE_Q3_K: return NU_TYPE_Q4_0;
     case NU_TYPE_Q4_K: return NU_TYPE_Q5_0;
@@ -169,7 +180,7 @@ static uint32_t target_type(const nu_gguf_tensor *t, const recipe *rc, const mod
     if (pure) return t->ne[0] % nu_type_get(want)->block_size ? NU_TYPE_COUNT : want;
     if (rc->kind != PLAIN) {
         want = k_recipe_type(rc, role_of(t->name, m), layer_of(t->name), m);
-        if (t->ne[0] % 256) want = k_fallback(want);
+        if (t->ne[0] % 256 && nu_type_get(want)->block_size == 256) want = k_fallback(want);
     } else {
         bool low_bits = want == NU_TYPE_Q4_0 || want == NU_TYPE_Q4_1 || want == NU_TYPE_Q5_0 ||
                         want == NU_TYPE_Q5_1;
@@ -184,8 +195,10 @@ static uint32_t target_type(const nu_gguf_tensor *t, const recipe *rc, const mod
 }
 
 /* Reads the recipes' model facts from the metadata. */
-static model_shape read_shape(const nu_gguf_file *in) {
-    model_shape m = {0, 1, nu_gguf_find_tensor(in, "output.weight") != NULL};
+static model_shape read_shape(const nu_gguf_file *in, bool has_imatrix) {
+    model_shape m = {.n_gqa = 1,
+                     .has_output = nu_gguf_find_tensor(in, "output.weight") != NULL,
+                     .has_imatrix = has_imatrix};
     nu_gguf_string arch;
     char key[256];
     uint32_t v, heads = 0, kv_heads = 0;
@@ -197,6 +210,8 @@ static model_shape read_shape(const nu_gguf_file *in) {
     snprintf(key, sizeof key, "%.*s.attention.head_count_kv", (int)arch.len, arch.data);
     kv_heads = nu_gguf_get_u32(in, key, &v) ? v : heads;
     if (heads && kv_heads) m.n_gqa = (int)(heads / kv_heads);
+    snprintf(key, sizeof key, "%.*s.expert_count", (int)arch.len, arch.data);
+    if (nu_gguf_get_u32(in, key, &v) && v < 100000) m.n_expert = (int)v;
     if (m.n_layer == 0) /* no block count: as llama.cpp, count the attn_v tensors */
         for (uint64_t i = 0; i < in->n_tensors; i++)
             m.n_layer += role_of(in->tensors[i].name, &m) == ROLE_ATTN_V;
@@ -330,8 +345,9 @@ typedef struct convert_job {
     uint32_t type;
     uint64_t row0, rows;
     size_t in_bytes, out_bytes;
-    float *scratch; /* one row of floats per thread */
-    uint8_t *out;   /* rows * out_bytes */
+    float *scratch;          /* one row of floats per thread */
+    uint8_t *out;            /* rows * out_bytes */
+    const float *importance; /* ne[0] per expert (3-D tensors: ne[1] rows each), or NULL */
 } convert_job;
 
 /* This thread's share of the batch: each row through floats. */
@@ -344,16 +360,20 @@ static void convert_task(void *arg, int ith, int nth) {
     for (int64_t r = r0; r < r1; r++) {
         const char *src = (const char *)j->t->data + (j->row0 + (uint64_t)r) * j->in_bytes;
         nu_dequantize_row(j->t->type, src, row, n);
-        nu_quantize_row(j->type, row, j->out + (size_t)r * j->out_bytes, n);
+        const float *imp = NULL;
+        if (j->importance)
+            imp = j->importance + (j->row0 + (uint64_t)r) / j->t->ne[1] * (uint64_t)n;
+        nu_quantize_row_weighted(j->type, row, j->out + (size_t)r * j->out_bytes, n, imp);
     }
 }
 
 /* Converts one tensor batch by batch (rows in order, so the bytes written
  * do not depend on the thread count). */
 static void write_tensor(writer *w, nu_threadpool *pool, const nu_gguf_tensor *t, uint32_t type,
-                         float *scratch, uint8_t *out) {
+                         const float *importance, float *scratch, uint8_t *out) {
     uint64_t n = (uint64_t)t->ne[0], rows = t->n_elements / n;
-    convert_job j = {.t = t, .type = type, .scratch = scratch, .out = out};
+    convert_job j = {
+        .t = t, .type = type, .scratch = scratch, .out = out, .importance = importance};
     j.in_bytes = (size_t)nu_type_row_bytes(t->type, n);
     j.out_bytes = (size_t)nu_type_row_bytes(type, n);
     if (type == t->type) {
@@ -368,9 +388,9 @@ static void write_tensor(writer *w, nu_threadpool *pool, const nu_gguf_tensor *t
     }
 }
 
-static nu_status plan_types(const nu_gguf_file *in, const recipe *rc, bool pure, uint32_t **types,
-                            nu_error *err) {
-    const model_shape m = read_shape(in);
+static nu_status plan_types(const nu_gguf_file *in, const recipe *rc, bool pure,
+                            const nu_imatrix *imatrix, uint32_t **types, nu_error *err) {
+    const model_shape m = read_shape(in, imatrix != NULL);
     *types = malloc((size_t)(in->n_tensors + 1) * sizeof **types);
     if (!*types) return nu_fail(err, NU_ERR_NOMEM, "out of memory");
     for (uint64_t i = 0; i < in->n_tensors; i++) {
@@ -398,8 +418,27 @@ static int convert_threads(void) {
     return n < 1 ? 1 : n > 8 ? 8 : (int)n;
 }
 
+/* The importances of tensor t from the matrix (NULL if it has none), after
+ * checking that they fit the tensor: ne[0] values per expert. */
+static nu_status tensor_importance(const nu_imatrix *imatrix, const nu_gguf_tensor *t,
+                                   const float **out, nu_error *err) {
+    int64_t n;
+    *out = nu_imatrix_find(imatrix, t->name.data, (size_t)t->name.len, &n);
+    const int64_t want = t->ne[0] * (t->n_dims >= 3 ? t->ne[2] : 1);
+    if (*out && n != want)
+        return nu_fail(err, NU_ERR_INVALID_ARG,
+                       "the importance matrix has %lld values for '%.*s', which needs %lld",
+                       (long long)n, (int)t->name.len, t->name.data, (long long)want);
+    return NU_OK;
+}
+
 static nu_status write_all(const nu_gguf_file *in, const char *tmp, const uint32_t *types,
-                           const recipe *rc, nu_error *err) {
+                           const recipe *rc, const nu_imatrix *imatrix, nu_error *err) {
+    for (uint64_t i = 0; i < in->n_tensors; i++) {
+        const float *imp;
+        nu_status st = tensor_importance(imatrix, &in->tensors[i], &imp, err);
+        if (st) return st;
+    }
     int64_t widest = 1;
     for (uint64_t i = 0; i < in->n_tensors; i++)
         if (in->tensors[i].ne[0] > widest) widest = in->tensors[i].ne[0];
@@ -420,7 +459,9 @@ static nu_status write_all(const nu_gguf_file *in, const char *tmp, const uint32
     pad_to(&w, &pos, in->alignment);
     for (uint64_t i = 0; i < in->n_tensors && !w.failed; i++) {
         const nu_gguf_tensor *t = &in->tensors[i];
-        write_tensor(&w, pool, t, types[i], scratch, out);
+        const float *imp = NULL;
+        if (types[i] != t->type) tensor_importance(imatrix, t, &imp, err);
+        write_tensor(&w, pool, t, types[i], imp, scratch, out);
         pos +=
             nu_type_row_bytes(types[i], (uint64_t)t->ne[0]) * (t->n_elements / (uint64_t)t->ne[0]);
         pad_to(&w, &pos, in->alignment);
@@ -433,7 +474,7 @@ static nu_status write_all(const nu_gguf_file *in, const char *tmp, const uint32
 }
 
 nu_quantize_params nu_quantize_default_params(void) {
-    return (nu_quantize_params){.pure = false};
+    return (nu_quantize_params){.pure = false, .imatrix = NULL};
 }
 
 nu_status nu_quantize_file(const char *in_path, const char *out_path, const char *type_name,
@@ -451,7 +492,7 @@ nu_status nu_quantize_file_with(const char *in_path, const char *out_path, const
         return nu_fail(err, NU_ERR_INVALID_ARG,
                        "unknown target type '%s' (f32, f16, bf16, q8_0, "
                        "q5_1, q5_0, q4_1, q4_0, q6_k, q5_k_m, q5_k_s, q4_k_m, q4_k_s, q3_k_l, "
-                       "q3_k_m, q3_k_s, q2_k, q5_k, q4_k, q3_k)",
+                       "q3_k_m, q3_k_s, q2_k, q5_k, q4_k, q3_k, iq4_xs, iq4_nl)",
                        type_name);
     nu_kernels_init();
     nu_gguf_file *in;
@@ -460,8 +501,17 @@ nu_status nu_quantize_file_with(const char *in_path, const char *out_path, const
     uint32_t *types = NULL;
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", out_path);
-    st = plan_types(in, rc, p.pure, &types, err);
-    if (st == NU_OK) st = write_all(in, tmp, types, rc, err);
+    nu_imatrix *imatrix = NULL;
+    if (p.imatrix) {
+        st = nu_imatrix_load(p.imatrix, &imatrix, err);
+        if (st) {
+            nu_gguf_close(in);
+            return st;
+        }
+    }
+    st = plan_types(in, rc, p.pure, imatrix, &types, err);
+    if (st == NU_OK) st = write_all(in, tmp, types, rc, imatrix, err);
+    nu_imatrix_free(imatrix);
     if (st == NU_OK && rename(tmp, out_path) != 0)
         st = nu_fail(err, NU_ERR_IO, "cannot rename %s to %s", tmp, out_path);
     if (st) unlink(tmp);
