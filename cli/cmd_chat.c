@@ -212,6 +212,7 @@ static bool set_thinking(const chat_state *c, const char *prompt, srv_think_spli
     if (!c->think.thinks) return true;
     split->on = true;
     split->starts_inside = srv_think_prompt_inside(&c->think, prompt);
+    split->harmony = c->think.harmony;
     snprintf(split->open, sizeof split->open, "%s", c->think.open);
     snprintf(split->close, sizeof split->close, "%s", c->think.close);
     if (c->think_budget < 0) return true;

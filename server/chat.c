@@ -91,7 +91,10 @@ static void find_stop_tokens(srv_chat *c, const nu_model *m) {
     static const char *const ends[] = {
         "<|im_end|>",    "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|END_OF_TURN_TOKEN|>",
         "<|endoftext|>", "</s>",       NULL};
+    /* gpt-oss (harmony): <|end|> ends one message of an answer, <|return|> the answer */
+    bool harmony = special_token(m, "<|return|>") >= 0;
     for (const char *const *e = ends; *e && c->n_stop_tokens < SRV_CHAT_MAX_STOP_TOKENS; e++) {
+        if (harmony && !strcmp(*e, "<|end|>")) continue;
         int32_t t = special_token(m, *e);
         if (t >= 0) c->stop_tokens[c->n_stop_tokens++] = t;
     }

@@ -63,6 +63,7 @@ typedef struct srv_tools {
 typedef struct srv_think_split {
     bool on;            /* the answer may hold thinking */
     bool starts_inside; /* the prompt opened the block: the answer starts in it */
+    bool harmony;       /* gpt-oss's messages (reasoning.h), not a block in markers */
     char open[SRV_THINK_MARKER_MAX], close[SRV_THINK_MARKER_MAX];
 } srv_think_split;
 

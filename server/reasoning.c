@@ -34,9 +34,22 @@ static bool one_token(const nu_model *m, const char *text) {
            n == 1;
 }
 
+/* The harmony markers (gpt-oss). */
+#define HARMONY_ANALYSIS "<|channel|>analysis<|message|>"
+#define HARMONY_FINAL "<|end|><|start|>assistant<|channel|>final<|message|>"
+
 void srv_think_detect(srv_think *t, const char *src, const nu_model *m) {
     memset(t, 0, sizeof *t);
     if (!src) src = "";
+    if (strstr(src, HARMONY_ANALYSIS)) { /* gpt-oss: the "thinking" field in the history */
+        t->thinks = t->harmony = true;
+        snprintf(t->open, sizeof t->open, "%s", HARMONY_ANALYSIS);
+        snprintf(t->close, sizeof t->close, "<|end|>");
+        t->switch_effort = strstr(src, "reasoning_effort") != NULL;
+        if (strstr(src, "message.thinking"))
+            snprintf(t->history_field, sizeof t->history_field, "thinking");
+        return;
+    }
     size_t n_pairs = sizeof marker_pairs / sizeof *marker_pairs;
     for (size_t i = 0; i < n_pairs && !t->thinks; i++)
         if (strstr(src, marker_pairs[i][1])) {
@@ -156,7 +169,11 @@ bool srv_think_budget(const srv_think *t, const nu_model *m, int32_t max_tokens,
                       int32_t close[NU_THINK_MAX_MARKER], int32_t force[NU_THINK_MAX_FORCE],
                       srv_error *err) {
     char forced[3 * SRV_THINK_MARKER_MAX];
-    snprintf(forced, sizeof forced, "\n%s\n\n", t->close);
+    /* harmony: the analysis ends and a final message starts */
+    if (t->harmony)
+        snprintf(forced, sizeof forced, "%s", HARMONY_FINAL);
+    else
+        snprintf(forced, sizeof forced, "\n%s\n\n", t->close);
     memset(out, 0, sizeof *out);
     out->max_tokens = max_tokens;
     out->open = open, out->close = close, out->force = force;
@@ -173,12 +190,15 @@ typedef enum think_state {
     THINKING,    /* inside */
     AFTER_THINK, /* after the close marker: blanks dropped */
     CONTENT,     /* the rest is content */
+    H_HEAD,      /* harmony: before a message's header (or plain text) */
+    H_BODY,      /* harmony: in a message's body */
 } think_state;
 
 struct srv_think_parser {
     srv_think_split s;
     think_state state;
-    size_t pos; /* bytes of the text consumed */
+    size_t pos;               /* bytes of the text consumed */
+    srv_tool_event_kind body; /* H_BODY: where the body goes */
     srv_tool_emit emit;
     void *user;
     bool failed;
@@ -188,7 +208,11 @@ srv_think_parser *srv_think_parser_new(const srv_think_split *s) {
     srv_think_parser *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->s = *s;
-    p->state = !s->on ? CONTENT : s->starts_inside ? THINK_LEAD : AT_START;
+    p->state = !s->on             ? CONTENT
+               : s->harmony       ? (s->starts_inside ? H_BODY : H_HEAD)
+               : s->starts_inside ? THINK_LEAD
+                                  : AT_START;
+    p->body = SRV_TOOL_REASONING;
     return p;
 }
 
@@ -222,6 +246,62 @@ static const char *find(const char *s, size_t from, size_t len, const char *mark
     for (size_t i = from; i + m <= len; i++)
         if (s[i] == marker[0] && !memcmp(s + i, marker, m)) return s + i;
     return NULL;
+}
+
+/* Whether [from, len) is a proper beginning of marker (and not empty). */
+static bool begins(const char *s, size_t from, size_t len, const char *marker) {
+    size_t n = len - from;
+    return n > 0 && n < strlen(marker) && !memcmp(s + from, marker, n);
+}
+
+/* At a harmony message's header (or plain text): one step, as think_step. */
+static bool harmony_head(srv_think_parser *p, const char *s, size_t len, bool done) {
+    size_t at = skip_blanks(s, p->pos, len);
+    bool header = (len - at >= 9 && !memcmp(s + at, "<|start|>", 9)) ||
+                  (len - at >= 11 && !memcmp(s + at, "<|channel|>", 11));
+    if (!header && !done &&
+        (at == len || begins(s, at, len, "<|start|>") || begins(s, at, len, "<|channel|>")))
+        return false; /* blanks, or a header's beginning */
+    if (!header) {
+        p->state = CONTENT;
+        return true;
+    }
+    const char *msg = find(s, at, len, "<|message|>");
+    if (!msg) {
+        if (done) p->pos = len; /* a header cut short: no message */
+        return false;
+    }
+    size_t head_end = (size_t)(msg - s) + strlen("<|message|>");
+    const char *channel = find(s, at, (size_t)(msg - s), "<|channel|>");
+    const char *name = channel ? channel + strlen("<|channel|>") : msg;
+    size_t name_len = 0;
+    while (name + name_len < msg && name[name_len] != ' ' && name[name_len] != '<') name_len++;
+    bool to = find(s, at, (size_t)(msg - s), " to=") != NULL;
+    bool analysis = name_len == 8 && !memcmp(name, "analysis", 8);
+    p->body = analysis && !to ? SRV_TOOL_REASONING : SRV_TOOL_CONTENT;
+    if (to) send(p, SRV_TOOL_CONTENT, s + at, head_end - at); /* a call: shown whole */
+    p->pos = head_end;
+    p->state = H_BODY;
+    return true;
+}
+
+/* In a harmony message's body: one step, as think_step. */
+static bool harmony_body(srv_think_parser *p, const char *s, size_t len, bool done) {
+    static const char *const ends[] = {"<|end|>", "<|return|>", "<|call|>"};
+    size_t end = len, end_len = 0, hold = 0;
+    for (size_t i = 0; i < 3; i++) {
+        const char *hit = find(s, p->pos, len, ends[i]);
+        if (hit && (size_t)(hit - s) < end) end = (size_t)(hit - s), end_len = strlen(ends[i]);
+        size_t part = partial_marker(s, p->pos, len, ends[i]);
+        if (part > hold) hold = part;
+    }
+    size_t keep = end_len || done ? end : len - hold;
+    send(p, p->body, s + p->pos, keep - p->pos);
+    p->pos = keep;
+    if (!end_len) return false;
+    p->pos = end + end_len;
+    p->state = H_HEAD;
+    return true;
 }
 
 /* One step; false when it must wait for more text. */
@@ -265,6 +345,8 @@ static bool think_step(srv_think_parser *p, const char *s, size_t len, bool done
         send(p, SRV_TOOL_CONTENT, s + p->pos, len - p->pos);
         p->pos = len;
         return false;
+    case H_HEAD: return harmony_head(p, s, len, done);
+    case H_BODY: return harmony_body(p, s, len, done);
     }
     return false;
 }

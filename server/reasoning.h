@@ -32,6 +32,7 @@ typedef struct srv_think {
     char close[SRV_THINK_MARKER_MAX]; /* "</think>" */
     bool switch_enable;               /* the template reads enable_thinking */
     bool switch_effort;               /* the template reads reasoning_effort (low/medium/high) */
+    bool harmony;                     /* gpt-oss's harmony messages (below) */
     char history_field[24];           /* the assistant field it reads thinking from, or "" */
 } srv_think;
 
@@ -62,7 +63,16 @@ bool srv_think_budget(const srv_think *t, const nu_model *m, int32_t max_tokens,
 
 /* ---- splitting the answer ------------------------------------------------ */
 
-/* (srv_think_split, how to split, is in openai_params.h.) */
+/* (srv_think_split, how to split, is in openai_params.h.)
+ *
+ * gpt-oss writes harmony messages, each a header and a body:
+ *   [<|start|>assistant[ to=RECIPIENT]]<|channel|>NAME[ to=RECIPIENT][ TYPE]<|message|>BODY
+ * ended by <|end|> (or <|return|>, <|call|>, the end of the answer). The
+ * bodies of "analysis" messages are the thinking, those of "final" and
+ * "commentary" messages the content (llama.cpp's gpt-oss parser does the
+ * same); a message to a recipient (a tool call) goes to the content whole,
+ * header included, since its calls are not parsed; text that is not a
+ * message is content. */
 typedef struct srv_think_parser srv_think_parser;
 
 /* NULL when out of memory. */

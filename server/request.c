@@ -196,6 +196,7 @@ static bool prepare_thinking(const srv_model *m, srv_job *job, const char *promp
     if (!t->thinks) return true;
     q->split.on = true;
     q->split.starts_inside = srv_think_prompt_inside(t, prompt);
+    q->split.harmony = t->harmony;
     snprintf(q->split.open, sizeof q->split.open, "%s", t->open);
     snprintf(q->split.close, sizeof q->split.close, "%s", t->close);
     if (q->max_tokens < 0) return true;

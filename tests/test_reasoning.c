@@ -197,6 +197,8 @@ static void split_both(const srv_request *r, const char *text, split *whole, spl
 }
 
 /* A chat request whose answers hold thinking in markers open / close. */
+static bool harmony_split; /* think_request's answers are gpt-oss's harmony messages */
+
 static void think_request(srv_request *r, const char *extra, bool inside, const char *open,
                           const char *close) {
     char body[4096];
@@ -204,6 +206,7 @@ static void think_request(srv_request *r, const char *extra, bool inside, const 
     parse_ok(body, r);
     r->reasoning.split.on = true;
     r->reasoning.split.starts_inside = inside;
+    r->reasoning.split.harmony = harmony_split;
     snprintf(r->reasoning.split.open, SRV_THINK_MARKER_MAX, "%s", open);
     snprintf(r->reasoning.split.close, SRV_THINK_MARKER_MAX, "%s", close);
 }
@@ -291,6 +294,78 @@ static void test_gemma4(void **state) {
     expect_split_markers(open, close, false, "<|channel>thought\nStill going", "Still going", "");
 }
 
+/* gpt-oss: its template (harmony) reads reasoning_effort and the history's
+ * "thinking" field; the model writes an analysis message, then a final one
+ * (the shapes of OpenAI's harmony format guide: a header
+ * "<|channel|>NAME<|message|>", "<|end|>" between messages, the assistant's
+ * "<|start|>assistant" before each message after the first, as the
+ * generation prompt ends with it). Analysis is the thinking; final and
+ * commentary are the content; a tool call (" to=functions.NAME") is not
+ * parsed and stays in the content whole. */
+static void expect_harmony(bool inside, const char *text, const char *reasoning,
+                           const char *content) {
+    harmony_split = true;
+    expect_split_markers("<|channel|>analysis<|message|>", "<|end|>", inside, text, reasoning,
+                         content);
+    harmony_split = false;
+}
+
+static void test_gpt_oss(void **state) {
+    (void)state;
+    srv_think t = detect("gpt_oss_120b");
+    assert_true(t.thinks && t.harmony);
+    assert_string_equal(t.open, "<|channel|>analysis<|message|>");
+    assert_string_equal(t.close, "<|end|>");
+    assert_true(t.switch_effort);
+    assert_false(t.switch_enable);
+    assert_string_equal(t.history_field, "thinking");
+    expect_vars(&t, "{" MSG "}", NULL);
+    expect_vars(&t, "{" MSG ",\"reasoning_effort\":\"high\"}", "{\"reasoning_effort\":\"high\"}");
+    expect_vars(&t, "{" MSG ",\"reasoning_effort\":\"none\"}", "400:reasoning_effort");
+    /* the template's generation prompt */
+    assert_false(
+        srv_think_prompt_inside(&t, "<|start|>user<|message|>Hi<|end|><|start|>assistant"));
+    assert_true(srv_think_prompt_inside(&t, "<|start|>assistant<|channel|>analysis<|message|>"));
+    expect_harmony(false,
+                   "<|channel|>analysis<|message|>User asks 2+2. Simple.<|end|>"
+                   "<|start|>assistant<|channel|>final<|message|>2 + 2 = 4.",
+                   "User asks 2+2. Simple.", "2 + 2 = 4.");
+    /* the end tokens, when the text shows them */
+    expect_harmony(false,
+                   "<|channel|>analysis<|message|>A<|end|><|start|>assistant<|channel|>final"
+                   "<|message|>B<|return|>",
+                   "A", "B");
+    /* no analysis; plain text; blanks between messages */
+    expect_harmony(false, "<|channel|>final<|message|>Hi there", "", "Hi there");
+    expect_harmony(false, "Just text <|channel|>", "", "Just text <|channel|>");
+    expect_harmony(false,
+                   "<|channel|>analysis<|message|>x<|end|>\n<|start|>assistant<|channel|>"
+                   "final<|message|> y",
+                   "x", " y");
+    /* two analysis messages and a commentary preamble */
+    expect_harmony(false,
+                   "<|channel|>analysis<|message|>One. <|end|><|start|>assistant<|channel|>"
+                   "analysis<|message|>Two.<|end|><|start|>assistant<|channel|>commentary"
+                   "<|message|>Checking.<|end|><|start|>assistant<|channel|>final<|message|>"
+                   "Done.",
+                   "One. Two.", "Checking.Done.");
+    /* a tool call stays whole in the content */
+    expect_harmony(false,
+                   "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant"
+                   "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+                   "{\"city\":\"Paris\"}<|call|>",
+                   "Need the weather.",
+                   "<|start|>assistant<|channel|>commentary to=functions.get_weather "
+                   "<|constrain|>json<|message|>{\"city\":\"Paris\"}");
+    /* cut inside the analysis, or inside a header */
+    expect_harmony(false, "<|channel|>analysis<|message|>Still <|en", "Still <|en", "");
+    expect_harmony(false, "<|channel|>analysis<|message|>A<|end|><|start|>assistant<|chan", "A",
+                   "");
+    /* a prompt that opened the analysis */
+    expect_harmony(true, "Thinking.<|end|><|start|>assistant<|channel|>final<|message|>Answer.",
+                   "Thinking.", "Answer.");
+}
+
 static void test_split_off(void **state) {
     (void)state;
     /* a template that does not think: everything is content */
@@ -336,10 +411,15 @@ static void test_split_with_tools(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_detect),         cmocka_unit_test(test_template_vars),
-        cmocka_unit_test(test_request_fields), cmocka_unit_test(test_prompt_inside),
-        cmocka_unit_test(test_split),          cmocka_unit_test(test_gemma4),
-        cmocka_unit_test(test_split_off),      cmocka_unit_test(test_split_with_tools),
+        cmocka_unit_test(test_detect),
+        cmocka_unit_test(test_template_vars),
+        cmocka_unit_test(test_request_fields),
+        cmocka_unit_test(test_prompt_inside),
+        cmocka_unit_test(test_split),
+        cmocka_unit_test(test_gemma4),
+        cmocka_unit_test(test_gpt_oss),
+        cmocka_unit_test(test_split_off),
+        cmocka_unit_test(test_split_with_tools),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

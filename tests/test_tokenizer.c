@@ -742,6 +742,57 @@ static void test_metadata_defaults(void **state) {
     free(image);
 }
 
+/* gpt-oss's harmony markers (o200k_harmony stores them all as control
+ * tokens, <|return|> the EOS): as llama.cpp's vocabulary loader treats them,
+ * <|return|> and <|call|> end generation, <|end|> then does not (it ends one
+ * message of an answer) and is shown, as are <|channel|>, <|message|>,
+ * <|start|> and <|constrain|>; without <|return|> and <|call|> (Phi-3),
+ * <|end|> still ends generation. */
+static void harmony_vocab(nu_gguf_builder *b, bool with_call) {
+    static const char *const tokens[] = {"<unk>",   "<s>",        "</s>",          "\xe2\x96\x81",
+                                         "a",       "<|start|>",  "<|channel|>",   "<|message|>",
+                                         "<|end|>", "<|return|>", "<|constrain|>", "<|call|>"};
+    static const float scores[12] = {0};
+    static const int32_t types[] = {2, 3, 3, 1, 1, 3, 3, 3, 3, 3, 3, 3};
+    size_t n = with_call ? 12 : 11;
+    gb_kv_str(b, "tokenizer.ggml.model", "llama");
+    gb_kv_strs(b, "tokenizer.ggml.tokens", tokens, n);
+    gb_kv_f32s(b, "tokenizer.ggml.scores", scores, n);
+    gb_kv_i32s(b, "tokenizer.ggml.token_type", types, n);
+    gb_kv_u32(b, "tokenizer.ggml.eos_token_id", 9);
+}
+
+static void test_harmony_tokens(void **state) {
+    (void)state;
+    for (int with_call = 1; with_call >= 0; with_call--) {
+        nu_gguf_builder b = {0};
+        harmony_vocab(&b, with_call);
+        tv_vocab lv;
+        unsigned char *image;
+        nu_error err = {0};
+        assert_int_equal(gb_load(&b, &lv, &image, &err), NU_OK);
+        const nu_vocab *v = lv.vocab;
+        assert_true(nu_vocab_is_eog(v, 9)); /* <|return|> */
+        assert_int_equal(nu_vocab_is_eog(v, 11), with_call == 1);
+        assert_int_equal(nu_vocab_is_eog(v, 8), with_call == 0); /* <|end|> */
+        assert_int_equal(nu_vocab_token_type(v, 8),
+                         with_call ? NU_TOKEN_USER_DEFINED : NU_TOKEN_CONTROL);
+        for (int32_t id = 5; id <= 10; id++) {
+            if (id == 8 || id == 9) continue;
+            assert_int_equal(nu_vocab_token_type(v, id), NU_TOKEN_USER_DEFINED);
+        }
+        assert_int_equal(nu_vocab_token_type(v, 9), NU_TOKEN_CONTROL);
+        /* shown in generated text without asking for special tokens */
+        char out[32];
+        assert_int_equal(nu_vocab_token_to_bytes(v, 6, false, out, sizeof out), 11);
+        assert_memory_equal(out, "<|channel|>", 11);
+        assert_int_equal(nu_vocab_token_to_bytes(v, 9, false, out, sizeof out), 0);
+        nu_vocab_free(lv.vocab);
+        nu_gguf_close(lv.file);
+        free(image);
+    }
+}
+
 /* A byte-level BPE vocabulary loads (texts, types, ids, detokenizing) and
  * tokenizes (test_tokenizer_bpe.c tests that in depth). */
 static void test_gpt2_vocab(void **state) {
@@ -834,6 +885,7 @@ int main(void) {
         cmocka_unit_test(test_synthetic_merges),
         cmocka_unit_test(test_metadata_errors),
         cmocka_unit_test(test_metadata_defaults),
+        cmocka_unit_test(test_harmony_tokens),
         cmocka_unit_test(test_gpt2_vocab),
         cmocka_unit_test(test_public_api),
     };

@@ -420,11 +420,39 @@ static bool is_end_of_turn_text(const char *s) {
         "<|end_of_text|>",
         "<turn|>",
         "<|tool_response>",
+        "<|return|>", /* gpt-oss (harmony): the end of a final answer */
+        "<|call|>",   /* gpt-oss: the end of a tool call */
     };
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
         if (strcmp(s, texts[i]) == 0) return true;
     }
     return false;
+}
+
+/* The harmony format of gpt-oss (o200k_harmony) writes its messages as
+ * <|start|>assistant<|channel|>analysis<|message|>...<|end|>: the markers
+ * inside an answer are shown in generated text (user-defined, as llama.cpp
+ * retypes them), and where the vocabulary ends answers with <|return|> and
+ * tool calls with <|call|>, <|end|> only ends one message of the answer and
+ * does not end generation (llama.cpp's rule). */
+static void set_harmony_flags(nu_vocab *v) {
+    static const char *const shown[] = {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"};
+    int32_t end = -1;
+    bool has_return = false, has_call = false;
+    for (int32_t id = 0; id < v->n_tokens; id++) {
+        const char *s = v->pool + v->offset[id];
+        if (s[0] != '<' || s[1] != '|') continue;
+        for (size_t i = 0; i < sizeof shown / sizeof shown[0]; i++)
+            if (!strcmp(s, shown[i])) v->type[id] = NU_TOKEN_USER_DEFINED;
+        if (!(v->flags[id] & TOKEN_EOG)) continue;
+        if (!strcmp(s, "<|end|>")) end = id;
+        has_return |= !strcmp(s, "<|return|>");
+        has_call |= !strcmp(s, "<|call|>");
+    }
+    if (end >= 0 && has_return && has_call) {
+        v->flags[end] &= (uint8_t)~TOKEN_EOG;
+        v->type[end] = NU_TOKEN_USER_DEFINED;
+    }
 }
 
 /* Per-token flags: which tokens BPE may produce (as SentencePiece: normal,
@@ -452,6 +480,7 @@ static void set_flags(nu_vocab *v) {
     for (size_t i = 0; i < 3; i++) {
         if (eog[i] >= 0) v->flags[eog[i]] |= TOKEN_EOG;
     }
+    set_harmony_flags(v);
 }
 
 /* ------------------------------------------------------------------------ */
