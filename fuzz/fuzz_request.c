@@ -1,11 +1,15 @@
 /* fuzz_request.c - libFuzzer target for the server's request parser
- * (server/openai_params.c): OpenAI request JSON to generation parameters.
+ * (server/openai_params.c): OpenAI request JSON to generation parameters;
+ * and for the translator of Anthropic's Messages bodies (anthropic.c) into
+ * chat requests.
  *
- * The first byte picks the endpoint (chat or completions); the rest is the
- * body. A refused body must come back with a 4xx/5xx status, an error type
- * and a message; an accepted one must keep every promise the parser makes
- * to the server: values inside the limits and the OpenAI ranges, token ids
- * inside the vocabulary, the stop and logit-bias arrays where gen points,
+ * The first byte picks the endpoint (bits 0-1: chat, completions, Anthropic
+ * messages; with bit 2 set, Anthropic's count_tokens); the rest is the body.
+ * A translated body must be JSON the chat parser then takes or refuses like
+ * any other. A refused body must come back with a 4xx/5xx status, an error
+ * type and a message; an accepted one must keep every promise the parser
+ * makes to the server: values inside the limits and the OpenAI ranges, token
+ * ids inside the vocabulary, the stop and logit-bias arrays where gen points,
  * and strings NUL-terminated. Broken promises abort (a crash for libFuzzer);
  * ASan and UBSan catch the rest. */
 #include <math.h>
@@ -13,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "anthropic.h"
 #include "openai_params.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -157,14 +162,40 @@ static void check_request(const srv_request *r) {
     check_prompts(r);
 }
 
+/* The body as a chat request: Anthropic's translated (NULL when refused,
+ * err checked), else the body itself (*len: its bytes, NULs included). */
+static char *translated(const uint8_t *data, size_t size, size_t *len) {
+    const char *body = (const char *)data + 1;
+    if ((data[0] & 3) != 2) {
+        char *out = malloc(size);
+        if (out) memcpy(out, body, size - 1), out[size - 1] = 0;
+        *len = size - 1;
+        return out;
+    }
+    srv_error err;
+    memset(&err, 0, sizeof err);
+    char *out = srv_anthropic_translate(body, size - 1, data[0] & 4, &err);
+    if (!out) {
+        check(err.status >= 400 && err.status < 600 && err.message[0]);
+        return NULL;
+    }
+    *len = strlen(out);
+    return out;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
-    srv_kind kind = data[0] & 1 ? SRV_COMPLETION : SRV_CHAT;
+    srv_kind kind = (data[0] & 3) == 1 ? SRV_COMPLETION : SRV_CHAT;
     srv_defaults d = make_defaults();
     srv_request r;
     srv_error err;
     memset(&err, 0, sizeof err);
-    if (srv_parse_request((const char *)data + 1, size - 1, kind, &limits, &d, &r, &err)) {
+    size_t len = 0;
+    char *body = translated(data, size, &len);
+    if (!body) return 0;
+    bool ok = srv_parse_request(body, len, kind, &limits, &d, &r, &err);
+    free(body);
+    if (ok) {
         check_request(&r);
         srv_request_free(&r);
     } else {

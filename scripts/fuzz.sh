@@ -113,7 +113,8 @@ write_dict "$build/grammar.dict" '::=' '|' '[^' '\\u00e9' '\\x41' '{2,5}' '(?:' 
 fuzz_capped grammar 60 2048 "the grammars"
 
 # Server requests (server/openai_params.c), for at most 30 s: the first byte
-# picks chat or completions, the rest is the JSON body.
+# picks chat, completions or Anthropic's Messages (+4: count_tokens; translated
+# into a chat request first), the rest is the JSON body.
 seeds="$build/fuzz-corpus/request-seeds"
 mkdir -p "$seeds" "$build/fuzz-corpus/request"
 printf '\x00{"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":'`
@@ -125,6 +126,12 @@ printf '\x01{"prompt":[[1,2,3],[4]],"max_tokens":0,"echo":true,"logprobs":5,"bes
       `'"top_k":40,"min_p":0.1,"typical_p":0.5,"repetition_penalty":1.1,"penalty_last_n":-1,'`
       `'"no_repeat_ngram_size":3,"min_tokens":2,"ignore_eos":false,"choice":["a","b"]}' >"$seeds/completion"
 printf '\x01{"prompt":"Once","beam_width":3,"n":2,"length_penalty":0.5,"early_stopping":true}' >"$seeds/beam"
+printf '\x02{"model":"m","max_tokens":5,"system":[{"type":"text","text":"s"}],"messages":[{"role":'`
+      `'"user","content":[{"type":"text","text":"a"}]},{"role":"assistant","content":[{"type":'`
+      `'"thinking","thinking":"h"},{"type":"tool_use","id":"t","name":"f","input":{}}]},{"role":'`
+      `'"user","content":[{"type":"tool_result","tool_use_id":"t","content":"x"}]}],"tools":[{"name":'`
+      `'"f","input_schema":{"type":"object"}}],"tool_choice":{"type":"any"},"thinking":{"type":'`
+      `'"enabled","budget_tokens":2},"stop_sequences":["x"],"top_k":3}' >"$seeds/anthropic"
 printf '\x01{"prompt":"Once","dry_multiplier":0.8,"dry_base":1.75,"dry_allowed_length":2,'`
       `'"dry_penalty_last_n":-1,"dry_sequence_breakers":["\\n",":"],"xtc_probability":0.5,'`
       `'"xtc_threshold":0.1,"top_n_sigma":1,"dynatemp_range":0.5,"dynatemp_exponent":1,"mirostat":2,'`
@@ -137,6 +144,7 @@ write_dict "$build/request.dict" messages prompt role content system user assist
   dry_multiplier dry_base dry_allowed_length dry_penalty_last_n dry_sequence_breakers \
   xtc_probability xtc_threshold top_n_sigma dynatemp_range dynatemp_exponent mirostat \
   mirostat_tau mirostat_eta banned_strings banned_tokens \
+  tool_use tool_result thinking budget_tokens stop_sequences input_schema \
   '\\ud800' 1e999 -0 9007199254740993
 fuzz_capped request 30 4096 "the server's request parser"
 

@@ -8,9 +8,10 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh --deps
 
 jobs=$(nproc)
-# The server tests (tests/cli_server.sh) use the official OpenAI and Ollama clients from npm.
+# The server tests (tests/cli_server.sh) use the official OpenAI, Anthropic and Ollama clients
+# from npm.
 if command -v npm >/dev/null && { [ ! -d tests/server/node_modules/openai ] ||
-  [ ! -d tests/server/node_modules/ollama ]; }; then
+  [ ! -d tests/server/node_modules/@anthropic-ai/sdk ] || [ ! -d tests/server/node_modules/ollama ]; }; then
   (cd tests/server && npm ci --no-audit --no-fund --loglevel=error)
 fi
 # The constrained-generation test validates its outputs with ajv from npm.

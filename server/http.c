@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "anthropic.h"
 #include "deadlines.h"
 #include "http.h"
 #include "openai_resp.h"
@@ -33,6 +34,9 @@ static const srv_route routes[] = {
     {"POST", "/v1/responses", false, ROUTE_RESPONSES, "responses", true},
     {"GET", "/v1/responses/", true, ROUTE_RESPONSE_GET, "responses_get", true},
     {"DELETE", "/v1/responses/", true, ROUTE_RESPONSE_DELETE, "responses_delete", true},
+    {"POST", "/v1/messages", false, ROUTE_MESSAGES, "messages", true},
+    {"POST", "/v1/messages/count_tokens", false, ROUTE_MESSAGES_COUNT, "messages_count_tokens",
+     true},
     {"POST", "/api/chat", false, ROUTE_OLLAMA_CHAT, "ollama_chat", true},
     {"POST", "/api/generate", false, ROUTE_OLLAMA_GENERATE, "ollama_generate", true},
     {"POST", "/api/embed", false, ROUTE_OLLAMA_EMBED, "ollama_embed", true},
@@ -153,8 +157,11 @@ static char *ollama_error_json(const srv_error *err) {
 }
 
 enum MHD_Result srv_answer_error(struct MHD_Connection *c, srv_conn *cs, const srv_error *err) {
-    bool ollama = !strncmp(cs->url, "/api/", 5);
-    return srv_answer(c, cs, err->status, ollama ? ollama_error_json(err) : srv_error_json(err),
+    bool ollama = !strncmp(cs->url, "/api/", 5), anthropic = !strncmp(cs->url, "/v1/messages", 12);
+    return srv_answer(c, cs, err->status,
+                      ollama      ? ollama_error_json(err)
+                      : anthropic ? srv_anthropic_error_json(err)
+                                  : srv_error_json(err),
                       NULL);
 }
 
@@ -198,6 +205,9 @@ static bool same_secret(const char *a, const char *b) {
 
 static bool authorized(const srv_state *s, struct MHD_Connection *c) {
     if (!s->cfg->api_key) return true;
+    /* Anthropic's clients send the key in x-api-key */
+    const char *x = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-api-key");
+    if (x && same_secret(x, s->cfg->api_key)) return true;
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
     if (!h || strncasecmp(h, "Bearer ", 7)) return false;
     h += 7;

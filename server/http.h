@@ -64,6 +64,8 @@ typedef enum srv_route_id {
     ROUTE_INSPECT_SPECULATIVE,
     ROUTE_INSPECT_SELF_CONSISTENCY,
     ROUTE_EMBEDDINGS,
+    ROUTE_MESSAGES, /* Anthropic's Messages API (anthropic.h) */
+    ROUTE_MESSAGES_COUNT,
     ROUTE_OLLAMA_CHAT, /* Ollama's API (ollama.h) */
     ROUTE_OLLAMA_GENERATE,
     ROUTE_OLLAMA_EMBED,
@@ -92,7 +94,8 @@ typedef struct srv_route {
 enum MHD_Result srv_answer(struct MHD_Connection *c, srv_conn *cs, int status, char *body,
                            const char *content_type);
 /* Queues an error in the shape of the API the URL belongs to: Ollama's
- * {"error": "..."} under /api/, else OpenAI's. */
+ * {"error": "..."} under /api/, Anthropic's under /v1/messages, else
+ * OpenAI's. */
 enum MHD_Result srv_answer_error(struct MHD_Connection *c, srv_conn *cs, const srv_error *err);
 /* Queues a 200 answer whose body comes from read over cls as it is made
  * (a stream), with headers that keep proxies from buffering it; free_cls

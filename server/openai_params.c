@@ -169,10 +169,14 @@ static bool out_of_memory(srv_error *err) {
 /* ---- which fields exist -------------------------------------------------- */
 
 static const char *const common_fields[] = {
+    /* OpenAI's */
     "model", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options", "stop",
     "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "seed", "user",
     "response_format",
-    /* nucleus extensions */
+    /* (nucleus's own fields are extension_fields) */
+    NULL};
+/* nucleus's own fields (Anthropic's Messages takes them too: srv_is_extension_field) */
+static const char *const extension_fields[] = {
     "top_k", "min_p", "typical_p", "repetition_penalty", "penalty_last_n", "no_repeat_ngram_size",
     "min_tokens", "ignore_eos", "grammar", "regex", "choice", "beam_width", "length_penalty",
     "early_stopping", "watermark", "speculative", "draft_max",
@@ -203,7 +207,7 @@ static bool in_list(const char *const *list, const char *name) {
 static bool check_field_names(const cJSON *root, srv_kind kind, srv_error *err) {
     for (const cJSON *v = root->child; v; v = v->next) {
         const char *name = v->string;
-        if (in_list(common_fields, name)) continue;
+        if (in_list(common_fields, name) || in_list(extension_fields, name)) continue;
         if (in_list(kind == SRV_CHAT ? chat_fields : completion_fields, name)) continue;
         if (in_list(unsupported_fields, name)) {
             if (cJSON_IsNull(v) || (cJSON_IsArray(v) && cJSON_GetArraySize(v) == 0)) continue;
@@ -212,6 +216,11 @@ static bool check_field_names(const cJSON *root, srv_kind kind, srv_error *err) 
         return BAD(err, name, "Unrecognized request argument supplied: %s", name);
     }
     return true;
+}
+
+bool srv_is_extension_field(const char *name) {
+    return in_list(extension_fields, name) || !strcmp(name, "seed") ||
+           !strcmp(name, "chat_template_kwargs") || !strcmp(name, "max_thinking_tokens");
 }
 
 /* ---- sampling ------------------------------------------------------------ */

@@ -155,6 +155,11 @@ bool srv_parse_request(const char *body, size_t len, srv_kind kind, const srv_li
 
 void srv_request_free(srv_request *r);
 
+/* Whether name is one of nucleus's own request fields (top_k, min_p,
+ * grammar, the samplers, seed, chat_template_kwargs, max_thinking_tokens):
+ * Anthropic's Messages API passes them on as they are. */
+bool srv_is_extension_field(const char *name);
+
 /* The watermark fields of obj, a cJSON object: "key" (required; a non-empty
  * string, or an integer that stands for its decimal text), "gamma" (0..1
  * exclusive), "delta" (0..100) and "context" (1..8), into p (whose values

@@ -392,6 +392,18 @@ void srv_job_drop(srv_job *job) {
     srv_job_release(job);
 }
 
+bool srv_count_prompt_tokens(const srv_model *m, srv_request *req, int32_t *n, srv_error *err) {
+    srv_job *job = srv_job_new(req);
+    if (!job) {
+        srv_request_free(req);
+        return srv_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    bool ok = build_job(m, job, err);
+    if (ok) *n = job->n_prompt_tokens[0];
+    srv_job_release(job); /* job->model is NULL: no hold to give back */
+    return ok;
+}
+
 /* Waits until the job is done (or, with started, until the scheduler has
  * taken it); false when the client went away first (the job is cancelled
  * and released then). */

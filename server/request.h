@@ -54,6 +54,11 @@ uint64_t srv_random_seed(void);
  * tokens are counted in cs. The caller has one reference to the job. */
 srv_job *srv_submit(srv_state *s, srv_model *m, srv_request *req, srv_conn *cs, srv_error *err);
 
+/* The number of tokens of a chat request's prompt on the held model m, rendered
+ * as generation would render it (Anthropic's count_tokens); frees req, not the
+ * hold. False with err filled (a prompt over the limit is a 413). */
+bool srv_count_prompt_tokens(const srv_model *m, srv_request *req, int32_t *n, srv_error *err);
+
 /* Waits until the job is done; false when the client left first (the job
  * is then cancelled and released, and cs->status is 499). */
 bool srv_await(srv_job *job, struct MHD_Connection *c, srv_conn *cs);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "anthropic.h"
 #include "embeddings.h"
 #include "http.h"
 #include "ollama.h"
@@ -365,6 +366,8 @@ enum MHD_Result srv_handle(srv_state *s, struct MHD_Connection *c, srv_conn *cs,
     case ROUTE_INSPECT_SPECULATIVE: return srv_lab_handle(s, c, cs, LAB_SPECULATIVE);
     case ROUTE_INSPECT_SELF_CONSISTENCY: return srv_lab_handle(s, c, cs, LAB_SELF_CONSISTENCY);
     case ROUTE_EMBEDDINGS: return srv_handle_embeddings(s, c, cs);
+    case ROUTE_MESSAGES:
+    case ROUTE_MESSAGES_COUNT: return srv_anthropic_handle(s, c, cs);
     case ROUTE_OLLAMA_CHAT:
     case ROUTE_OLLAMA_GENERATE:
     case ROUTE_OLLAMA_EMBED:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# `nucleus serve` driven by the official OpenAI and Ollama clients (npm
-# `openai`, `ollama`) under node's built-in test runner:
+# `nucleus serve` driven by the official OpenAI, Anthropic and Ollama
+# clients (npm `openai`, `@anthropic-ai/sdk`, `ollama`) under node's
+# built-in test runner:
 # tests/server/*.test.mjs. Installs the clients with `npm ci` the first
 # time (tests/server/node_modules, and ajv in tests/js/node_modules for the
 # tool-call tests). Every server the tests start listens on 127.0.0.1 on a
@@ -14,8 +15,11 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   echo "FAIL: the server tests need node (>= 20) and npm" >&2
   exit 1
 fi
-# the clients of package.json: openai, ollama
-have_clients() { [ -d "$here/server/node_modules/openai" ] && [ -d "$here/server/node_modules/ollama" ]; }
+# the clients of package.json: openai, @anthropic-ai/sdk, ollama
+have_clients() {
+  [ -d "$here/server/node_modules/openai" ] && [ -d "$here/server/node_modules/@anthropic-ai/sdk" ] &&
+    [ -d "$here/server/node_modules/ollama" ]
+}
 if ! have_clients; then
   # one installer at a time (the release and sanitizer builds may run together)
   (
