@@ -248,7 +248,8 @@ static int key_order(const void *a, const void *b) {
 static bool unique_keys(json_scan *sc) {
     size_t first = sc->first_key[sc->depth - 1], n = sc->n_keys - first;
     json_key *k = sc->keys + first;
-    for (size_t j = 0; j < n; j++) k[j].text = sc->arena + k[j].off;
+    /* the arena is still NULL when every key so far was empty ("") */
+    for (size_t j = 0; j < n; j++) k[j].text = sc->arena ? sc->arena + k[j].off : "";
     qsort(k, n, sizeof *k, key_order);
     for (size_t j = 1; j < n; j++) {
         if (k[j].len != k[j - 1].len || memcmp(k[j].text, k[j - 1].text, k[j].len)) continue;

@@ -116,6 +116,9 @@ static void test_duplicate_keys(void **state) {
     BAD("{\"a\":1,\"\\u0061\":2}", "\"a\" twice");
     BAD("{\"\\u00e9\":1,\"\xc3\xa9\":2}", "twice");
     BAD("{\"\\/\":1,\"/\":2}", "\"/\" twice");
+    /* empty keys only (no key text stored yet: a fuzzer's find) */
+    OK("{\"\":[8]}");
+    BAD("{\"\":1,\"\":2}", "the key \"\" twice");
     /* a key after a closed nested object is compared with its own object's keys only */
     OK("{\"a\":{\"b\":1},\"b\":2}");
     /* many keys: every one distinct, then one repeated at the end */
