@@ -189,7 +189,10 @@ async function main() {
     const failed = records.filter((r) => r.outcome !== "answered");
     // A failure nginx could not retry: a stream from the killed replica whose
     // answer had begun (headers at the client) before the kill.
-    const notRetriable = (r) => r.kind === "stream" && r.headersAt && r.headersAt <= killAt &&
+    // A stream whose headers reached the client from the killed replica cannot
+    // be retried, whenever they arrived: headers the replica wrote just before
+    // the kill may reach this event loop just after killAt was taken.
+    const notRetriable = (r) => r.kind === "stream" && r.headersAt &&
         r.upstream.split(/,\s*/).pop() === KILL_ADDR;
     const cut = failed.filter(notRetriable);
     const lost = failed.filter((r) => !notRetriable(r));
