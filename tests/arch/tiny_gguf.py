@@ -179,6 +179,30 @@ def qwen35(a, moe):
     m.t("output_norm.weight", (n_embd,), ("const", a.output_scale / s) if not moe else JITTER)
     if moe:   # the MoE file has its own output matrix, the dense one is tied to token_embd
         m.t("output.weight", (n_embd, a.n_vocab), w(a.output_scale if not a.speed else s), mat)
+
+    def full_attention(p):   # the gated full-attention tensors of layer prefix p
+        m.t(p + "attn_q.weight", (n_embd, 2 * n_head * head_dim), w(s), mat)
+        m.t(p + "attn_k.weight", (n_embd, n_head_kv * head_dim), w(s), mat)
+        m.t(p + "attn_v.weight", (n_embd, n_head_kv * head_dim), w(s), mat)
+        m.t(p + "attn_output.weight", (n_head * head_dim, n_embd), w(s), mat)
+        m.t(p + "attn_q_norm.weight", (head_dim,), JITTER)
+        m.t(p + "attn_k_norm.weight", (head_dim,), JITTER)
+
+    def feed_forward(p):     # the experts and shared expert, or the dense FFN, of prefix p
+        if moe:
+            m.t(p + "ffn_gate_inp.weight", (n_embd, n_exp), gauss(s))
+            m.t(p + "ffn_gate_exps.weight", (n_embd, n_ff_exp, n_exp), w(s), mat)
+            m.t(p + "ffn_up_exps.weight", (n_embd, n_ff_exp, n_exp), w(s), mat)
+            m.t(p + "ffn_down_exps.weight", (n_ff_exp, n_embd, n_exp), w(s), mat)
+            m.t(p + "ffn_gate_inp_shexp.weight", (n_embd,), gauss(s))
+            m.t(p + "ffn_gate_shexp.weight", (n_embd, n_ff_shexp), w(s), mat)
+            m.t(p + "ffn_up_shexp.weight", (n_embd, n_ff_shexp), w(s), mat)
+            m.t(p + "ffn_down_shexp.weight", (n_ff_shexp, n_embd), w(s), mat)
+        else:
+            m.t(p + "ffn_gate.weight", (n_embd, n_ff), w(s), mat)
+            m.t(p + "ffn_up.weight", (n_embd, n_ff), w(s), mat)
+            m.t(p + "ffn_down.weight", (n_ff, n_embd), w(s), mat)
+
     conv_dim = 2 * k_heads * head_k + d_inner
     for i in range(n_layer):
         p = f"blk.{i}."
@@ -194,49 +218,15 @@ def qwen35(a, moe):
             m.t(p + "ssm_norm.weight", (head_k,), JITTER)
             m.t(p + "ssm_out.weight", (d_inner, n_embd), w(s), mat)
         else:                         # gated full attention
-            m.t(p + "attn_q.weight", (n_embd, 2 * n_head * head_dim), w(s), mat)
-            m.t(p + "attn_k.weight", (n_embd, n_head_kv * head_dim), w(s), mat)
-            m.t(p + "attn_v.weight", (n_embd, n_head_kv * head_dim), w(s), mat)
-            m.t(p + "attn_output.weight", (n_head * head_dim, n_embd), w(s), mat)
-            m.t(p + "attn_q_norm.weight", (head_dim,), JITTER)
-            m.t(p + "attn_k_norm.weight", (head_dim,), JITTER)
+            full_attention(p)
         m.t(p + "post_attention_norm.weight", (n_embd,), JITTER)
-        if moe:
-            m.t(p + "ffn_gate_inp.weight", (n_embd, n_exp), gauss(s))
-            m.t(p + "ffn_gate_exps.weight", (n_embd, n_ff_exp, n_exp), w(s), mat)
-            m.t(p + "ffn_up_exps.weight", (n_embd, n_ff_exp, n_exp), w(s), mat)
-            m.t(p + "ffn_down_exps.weight", (n_ff_exp, n_embd, n_exp), w(s), mat)
-            m.t(p + "ffn_gate_inp_shexp.weight", (n_embd,), gauss(s))
-            m.t(p + "ffn_gate_shexp.weight", (n_embd, n_ff_shexp), w(s), mat)
-            m.t(p + "ffn_up_shexp.weight", (n_embd, n_ff_shexp), w(s), mat)
-            m.t(p + "ffn_down_shexp.weight", (n_ff_shexp, n_embd), w(s), mat)
-        else:
-            m.t(p + "ffn_gate.weight", (n_embd, n_ff), w(s), mat)
-            m.t(p + "ffn_up.weight", (n_embd, n_ff), w(s), mat)
-            m.t(p + "ffn_down.weight", (n_ff, n_embd), w(s), mat)
+        feed_forward(p)
     if a.mtp:   # drawn after every other tensor, so those stay as without it
         p = f"blk.{n_layer}."
         m.t(p + "attn_norm.weight", (n_embd,), JITTER)
         m.t(p + "post_attention_norm.weight", (n_embd,), JITTER)
-        m.t(p + "attn_q.weight", (n_embd, 2 * n_head * head_dim), w(s), mat)
-        m.t(p + "attn_k.weight", (n_embd, n_head_kv * head_dim), w(s), mat)
-        m.t(p + "attn_v.weight", (n_embd, n_head_kv * head_dim), w(s), mat)
-        m.t(p + "attn_output.weight", (n_head * head_dim, n_embd), w(s), mat)
-        m.t(p + "attn_q_norm.weight", (head_dim,), JITTER)
-        m.t(p + "attn_k_norm.weight", (head_dim,), JITTER)
-        if moe:
-            m.t(p + "ffn_gate_inp.weight", (n_embd, n_exp), gauss(s))
-            m.t(p + "ffn_gate_exps.weight", (n_embd, n_ff_exp, n_exp), w(s), mat)
-            m.t(p + "ffn_up_exps.weight", (n_embd, n_ff_exp, n_exp), w(s), mat)
-            m.t(p + "ffn_down_exps.weight", (n_ff_exp, n_embd, n_exp), w(s), mat)
-            m.t(p + "ffn_gate_inp_shexp.weight", (n_embd,), gauss(s))
-            m.t(p + "ffn_gate_shexp.weight", (n_embd, n_ff_shexp), w(s), mat)
-            m.t(p + "ffn_up_shexp.weight", (n_embd, n_ff_shexp), w(s), mat)
-            m.t(p + "ffn_down_shexp.weight", (n_ff_shexp, n_embd), w(s), mat)
-        else:
-            m.t(p + "ffn_gate.weight", (n_embd, n_ff), w(s), mat)
-            m.t(p + "ffn_up.weight", (n_embd, n_ff), w(s), mat)
-            m.t(p + "ffn_down.weight", (n_ff, n_embd), w(s), mat)
+        full_attention(p)
+        feed_forward(p)
         m.t(p + "nextn.eh_proj.weight", (2 * n_embd, n_embd), w(s), mat)
         m.t(p + "nextn.enorm.weight", (n_embd,), JITTER)
         m.t(p + "nextn.hnorm.weight", (n_embd,), JITTER)
