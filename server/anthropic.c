@@ -608,10 +608,7 @@ static char *message_json(const srv_job *job, const void *arg) {
 /* A streamed message: Anthropic's server-sent events, made from the job's
  * text as the splitter releases it (reasoning.h). */
 typedef struct msg_stream {
-    srv_job *job;
     char id[48];
-    int client_fd;
-    int64_t *completion_tokens;
     srv_splitter *split;
     bool began;
     int32_t block;      /* the open block's index (-1 before the first) */
@@ -657,12 +654,12 @@ static void open_block(msg_stream *st, int kind, cJSON *block) {
 
 /* message_start (an empty message, usage so far) and a ping. */
 static void put_start(msg_stream *st) {
-    cJSON *m = message_head(st->id, st->job), *o = event("message_start");
+    cJSON *m = message_head(st->id, st->out.job), *o = event("message_start");
     cJSON_AddItemToObject(m, "content", cJSON_CreateArray());
     cJSON_AddNullToObject(m, "stop_reason");
     cJSON_AddNullToObject(m, "stop_sequence");
     cJSON *u = cJSON_CreateObject();
-    cJSON_AddNumberToObject(u, "input_tokens", st->job->n_prompt_tokens[0]);
+    cJSON_AddNumberToObject(u, "input_tokens", st->out.job->n_prompt_tokens[0]);
     cJSON_AddNumberToObject(u, "cache_creation_input_tokens", 0);
     cJSON_AddNumberToObject(u, "cache_read_input_tokens", 0);
     cJSON_AddNumberToObject(u, "output_tokens", 0);
@@ -700,7 +697,7 @@ static bool on_event(void *user, const srv_tool_event *ev) {
 /* The end: the last block closed, message_delta (stop_reason, the final
  * usage) and message_stop; or an error event when the job failed. */
 static void put_end(msg_stream *st) {
-    srv_job *job = st->job;
+    srv_job *job = st->out.job;
     if (job->failed) {
         srv_error err;
         srv_job_error(job, &err);
@@ -724,7 +721,7 @@ static void put_end(msg_stream *st) {
 /* Turns what the job has new into events; whether any was added. */
 static bool produce(void *cls) {
     msg_stream *st = cls;
-    srv_job *job = st->job;
+    srv_job *job = st->out.job;
     pthread_mutex_lock(&job->mu);
     size_t before = st->out.buf.len;
     bool done = job->done;
@@ -737,9 +734,7 @@ static bool produce(void *cls) {
     }
     if (done) {
         put_end(st);
-        int64_t prompt;
-        srv_job_usage(job, &prompt, st->completion_tokens);
-        st->out.finished = true;
+        srv_stream_out_end(&st->out);
     }
     pthread_mutex_unlock(&job->mu);
     return st->out.buf.len > before;
@@ -748,13 +743,12 @@ static bool produce(void *cls) {
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     msg_stream *st = cls;
     (void)pos;
-    return srv_stream_pump(&st->out, st->job, st->client_fd, produce, st, st->completion_tokens,
-                           buf, max);
+    return srv_stream_pump(&st->out, produce, st, buf, max);
 }
 
 static void stream_free(void *cls) {
     msg_stream *st = cls;
-    srv_job *job = st->job;
+    srv_job *job = st->out.job;
     srv_splitter_free(st->split);
     nu_buf_free(&st->out.buf);
     free(st);
@@ -767,10 +761,10 @@ static enum MHD_Result answer_stream(struct MHD_Connection *c, srv_conn *cs, srv
     if (!srv_await_start(job, c, cs, &ret)) return ret; /* a refusal is still a plain status */
     msg_stream *st = calloc(1, sizeof *st);
     if (st) {
-        st->job = job;
+        st->out.job = job;
         snprintf(st->id, sizeof st->id, "%s", id);
-        st->client_fd = srv_client_fd(c);
-        st->completion_tokens = &cs->completion_tokens;
+        st->out.client_fd = srv_client_fd(c);
+        st->out.completion_tokens = &cs->completion_tokens;
         st->split = srv_splitter_new(&job->req);
     }
     if (!st || !st->split) {

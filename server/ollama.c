@@ -598,12 +598,9 @@ static char *answer_json(const char *model_id, bool generate, const srv_job *job
 /* ---- streaming -------------------------------------------------------------------------- */
 
 typedef struct ollama_stream {
-    srv_job *job;
     const char *model_id; /* the job's model's, valid while the job holds it */
     bool generate;
     ollama_timing timing;
-    int client_fd;
-    int64_t *completion_tokens;
     srv_splitter *split; /* thinking or tools: the answer split */
     struct {
         char *name;
@@ -655,7 +652,7 @@ static cJSON *stream_calls_json(const ollama_stream *st) {
 /* Turns what the job has new into lines; whether any was added. */
 static bool produce(void *cls) {
     ollama_stream *st = cls;
-    srv_job *job = st->job;
+    srv_job *job = st->out.job;
     pthread_mutex_lock(&job->mu);
     bool done = job->done;
     size_t before = st->out.buf.len;
@@ -694,9 +691,7 @@ static bool produce(void *cls) {
         st->out.buf.failed |= st->content.failed || st->thinking.failed;
     }
     if (done) {
-        int64_t prompt;
-        srv_job_usage(job, &prompt, st->completion_tokens);
-        st->out.finished = true;
+        srv_stream_out_end(&st->out);
     }
     pthread_mutex_unlock(&job->mu);
     return st->out.buf.len > before;
@@ -705,13 +700,12 @@ static bool produce(void *cls) {
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     ollama_stream *st = cls;
     (void)pos;
-    return srv_stream_pump(&st->out, st->job, st->client_fd, produce, st, st->completion_tokens,
-                           buf, max);
+    return srv_stream_pump(&st->out, produce, st, buf, max);
 }
 
 static void stream_free(void *cls) {
     ollama_stream *st = cls;
-    srv_job *job = st->job;
+    srv_job *job = st->out.job;
     srv_splitter_free(st->split);
     for (int32_t i = 0; i < st->n_calls; i++)
         free(st->calls[i].name), nu_buf_free(&st->calls[i].args);
@@ -728,12 +722,12 @@ static enum MHD_Result answer_stream(struct MHD_Connection *c, srv_conn *cs, srv
     if (!srv_await_start(job, c, cs, &ret)) return ret;
     ollama_stream *st = calloc(1, sizeof *st);
     if (st) {
-        st->job = job;
+        st->out.job = job;
         st->model_id = job->model->id;
         st->generate = generate;
         st->timing = *t;
-        st->client_fd = srv_client_fd(c);
-        st->completion_tokens = &cs->completion_tokens;
+        st->out.client_fd = srv_client_fd(c);
+        st->out.completion_tokens = &cs->completion_tokens;
     }
     if (st && srv_splitter_needed(&job->req) && !(st->split = srv_splitter_new(&job->req))) {
         stream_free(st); /* cancels and releases the job */

@@ -798,10 +798,7 @@ static char *answer_body(const srv_job *job, const void *arg) {
 typedef enum open_kind { OPEN_NONE, OPEN_REASONING, OPEN_MESSAGE, OPEN_CALL } open_kind;
 
 typedef struct resp_stream {
-    srv_job *job;
     resp_req *q;
-    int client_fd;
-    int64_t *completion_tokens;
     srv_splitter *split;
     int64_t seq;
     bool started;
@@ -983,7 +980,7 @@ static void put_end(resp_stream *st, srv_job *job) {
 
 static bool produce(void *cls) {
     resp_stream *st = cls;
-    srv_job *job = st->job;
+    srv_job *job = st->out.job;
     pthread_mutex_lock(&job->mu);
     bool done = job->done;
     size_t before = st->out.buf.len;
@@ -1006,9 +1003,7 @@ static bool produce(void *cls) {
     }
     if (done) {
         put_end(st, job);
-        int64_t prompt;
-        srv_job_usage(job, &prompt, st->completion_tokens);
-        st->out.finished = true;
+        srv_stream_out_end(&st->out);
     }
     pthread_mutex_unlock(&job->mu);
     return st->out.buf.len > before;
@@ -1017,13 +1012,12 @@ static bool produce(void *cls) {
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     resp_stream *st = cls;
     (void)pos;
-    return srv_stream_pump(&st->out, st->job, st->client_fd, produce, st, st->completion_tokens,
-                           buf, max);
+    return srv_stream_pump(&st->out, produce, st, buf, max);
 }
 
 static void stream_free(void *cls) {
     resp_stream *st = cls;
-    srv_job *job = st->job;
+    srv_job *job = st->out.job;
     srv_splitter_free(st->split);
     cJSON_Delete(st->output);
     free(st->call_name);
@@ -1047,10 +1041,10 @@ static enum MHD_Result answer_stream(struct MHD_Connection *c, srv_conn *cs, srv
         srv_job_drop(job);
         return MHD_NO;
     }
-    st->job = job;
+    st->out.job = job;
     st->q = q;
-    st->client_fd = srv_client_fd(c);
-    st->completion_tokens = &cs->completion_tokens;
+    st->out.client_fd = srv_client_fd(c);
+    st->out.completion_tokens = &cs->completion_tokens;
     st->output = cJSON_CreateArray();
     if (!st->output ||
         (srv_splitter_needed(&job->req) && !(st->split = srv_splitter_new(&job->req)))) {

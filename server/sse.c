@@ -13,10 +13,7 @@
 
 struct srv_stream {
     srv_engine *engine;
-    srv_job *job;
     srv_resp_ctx rc;
-    int client_fd;
-    int64_t *completion_tokens;
     srv_stream_out out;   /* events produced, not yet handed to MHD */
     bool *role_sent;      /* chat: the first delta (with the role) went out */
     srv_splitter **split; /* chat with thinking or tools: per choice, its text split */
@@ -24,7 +21,8 @@ struct srv_stream {
 
 /* Frees what the stream allocated (not the job). */
 static void free_stream_parts(srv_stream *st) {
-    for (int32_t i = 0; st->split && i < st->job->n_results; i++) srv_splitter_free(st->split[i]);
+    for (int32_t i = 0; st->split && i < st->out.job->n_results; i++)
+        srv_splitter_free(st->split[i]);
     free(st->split);
     nu_buf_free(&st->out.buf);
     free(st->role_sent);
@@ -44,16 +42,16 @@ srv_stream *srv_stream_new(srv_engine *e, srv_job *job, const srv_resp_ctx *rc, 
         for (int32_t i = 0; ok && i < job->n_results; i++)
             ok = (st->split[i] = srv_splitter_new(&job->req)) != NULL;
         if (!ok) {
-            st->job = job;
+            st->out.job = job;
             free_stream_parts(st);
             return NULL;
         }
     }
     st->engine = e;
-    st->job = job;
+    st->out.job = job;
     st->rc = *rc;
-    st->client_fd = client_fd;
-    st->completion_tokens = completion_tokens;
+    st->out.client_fd = client_fd;
+    st->out.completion_tokens = completion_tokens;
     return st;
 }
 
@@ -69,7 +67,7 @@ static void put_event(srv_stream *st, char *json) {
 /* The new text and log-probs of choice i as one chunk, if there are any
  * (job->mu held). Returns whether a chunk was added. */
 static bool put_progress(srv_stream *st, int32_t i, bool done) {
-    srv_job *job = st->job;
+    srv_job *job = st->out.job;
     srv_choice *c = &job->choices[i];
     int32_t n_lps = c->n_lps;
     if (done)
@@ -114,7 +112,7 @@ static bool put_tool_event(void *user, const srv_tool_event *ev) {
         ch.lps = k->lps, ch.n_lps = k->n_lps;
         k->lps_taken = true;
     }
-    put_event(st, srv_chunk_json(&st->rc, st->job, &ch));
+    put_event(st, srv_chunk_json(&st->rc, st->out.job, &ch));
     st->role_sent[k->index] = true;
     k->added = true;
     return !st->out.buf.failed;
@@ -123,7 +121,7 @@ static bool put_tool_event(void *user, const srv_tool_event *ev) {
 /* put_progress for an answer with thinking or tools: the splitter decides
  * what is thinking, content and calls (job->mu held). */
 static bool put_tool_progress(srv_stream *st, int32_t i, bool done) {
-    srv_job *job = st->job;
+    srv_job *job = st->out.job;
     srv_choice *c = &job->choices[i];
     int32_t n_lps = c->n_lps;
     if (done)
@@ -156,7 +154,7 @@ static bool put_tool_progress(srv_stream *st, int32_t i, bool done) {
 
 /* The end of the stream: finish reasons, usage, [DONE] (job->mu held, job done). */
 static void put_end(srv_stream *st) {
-    srv_job *job = st->job;
+    srv_job *job = st->out.job;
     if (job->failed) {
         srv_error err = {.status = job->fail_status,
                          .type =
@@ -173,17 +171,14 @@ static void put_end(srv_stream *st) {
         }
         if (job->req.include_usage) put_event(st, srv_usage_chunk_json(&st->rc, job));
     }
-    int64_t prompt, completion;
-    srv_job_usage(job, &prompt, &completion);
-    if (st->completion_tokens) *st->completion_tokens = completion;
     nu_buf_puts(&st->out.buf, "data: [DONE]\n\n");
-    st->out.finished = true;
+    srv_stream_out_end(&st->out);
 }
 
 /* Turns whatever the job has new into events; whether anything was added. */
 static bool produce(void *cls) {
     srv_stream *st = cls;
-    srv_job *job = st->job;
+    srv_job *job = st->out.job;
     pthread_mutex_lock(&job->mu);
     bool done = job->done, added = false;
     for (int32_t i = 0; i < job->n_results && !(done && job->failed); i++)
@@ -196,20 +191,26 @@ static bool produce(void *cls) {
     return added;
 }
 
-ssize_t srv_stream_pump(srv_stream_out *o, srv_job *job, int client_fd,
-                        bool (*produce_more)(void *), void *st, int64_t *completion_tokens,
-                        char *buf, size_t max) {
+void srv_stream_out_end(srv_stream_out *o) {
+    int64_t prompt;
+    if (o->completion_tokens) srv_job_usage(o->job, &prompt, o->completion_tokens);
+    o->finished = true;
+}
+
+ssize_t srv_stream_pump(srv_stream_out *o, bool (*produce_more)(void *), void *st, char *buf,
+                        size_t max) {
+    srv_job *job = o->job;
     while (o->off == o->buf.len) {
         o->off = 0;
         nu_buf_clear(&o->buf);
         if (o->buf.failed) return MHD_CONTENT_READER_END_WITH_ERROR;
         if (o->finished) return MHD_CONTENT_READER_END_OF_STREAM;
         if (produce_more(st)) continue;
-        if (!srv_job_wait(job, client_fd)) {
+        if (!srv_job_wait(job, o->client_fd)) {
             srv_engine_cancel(job->model->engine, job); /* the client went away */
             int64_t prompt; /* the log line counts what was made before the cancel */
-            if (completion_tokens && srv_job_wait_done(job, 5000))
-                srv_job_usage(job, &prompt, completion_tokens);
+            if (o->completion_tokens && srv_job_wait_done(job, 5000))
+                srv_job_usage(job, &prompt, o->completion_tokens);
             srv_client_gone();
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
@@ -223,18 +224,17 @@ ssize_t srv_stream_pump(srv_stream_out *o, srv_job *job, int client_fd,
 ssize_t srv_stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     srv_stream *st = cls;
     (void)pos;
-    return srv_stream_pump(&st->out, st->job, st->client_fd, produce, st, st->completion_tokens,
-                           buf, max);
+    return srv_stream_pump(&st->out, produce, st, buf, max);
 }
 
 void srv_stream_free(void *cls) {
     srv_stream *st = cls;
     if (!st) return;
-    pthread_mutex_lock(&st->job->mu);
-    bool done = st->job->done;
-    pthread_mutex_unlock(&st->job->mu);
-    if (!done) srv_engine_cancel(st->engine, st->job);
-    srv_job *job = st->job;
+    pthread_mutex_lock(&st->out.job->mu);
+    bool done = st->out.job->done;
+    pthread_mutex_unlock(&st->out.job->mu);
+    if (!done) srv_engine_cancel(st->engine, st->out.job);
+    srv_job *job = st->out.job;
     free_stream_parts(st);
     srv_job_release(job);
 }

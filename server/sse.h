@@ -22,15 +22,23 @@
 typedef struct srv_stream_out {
     nu_buf buf;
     size_t off;
-    bool finished; /* everything is in buf */
+    bool finished;              /* everything is in buf */
+    srv_job *job;               /* the job streamed (the stream holds a reference) */
+    int client_fd;              /* watched for the client leaving */
+    int64_t *completion_tokens; /* gets the tokens made, for the log line, or NULL */
 } srv_stream_out;
 
 /* A content reader's loop: hands out what o holds; when it is empty, asks
  * produce(st) for more (false: nothing new) and otherwise waits for news
- * of the job, or cancels it when the client went away (completion_tokens,
- * when not NULL, then gets the tokens made before the cancel). */
-ssize_t srv_stream_pump(srv_stream_out *o, srv_job *job, int client_fd, bool (*produce)(void *),
-                        void *st, int64_t *completion_tokens, char *buf, size_t max);
+ * of o->job, or cancels it when the client went away (o->completion_tokens
+ * then gets the tokens made before the cancel). */
+ssize_t srv_stream_pump(srv_stream_out *o, bool (*produce)(void *), void *st, char *buf,
+                        size_t max);
+
+/* The job is done and its last bytes are in o->buf (o->job->mu held):
+ * o->completion_tokens gets the tokens made, and the stream ends once buf
+ * is handed out. */
+void srv_stream_out_end(srv_stream_out *o);
 
 typedef struct srv_stream srv_stream;
 
