@@ -9,6 +9,7 @@
  * UBSan watch every thread of it. Small limits (a context of 128, at most
  * 8 new tokens, a 1 s timeout) keep each input fast. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -51,14 +52,27 @@ static int free_port(void) {
     return ntohs(a.sin_port);
 }
 
+/* A connection to the server, or -1 with errno set. libFuzzer's timers
+ * send this process signals, so a call may end with EINTR: it is tried
+ * again. When the kernel has no free local port (EADDRNOTAVAIL: thousands
+ * of short connections a second, a shortage on the client's side, not a
+ * server fault) it waits and tries again, for up to 10 s. */
 static int connect_server(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET,
                             .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0) return fd;
-    if (fd >= 0) close(fd);
-    return -1;
+    for (int attempt = 0;; attempt++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (fd < 0) return -1;
+        if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0) return fd;
+        int e = errno;
+        close(fd);
+        errno = e;
+        if (e == EINTR && attempt < 100) continue;
+        if (e != EADDRNOTAVAIL || attempt >= 100) return -1;
+        struct timespec ts = {0, 100 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
@@ -91,9 +105,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int fd = connect_server();
-    check(fd >= 0); /* the server still serves */
+    if (fd < 0) { /* the server must still serve */
+        fprintf(stderr, "fuzz_http: cannot connect to the server: %s\n", strerror(errno));
+        abort();
+    }
     for (size_t off = 0; off < size;) {
         ssize_t n = send(fd, data + off, size - off, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) continue;
         if (n <= 0) break; /* it may close early (a refused request) */
         off += (size_t)n;
     }
@@ -102,12 +120,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t got = 0;
     for (;;) { /* the answer, until the server closes (at most ~5 s) */
         struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, 5000) <= 0) break;
+        int ready = poll(&p, 1, 5000);
+        if (ready < 0 && errno == EINTR) continue; /* (a signal restarts the wait) */
+        if (ready <= 0) break;
         ssize_t n = recv(fd, buf, sizeof buf, 0);
+        if (n < 0 && errno == EINTR) continue;
         if (n <= 0) break;
         for (ssize_t i = 0; i < n && got < sizeof head - 1; i++) head[got++] = buf[i];
     }
     close(fd);
-    check(got == 0 || got < 5 || !memcmp(head, "HTTP/", 5)); /* HTTP, or nothing */
+    if (got >= 5 && memcmp(head, "HTTP/", 5)) { /* HTTP, or nothing */
+        fprintf(stderr, "fuzz_http: the answer does not start with HTTP/:");
+        for (size_t i = 0; i < got; i++) fprintf(stderr, " %02x", (unsigned char)head[i]);
+        fprintf(stderr, "\n");
+        abort();
+    }
     return 0;
 }
