@@ -29,6 +29,7 @@ typedef struct stored {
     char id[48];
     char *response;     /* the response object (JSON text) */
     char *conversation; /* the chat messages it ended with (JSON array text) */
+    char *input_items;  /* the items it was made from (JSON array text) */
     size_t bytes;
     struct stored *next;
 } stored;
@@ -49,6 +50,7 @@ srv_responses *srv_responses_new(int32_t max) {
 static void stored_free(stored *e) {
     free(e->response);
     free(e->conversation);
+    free(e->input_items);
     free(e);
 }
 
@@ -62,19 +64,23 @@ void srv_responses_free(srv_responses *r) {
     free(r);
 }
 
-/* Takes over response and conversation; the oldest entries make room. */
-static void store_put(srv_responses *r, const char *id, char *response, char *conversation) {
+/* Takes over response, conversation and input items; the oldest entries
+ * make room. */
+static void store_put(srv_responses *r, const char *id, char *response, char *conversation,
+                      char *input_items) {
     stored *e = calloc(1, sizeof *e);
-    if (!e || !response || !conversation) {
+    if (!e || !response || !conversation || !input_items) {
         free(e);
         free(response);
         free(conversation);
+        free(input_items);
         return;
     }
     snprintf(e->id, sizeof e->id, "%s", id);
     e->response = response;
     e->conversation = conversation;
-    e->bytes = strlen(response) + strlen(conversation) + sizeof *e;
+    e->input_items = input_items;
+    e->bytes = strlen(response) + strlen(conversation) + strlen(input_items) + sizeof *e;
     pthread_mutex_lock(&r->mu);
     while (r->head && (r->count >= r->max || r->bytes + e->bytes > SRV_RESPONSES_MAX_BYTES)) {
         stored *old = r->head;
@@ -98,15 +104,20 @@ static void store_put(srv_responses *r, const char *id, char *response, char *co
     pthread_mutex_unlock(&r->mu);
 }
 
-/* A copy of a stored response's object or conversation (conversation:
- * which); NULL when there is no such response (or out of memory: *oom). */
-static char *store_get(srv_responses *r, const char *id, bool conversation, bool *oom) {
+/* What store_get copies of a stored response. */
+typedef enum { STORED_RESPONSE, STORED_CONVERSATION, STORED_INPUT_ITEMS } stored_part;
+
+/* A copy of a part of a stored response; NULL when there is no such
+ * response (or out of memory: *oom). */
+static char *store_get(srv_responses *r, const char *id, stored_part part, bool *oom) {
     char *out = NULL;
     *oom = false;
     pthread_mutex_lock(&r->mu);
     for (stored *e = r->head; e; e = e->next)
         if (!strcmp(e->id, id)) {
-            out = strdup(conversation ? e->conversation : e->response);
+            out = strdup(part == STORED_RESPONSE       ? e->response
+                         : part == STORED_CONVERSATION ? e->conversation
+                                                       : e->input_items);
             *oom = !out;
             break;
         }
@@ -335,6 +346,72 @@ static bool map_input(const cJSON *input, cJSON *msgs, srv_error *err) {
     return true;
 }
 
+/* Adds to items an input item as input_items lists it: with an id (its
+ * own, or a new one), a status, and a message's text as content parts. */
+static void add_input_item(cJSON *items, const cJSON *it) {
+    const cJSON *type = member(it, "type");
+    const char *t = cJSON_IsString(type) ? type->valuestring : "message";
+    cJSON *o = cJSON_Duplicate(it, true);
+    if (!o) return;
+    char id[48];
+    if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(o, "id"))) {
+        new_id(!strcmp(t, "message")         ? "msg_"
+               : !strcmp(t, "function_call") ? "fc_"
+               : !strcmp(t, "reasoning")     ? "rs_"
+                                             : "fco_",
+               id, sizeof id);
+        cJSON_DeleteItemFromObjectCaseSensitive(o, "id");
+        cJSON_AddStringToObject(o, "id", id);
+    }
+    if (!type) cJSON_AddStringToObject(o, "type", "message");
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(o, "content");
+    if (!strcmp(t, "message") && cJSON_IsString(content)) {
+        const cJSON *role = member(o, "role");
+        bool out = cJSON_IsString(role) && !strcmp(role->valuestring, "assistant");
+        cJSON *parts = cJSON_CreateArray(), *part = cJSON_CreateObject();
+        cJSON_AddStringToObject(part, "type", out ? "output_text" : "input_text");
+        cJSON_AddStringToObject(part, "text", content->valuestring);
+        if (out) cJSON_AddArrayToObject(part, "annotations");
+        cJSON_AddItemToArray(parts, part);
+        cJSON_ReplaceItemInObjectCaseSensitive(o, "content", parts);
+    }
+    if (strcmp(t, "reasoning") && !member(o, "status"))
+        cJSON_AddStringToObject(o, "status", "completed");
+    cJSON_AddItemToArray(items, o);
+}
+
+/* The input, already checked by map_input, as items. */
+static void add_input_items(cJSON *items, const cJSON *input) {
+    if (cJSON_IsString(input)) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "role", "user");
+        cJSON_AddStringToObject(o, "content", input->valuestring);
+        add_input_item(items, o);
+        cJSON_Delete(o);
+        return;
+    }
+    for (const cJSON *it = input->child; it; it = it->next) add_input_item(items, it);
+}
+
+/* The items a response made from previous_response_id is made from: the
+ * previous response's own input items, then its output. */
+static bool previous_items(srv_responses *store, const char *id, cJSON **items, srv_error *err) {
+    bool oom = false;
+    char *in = store_get(store, id, STORED_INPUT_ITEMS, &oom);
+    char *resp = in ? store_get(store, id, STORED_RESPONSE, &oom) : NULL;
+    cJSON *r = resp ? cJSON_Parse(resp) : NULL;
+    cJSON_Delete(*items);
+    *items = in ? cJSON_Parse(in) : NULL;
+    free(in);
+    free(resp);
+    const cJSON *output = cJSON_GetObjectItemCaseSensitive(r, "output");
+    bool ok = *items && cJSON_IsArray(output);
+    for (const cJSON *o = ok ? output->child : NULL; o; o = o->next)
+        cJSON_AddItemToArray(*items, cJSON_Duplicate(o, true));
+    cJSON_Delete(r);
+    return ok || OOM(err); /* (the store holds both whole, so only memory can fail) */
+}
+
 /* tools: the Responses API's flat function tools into chat's. */
 static bool map_tools(const cJSON *tools, cJSON *out, srv_error *err) {
     if (!tools) return true;
@@ -454,11 +531,13 @@ typedef struct resp_req {
     bool stream, keep;
     cJSON *shell;        /* the response object without output, usage and status */
     cJSON *conversation; /* the messages without instructions */
+    cJSON *input_items;  /* the items it is made from, as input_items lists them */
 } resp_req;
 
 static void resp_req_free(resp_req *q) {
     cJSON_Delete(q->shell);
     cJSON_Delete(q->conversation);
+    cJSON_Delete(q->input_items);
     free(q);
 }
 
@@ -490,12 +569,14 @@ static cJSON *map_request(const cJSON *root, resp_req *q, srv_error *err) {
         return BAD(err, "metadata", "'metadata' must be an object"), NULL;
     cJSON *out = cJSON_CreateObject(), *msgs = cJSON_AddArrayToObject(out, "messages");
     q->conversation = cJSON_CreateArray();
+    q->input_items = cJSON_CreateArray();
     const cJSON *prev = member(root, "previous_response_id");
-    bool ok = out && msgs && q->conversation;
+    bool ok = out && msgs && q->conversation && q->input_items;
     if (ok && prev) {
         bool oom = false;
-        char *text =
-            cJSON_IsString(prev) ? store_get(q->store, prev->valuestring, true, &oom) : NULL;
+        char *text = cJSON_IsString(prev)
+                         ? store_get(q->store, prev->valuestring, STORED_CONVERSATION, &oom)
+                         : NULL;
         if (!cJSON_IsString(prev))
             ok = BAD(err, "previous_response_id", "'previous_response_id' must be a string");
         else if (!text)
@@ -506,10 +587,12 @@ static cJSON *map_request(const cJSON *root, resp_req *q, srv_error *err) {
         if (text) {
             cJSON_Delete(q->conversation);
             ok = (q->conversation = cJSON_Parse(text)) != NULL || OOM(err);
+            ok = ok && previous_items(q->store, prev->valuestring, &q->input_items, err);
         }
         free(text);
     }
     ok = ok && map_input(member(root, "input"), q->conversation, err);
+    if (ok) add_input_items(q->input_items, member(root, "input"));
     if (ok && (v = member(root, "instructions")) && v->valuestring[0]) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "role", "system");
@@ -757,7 +840,8 @@ static char *finish_response(resp_req *q, const srv_job *job, cJSON *output) {
     cJSON_AddNumberToObject(u, "total_tokens", (double)(prompt + completion));
     char *text = cJSON_PrintUnformatted(o);
     if (q->keep && text)
-        store_put(q->store, q->id, strdup(text), cJSON_PrintUnformatted(q->conversation));
+        store_put(q->store, q->id, strdup(text), cJSON_PrintUnformatted(q->conversation),
+                  cJSON_PrintUnformatted(q->input_items));
     return text;
 }
 
@@ -1106,6 +1190,109 @@ static enum MHD_Result not_found(struct MHD_Connection *c, srv_conn *cs, const c
     return srv_answer_error(c, cs, &err);
 }
 
+/* GET /v1/responses/{id}/input_items's query: limit, order, after, include. */
+typedef struct items_query {
+    long limit;
+    bool asc;
+    const char *after;
+    srv_error *err;
+    bool bad;
+} items_query;
+
+static const char *const includable[] = {"file_search_call.results",
+                                         "web_search_call.results",
+                                         "web_search_call.action.sources",
+                                         "message.input_image.image_url",
+                                         "computer_call_output.output.image_url",
+                                         "code_interpreter_call.outputs",
+                                         "reasoning.encrypted_content",
+                                         "message.output_text.logprobs",
+                                         NULL};
+
+static enum MHD_Result on_query(void *cls, enum MHD_ValueKind kind, const char *key,
+                                const char *value) {
+    items_query *q = cls;
+    (void)kind;
+    if (q->bad) return MHD_NO;
+    const char *v = value ? value : "";
+    if (!strcmp(key, "limit")) {
+        char *end;
+        q->limit = strtol(v, &end, 10);
+        if (!*v || *end || q->limit < 1 || q->limit > 100)
+            q->bad =
+                !BAD(q->err, "limit", "limit must be an integer from 1 to 100 (got '%.40s')", v);
+    } else if (!strcmp(key, "order")) {
+        q->asc = !strcmp(v, "asc");
+        if (!q->asc && strcmp(v, "desc"))
+            q->bad = !BAD(q->err, "order", "order must be 'asc' or 'desc' (got '%.40s')", v);
+    } else if (!strcmp(key, "after")) {
+        q->after = v;
+    } else if (!strcmp(key, "include") || !strcmp(key, "include[]")) {
+        bool known = false;
+        for (const char *const *f = includable; *f && !known; f++) known = !strcmp(*f, v);
+        if (!known) q->bad = !BAD(q->err, "include", "include: unknown value '%.60s'", v);
+    } else {
+        q->bad = !BAD(q->err, key, "unknown query parameter '%.60s'", key);
+    }
+    return q->bad ? MHD_NO : MHD_YES;
+}
+
+/* The input items of a stored response, a page of them: newest first
+ * unless order=asc, limit of them (20 by default), those after the item
+ * 'after' names. */
+static enum MHD_Result list_input_items(struct MHD_Connection *c, srv_conn *cs, srv_state *s,
+                                        const char *url_id, ptrdiff_t id_len) {
+    char id[128];
+    srv_error err;
+    items_query q = {.limit = 20, .err = &err};
+    if (id_len >= (ptrdiff_t)sizeof id) return not_found(c, cs, url_id);
+    memcpy(id, url_id, (size_t)id_len);
+    id[id_len] = 0;
+    MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, on_query, &q);
+    if (q.bad) return srv_answer_error(c, cs, &err);
+    bool oom;
+    char *text = store_get(s->responses, id, STORED_INPUT_ITEMS, &oom);
+    cJSON *items = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    if (!items) {
+        if (!oom && !text) return not_found(c, cs, id);
+        return srv_answer_error(c, cs, (OOM(&err), &err));
+    }
+    int n = cJSON_GetArraySize(items), start = 0;
+    if (q.after) { /* the page starts after that item, in the order asked for */
+        start = -1;
+        for (int i = 0; i < n && start < 0; i++) {
+            const cJSON *it = cJSON_GetArrayItem(items, q.asc ? i : n - 1 - i);
+            const cJSON *iid = cJSON_GetObjectItemCaseSensitive(it, "id");
+            if (cJSON_IsString(iid) && !strcmp(iid->valuestring, q.after)) start = i + 1;
+        }
+        if (start < 0) {
+            cJSON_Delete(items);
+            BAD(&err, "after", "after: no input item '%.60s' in response '%.60s'", q.after, id);
+            return srv_answer_error(c, cs, &err);
+        }
+    }
+    cJSON *o = cJSON_CreateObject(), *data = cJSON_CreateArray();
+    cJSON_AddStringToObject(o, "object", "list");
+    cJSON_AddItemToObject(o, "data", data);
+    int end = start + (int)q.limit < n ? start + (int)q.limit : n;
+    for (int i = start; i < end; i++)
+        cJSON_AddItemToArray(
+            data, cJSON_Duplicate(cJSON_GetArrayItem(items, q.asc ? i : n - 1 - i), true));
+    const cJSON *first = cJSON_GetArrayItem(data, 0),
+                *last = cJSON_GetArrayItem(data, end - start - 1);
+    cJSON *fid = cJSON_GetObjectItemCaseSensitive(first, "id"),
+          *lid = cJSON_GetObjectItemCaseSensitive(last, "id");
+    cJSON_AddItemToObject(o, "first_id", fid ? cJSON_Duplicate(fid, false) : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "last_id", lid ? cJSON_Duplicate(lid, false) : cJSON_CreateNull());
+    cJSON_AddBoolToObject(o, "has_more", end < n);
+    cJSON_Delete(items);
+    char *body = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (!body) return srv_answer_error(c, cs, (OOM(&err), &err));
+    return srv_answer(c, cs, 200, body, NULL);
+}
+
 enum MHD_Result srv_responses_handle(srv_state *s, struct MHD_Connection *c, srv_conn *cs,
                                      const char *url) {
     if (cs->route->id == ROUTE_RESPONSES) return handle_create(s, c, cs);
@@ -1120,8 +1307,10 @@ enum MHD_Result srv_responses_handle(srv_state *s, struct MHD_Connection *c, srv
         cJSON_Delete(o);
         return srv_answer(c, cs, 200, body, NULL);
     }
+    const char *sub = strchr(id, '/');
+    if (sub && !strcmp(sub, "/input_items")) return list_input_items(c, cs, s, id, sub - id);
     bool oom;
-    char *body = store_get(s->responses, id, false, &oom);
+    char *body = store_get(s->responses, id, STORED_RESPONSE, &oom);
     if (!body && oom) {
         srv_error err;
         OOM(&err);

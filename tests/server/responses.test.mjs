@@ -4,7 +4,8 @@
 // as the chat completion of the same conversation), the streaming events in
 // the API's order with their sequence numbers, a function tool and its
 // function_call_output, previous_response_id carrying the conversation (and
-// not the instructions), store: false, a reasoning model's thinking as a
+// not the instructions), input_items listing a response's items in pages,
+// store: false, a reasoning model's thinking as a
 // reasoning item, and errors naming the Responses API's fields.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
@@ -175,6 +176,51 @@ describe("responses", () => {
         assert.equal(second.instructions, null);
         const third = await openai.responses.create({ previous_response_id: second.id, input: "The end.", max_output_tokens: 4, temperature: 0 });
         assert.ok(third.usage.input_tokens > second.usage.input_tokens + second.usage.output_tokens);
+    });
+
+    test("input_items: a response's items, its chain's first, in pages", async () => {
+        const first = await openai.responses.create({ max_output_tokens: 6, temperature: 0, input: [
+            { role: "user", content: "Once upon a time" },
+            { type: "message", role: "assistant", content: [{ type: "output_text", text: "there was" }] },
+            { role: "user", content: "a cat." }] });
+        const firstItems = [];
+        for await (const it of openai.responses.inputItems.list(first.id, { order: "asc" })) firstItems.push(it);
+        assert.deepEqual(firstItems.map((it) => [it.type, it.role, it.content[0].type, it.content[0].text, it.status]), [
+            ["message", "user", "input_text", "Once upon a time", "completed"],
+            ["message", "assistant", "output_text", "there was", "completed"],
+            ["message", "user", "input_text", "a cat.", "completed"]]);
+        firstItems.forEach((it) => assert.match(it.id, /^msg_[0-9a-f]{24}$/));
+        // chained: the first response's input items, its output, then the new input
+        const second = await openai.responses.create({ previous_response_id: first.id, input: "And then?", max_output_tokens: 4, temperature: 0 });
+        const page = await openai.responses.inputItems.list(second.id, { order: "asc", limit: 2 });
+        assert.deepEqual(page.data.map((it) => it.id), firstItems.slice(0, 2).map((it) => it.id));
+        assert.equal(page.has_more, true);
+        const raw = (await request(server, "GET", `/v1/responses/${second.id}/input_items?order=asc&limit=2`)).json;
+        assert.equal(raw.object, "list");
+        assert.equal(raw.first_id, firstItems[0].id);
+        assert.equal(raw.last_id, firstItems[1].id);
+        const all = [];
+        for await (const it of openai.responses.inputItems.list(second.id, { order: "asc", limit: 2 })) all.push(it);
+        assert.deepEqual(all.map((it) => it.id), [...firstItems.map((it) => it.id), first.output[0].id, all[4].id]);
+        assert.deepEqual(all[3], first.output[0], "the first response's output item as it was returned");
+        assert.equal(all[4].content[0].text, "And then?");
+        // newest first by default
+        const desc = await openai.responses.inputItems.list(second.id);
+        assert.deepEqual(desc.data.map((it) => it.id), all.map((it) => it.id).reverse());
+        assert.equal(desc.has_more, false);
+        const after = await openai.responses.inputItems.list(second.id, { after: all[4].id, limit: 1 });
+        assert.deepEqual(after.data.map((it) => it.id), [all[3].id]);
+        for (const [query, param, pattern] of [["limit=0", "limit", /from 1 to 100/], ["limit=101", "limit", /from 1 to 100/],
+            ["order=up", "order", /'asc' or 'desc'/], ["after=msg_nope", "after", /no input item 'msg_nope'/],
+            ["include=bogus", "include", /unknown value 'bogus'/], ["page=2", "page", /unknown query parameter 'page'/]]) {
+            const r = await request(server, "GET", `/v1/responses/${second.id}/input_items?${query}`);
+            assert.equal(r.status, 400, `${query}: ${r.text}`);
+            assert.equal(r.json.error.param, param, query);
+            assert.match(r.json.error.message, pattern, query);
+        }
+        assert.equal((await request(server, "GET", "/v1/responses/resp_nope/input_items")).status, 404);
+        await openai.responses.delete(first.id);
+        assert.equal((await request(server, "GET", `/v1/responses/${first.id}/input_items`)).status, 404);
     });
 
     test("errors name the Responses API's fields", async () => {
