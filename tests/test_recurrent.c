@@ -425,12 +425,89 @@ static void test_beam(void **state) {
     nu_context_free(ref);
 }
 
+/* Beam search of width 1 keeps the single best token at every step: plain
+ * greedy decoding's tokens (nu_generate, and the scheduler). */
+static void test_beam_width1(void **state) {
+    (void)state;
+    nu_context *c = make_ctx(2, 0, 2), *g = make_ctx(1, 0, 2);
+    nu_generate_params gp;
+    greedy(&gp);
+    gp.n_predict = 24;
+    nu_beam_params bp = nu_beam_default_params();
+    bp.width = 1;
+    bp.n_return = 1;
+    bp.n_predict = gp.n_predict;
+    nu_generate_result plain, beam;
+    nu_error err;
+    if (nu_generate(g, prompt, &gp, &plain, &err)) fail_msg("generate: %s", err.message);
+    if (nu_beam_search(c, prompt, &bp, &beam, &err)) fail_msg("beam: %s", err.message);
+    assert_int_equal(plain.n_tokens, gp.n_predict); /* the tiny model never picks an end token */
+    assert_same_tokens(&plain, &beam, "beam search of width 1");
+    nu_generate_result_free(&plain);
+    nu_generate_result_free(&beam);
+    nu_context_free(c);
+    nu_context_free(g);
+}
+
+/* n sampled answers of one prompt share its cache; sample i draws from the
+ * seed + i stream, so each gives the tokens of that prompt sampled alone
+ * with seed + i, through nu_generate and the scheduler alike. */
+static void test_samples_alone(void **state) {
+    (void)state;
+    enum { N = 4 };
+    nu_generate_params gp = nu_generate_default_params();
+    gp.n_predict = 24;
+    gp.sampling.temperature = 1.5f; /* flat enough that the samples differ */
+    gp.sampling.top_k = 0;
+    gp.sampling.top_p = 1.0f;
+    gp.sampling.min_p = 0.0f;
+    gp.sampling.seed = 1234;
+    gp.n = N;
+    nu_error err;
+    nu_generate_result together[N], sched[N], alone;
+    nu_context *c = make_ctx(N, 0, 2);
+    if (nu_generate(c, prompt, &gp, together, &err)) fail_msg("generate: %s", err.message);
+    nu_scheduler *s;
+    assert_int_equal(nu_scheduler_new(c, &s, &err), NU_OK);
+    int32_t id;
+    if (nu_scheduler_submit(s, prompt, NULL, 0, &gp, sched, &id, &err))
+        fail_msg("submit: %s", err.message);
+    if (nu_scheduler_run(s, &err)) fail_msg("run: %s", err.message);
+    nu_scheduler_free(s);
+    nu_context_free(c);
+    bool differ = false;
+    for (int i = 0; i < N; i++) {
+        nu_generate_params one = gp;
+        one.n = 1;
+        one.sampling.seed = gp.sampling.seed + (uint64_t)i;
+        nu_context *fresh = make_ctx(1, 0, 2);
+        if (nu_generate(fresh, prompt, &one, &alone, &err)) fail_msg("alone: %s", err.message);
+        char what[64];
+        snprintf(what, sizeof what, "sample %d of %d (nu_generate)", i, N);
+        assert_same_tokens(&alone, &together[i], what);
+        snprintf(what, sizeof what, "sample %d of %d (scheduler)", i, N);
+        assert_same_tokens(&alone, &sched[i], what);
+        if (i > 0 && (together[i].n_tokens != together[0].n_tokens ||
+                      memcmp(together[i].tokens, together[0].tokens,
+                             (size_t)together[0].n_tokens * sizeof(int32_t))))
+            differ = true;
+        nu_generate_result_free(&alone);
+        nu_context_free(fresh);
+    }
+    assert_true(differ); /* the samples are not all one answer */
+    for (int i = 0; i < N; i++) {
+        nu_generate_result_free(&together[i]);
+        nu_generate_result_free(&sched[i]);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batching),    cmocka_unit_test(test_rollback),
         cmocka_unit_test(test_copy),        cmocka_unit_test(test_order),
         cmocka_unit_test(test_speculative), cmocka_unit_test(test_scheduler),
         cmocka_unit_test(test_beam),        cmocka_unit_test(test_mtp_layer),
+        cmocka_unit_test(test_beam_width1), cmocka_unit_test(test_samples_alone),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
