@@ -255,7 +255,7 @@ static void reply(chat_state *c) {
     int32_t open[NU_THINK_MAX_MARKER], close[NU_THINK_MAX_MARKER], force[NU_THINK_MAX_FORCE];
     reply_state rs = {.c = c};
     if (!set_thinking(c, prompt, &split, &p, open, close, force) ||
-        !(rs.split = srv_think_parser_new(&split))) {
+        !(rs.split = srv_think_parser_new(&split, NULL))) {
         free(prompt);
         return;
     }

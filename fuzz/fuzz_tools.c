@@ -7,10 +7,11 @@
  * call format (generic, Hermes, Mistral, Llama 3), bit 2 marks the answer
  * as shaped by the tools' grammar (calls then stream as they are
  * generated), bit 3 turns parallel_tool_calls off, bit 4 splits <think>
- * blocks off first (then bit 5: the prompt opened one, bit 6: no tools), and
- * the streamed split must agree with srv_answer_split, the thinking never
- * holds the close marker, and thinking and content never hold more than the
- * text. Byte 1 seeds the cuts:
+ * blocks off first (then bit 5: the prompt opened one, bit 6: no tools, bit
+ * 7: gpt-oss's harmony messages instead, with their calls), and the
+ * streamed split must agree with srv_answer_split, calls are numbered 0, 1,
+ * ... with arguments only for the last one, the thinking never holds the
+ * close marker, and thinking and content never hold more than the text. Byte 1 seeds the cuts:
  * the answer is fed to one parser in pieces of 0 to 15 bytes (a piece of 0
  * feeds the same text again, as a stream does when a token adds no bytes).
  *
@@ -185,7 +186,8 @@ static bool collect_split(void *user, const srv_tool_event *ev) {
     bool ok = true;
     if (ev->kind == SRV_TOOL_REASONING) ok = text_append(&c->reasoning, ev->text, ev->len);
     if (ev->kind == SRV_TOOL_CONTENT) ok = text_append(&c->content, ev->text, ev->len);
-    if (ev->kind == SRV_TOOL_CALL) c->n_calls++;
+    if (ev->kind == SRV_TOOL_CALL) check(ev->index == c->n_calls++);
+    if (ev->kind == SRV_TOOL_ARGS) check(ev->index == c->n_calls - 1);
     if (!ok) c->oom = true;
     return ok;
 }
@@ -210,9 +212,10 @@ static void check_split(srv_request *r, const char *text, size_t len, uint8_t se
               (!c.content.len || !memcmp(c.content.s, whole.result.content, c.content.len)));
         check(c.n_calls == whole.result.n_calls);
         check(c.reasoning.len + c.content.len <= len);
-        check(!c.reasoning.len || !memmem(c.reasoning.s, c.reasoning.len, "</think>", 8));
-        if (!r->reasoning.split.starts_inside && !memmem(text, len, "<think>", 7) &&
-            !srv_tools_active(&r->tools))
+        const char *close = r->reasoning.split.close;
+        check(!c.reasoning.len || !memmem(c.reasoning.s, c.reasoning.len, close, strlen(close)));
+        if (!r->reasoning.split.harmony && !r->reasoning.split.starts_inside &&
+            !memmem(text, len, "<think>", 7) && !srv_tools_active(&r->tools))
             check(c.content.len == len && (!len || !memcmp(c.content.s, text, len)));
     }
     srv_splitter_free(s);
@@ -237,6 +240,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (data[0] & 64) r.tools.n = 0;
         r.reasoning.split = (srv_think_split){
             .on = true, .starts_inside = data[0] & 32, .open = "<think>", .close = "</think>"};
+        if (data[0] & 128) {
+            r.tools.format = SRV_TOOL_FORMAT_HARMONY;
+            r.reasoning.split = (srv_think_split){.on = true,
+                                                  .starts_inside = data[0] & 32,
+                                                  .harmony = true,
+                                                  .open = "<|channel|>analysis<|message|>",
+                                                  .close = "<|end|>"};
+        }
         check_split(&r, text, len, data[1]);
         return 0;
     }

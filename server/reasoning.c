@@ -192,22 +192,30 @@ typedef enum think_state {
     CONTENT,     /* the rest is content */
     H_HEAD,      /* harmony: before a message's header (or plain text) */
     H_BODY,      /* harmony: in a message's body */
+    H_CALL,      /* harmony: in the body of a message to functions.NAME */
 } think_state;
+
+#define CALL_NAME_MAX 128 /* bytes of a called function's name with its NUL */
 
 struct srv_think_parser {
     srv_think_split s;
+    const srv_tools *tools; /* harmony calls are parsed for these (NULL: shown as text) */
     think_state state;
     size_t pos;               /* bytes of the text consumed */
     srv_tool_event_kind body; /* H_BODY: where the body goes */
+    size_t head_at;           /* H_CALL: where the message's header starts */
+    char call_name[CALL_NAME_MAX];
+    int32_t n_calls; /* SRV_TOOL_CALL events sent */
     srv_tool_emit emit;
     void *user;
     bool failed;
 };
 
-srv_think_parser *srv_think_parser_new(const srv_think_split *s) {
+srv_think_parser *srv_think_parser_new(const srv_think_split *s, const srv_tools *tools) {
     srv_think_parser *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->s = *s;
+    p->tools = srv_tools_active(tools) ? tools : NULL;
     p->state = !s->on             ? CONTENT
                : s->harmony       ? (s->starts_inside ? H_BODY : H_HEAD)
                : s->starts_inside ? THINK_LEAD
@@ -254,14 +262,36 @@ static bool begins(const char *s, size_t from, size_t len, const char *marker) {
     return n > 0 && n < strlen(marker) && !memcmp(s + from, marker, n);
 }
 
+/* What a harmony header starts with: a new message, its channel, or its
+ * recipient (a prompt that ends in "<|start|>assistant" leaves the model to
+ * write " to=functions.NAME<|channel|>commentary ..."). */
+static const char *const harmony_heads[] = {"<|start|>", "<|channel|>", "to="};
+
+/* The recipient of the header [at, end) (to=NAME, first in the header or
+ * after a blank): its name, *len bytes; NULL when there is none. */
+static const char *recipient(const char *s, size_t at, size_t end, size_t *len) {
+    for (const char *to = find(s, at, end, "to="); to;
+         to = find(s, (size_t)(to - s) + 1, end, "to=")) {
+        if ((size_t)(to - s) != at && to[-1] != ' ') continue;
+        const char *name = to + 3;
+        size_t n = 0;
+        while (name + n < s + end && name[n] != ' ' && name[n] != '<') n++;
+        *len = n;
+        return name;
+    }
+    return NULL;
+}
+
 /* At a harmony message's header (or plain text): one step, as think_step. */
 static bool harmony_head(srv_think_parser *p, const char *s, size_t len, bool done) {
-    size_t at = skip_blanks(s, p->pos, len);
-    bool header = (len - at >= 9 && !memcmp(s + at, "<|start|>", 9)) ||
-                  (len - at >= 11 && !memcmp(s + at, "<|channel|>", 11));
-    if (!header && !done &&
-        (at == len || begins(s, at, len, "<|start|>") || begins(s, at, len, "<|channel|>")))
-        return false; /* blanks, or a header's beginning */
+    size_t at = skip_blanks(s, p->pos, len), n_heads = sizeof harmony_heads / sizeof *harmony_heads;
+    bool header = false, partial = at == len;
+    for (size_t i = 0; i < n_heads; i++) {
+        size_t k = strlen(harmony_heads[i]);
+        header = header || (len - at >= k && !memcmp(s + at, harmony_heads[i], k));
+        partial = partial || begins(s, at, len, harmony_heads[i]);
+    }
+    if (!header && !done && partial) return false; /* blanks, or a header's beginning */
     if (!header) {
         p->state = CONTENT;
         return true;
@@ -271,34 +301,79 @@ static bool harmony_head(srv_think_parser *p, const char *s, size_t len, bool do
         if (done) p->pos = len; /* a header cut short: no message */
         return false;
     }
-    size_t head_end = (size_t)(msg - s) + strlen("<|message|>");
+    size_t head_end = (size_t)(msg - s) + strlen("<|message|>"), to_len = 0;
     const char *channel = find(s, at, (size_t)(msg - s), "<|channel|>");
     const char *name = channel ? channel + strlen("<|channel|>") : msg;
     size_t name_len = 0;
     while (name + name_len < msg && name[name_len] != ' ' && name[name_len] != '<') name_len++;
-    bool to = find(s, at, (size_t)(msg - s), " to=") != NULL;
+    const char *to = recipient(s, at, (size_t)(msg - s), &to_len);
     bool analysis = name_len == 8 && !memcmp(name, "analysis", 8);
-    p->body = analysis && !to ? SRV_TOOL_REASONING : SRV_TOOL_CONTENT;
-    if (to) send(p, SRV_TOOL_CONTENT, s + at, head_end - at); /* a call: shown whole */
     p->pos = head_end;
     p->state = H_BODY;
+    p->body = analysis && !to ? SRV_TOOL_REASONING : SRV_TOOL_CONTENT;
+    if (to && p->tools && to_len > 10 && to_len - 10 < CALL_NAME_MAX &&
+        !memcmp(to, "functions.", 10)) { /* a function call: read whole, then checked */
+        memcpy(p->call_name, to + 10, to_len - 10);
+        p->call_name[to_len - 10] = 0;
+        p->head_at = at;
+        p->state = H_CALL;
+    } else if (to) {
+        send(p, SRV_TOOL_CONTENT, s + at, head_end - at); /* not parsed: shown whole */
+    }
     return true;
+}
+
+/* Where the message body from `from` ends: *end (len when not yet) and the
+ * end marker's length (0: none yet); *hold: bytes at the end that may
+ * begin one. */
+static void harmony_end(const char *s, size_t from, size_t len, size_t *end, size_t *end_len,
+                        size_t *hold) {
+    static const char *const ends[] = {"<|end|>", "<|return|>", "<|call|>"};
+    *end = len, *end_len = 0, *hold = 0;
+    for (size_t i = 0; i < 3; i++) {
+        const char *hit = find(s, from, len, ends[i]);
+        if (hit && (size_t)(hit - s) < *end) *end = (size_t)(hit - s), *end_len = strlen(ends[i]);
+        size_t part = partial_marker(s, from, len, ends[i]);
+        if (part > *hold) *hold = part;
+    }
 }
 
 /* In a harmony message's body: one step, as think_step. */
 static bool harmony_body(srv_think_parser *p, const char *s, size_t len, bool done) {
-    static const char *const ends[] = {"<|end|>", "<|return|>", "<|call|>"};
-    size_t end = len, end_len = 0, hold = 0;
-    for (size_t i = 0; i < 3; i++) {
-        const char *hit = find(s, p->pos, len, ends[i]);
-        if (hit && (size_t)(hit - s) < end) end = (size_t)(hit - s), end_len = strlen(ends[i]);
-        size_t part = partial_marker(s, p->pos, len, ends[i]);
-        if (part > hold) hold = part;
-    }
+    size_t end, end_len, hold;
+    harmony_end(s, p->pos, len, &end, &end_len, &hold);
     size_t keep = end_len || done ? end : len - hold;
     send(p, p->body, s + p->pos, keep - p->pos);
     p->pos = keep;
     if (!end_len) return false;
+    p->pos = end + end_len;
+    p->state = H_HEAD;
+    return true;
+}
+
+/* In a function call's body: once it ends (<|call|>, or any end), the call
+ * and its arguments go out, or the message as text when the function is
+ * not one of the tools or the body not one JSON object. */
+static bool harmony_call(srv_think_parser *p, const char *s, size_t len, bool done) {
+    size_t end, end_len, hold;
+    harmony_end(s, p->pos, len, &end, &end_len, &hold);
+    if (!end_len && !done) return false;
+    char *args, id[SRV_TOOL_ID_MAX];
+    size_t n;
+    bool oom;
+    if (srv_tools_check_call(p->tools, p->call_name, s + p->pos, end - p->pos, &args, &n, &oom)) {
+        srv_tools_new_id(SRV_TOOL_FORMAT_HARMONY, id);
+        srv_tool_event call = {
+            .kind = SRV_TOOL_CALL, .index = p->n_calls, .id = id, .name = p->call_name};
+        srv_tool_event piece = {
+            .kind = SRV_TOOL_ARGS, .index = p->n_calls++, .text = args, .len = n};
+        if (!p->emit(p->user, &call) || !p->emit(p->user, &piece)) p->failed = true;
+        free(args);
+    } else if (oom) {
+        p->failed = true;
+    } else {
+        send(p, SRV_TOOL_CONTENT, s + p->head_at, end - p->head_at);
+    }
     p->pos = end + end_len;
     p->state = H_HEAD;
     return true;
@@ -347,6 +422,7 @@ static bool think_step(srv_think_parser *p, const char *s, size_t len, bool done
         return false;
     case H_HEAD: return harmony_head(p, s, len, done);
     case H_BODY: return harmony_body(p, s, len, done);
+    case H_CALL: return harmony_call(p, s, len, done);
     }
     return false;
 }
@@ -367,6 +443,9 @@ struct srv_splitter {
     srv_think_parser *think;
     srv_tool_parser *tools; /* NULL without active tools */
     nu_buf content;         /* the content so far, which the tool parser reads whole */
+    bool parallel;          /* parallel_tool_calls */
+    int32_t n_calls;        /* calls emitted, from both parsers */
+    int32_t current[2];     /* each parser's current call as emitted (-1: dropped) */
     srv_tool_emit emit;
     void *user;
     bool failed;
@@ -379,7 +458,8 @@ bool srv_splitter_needed(const srv_request *r) {
 srv_splitter *srv_splitter_new(const srv_request *r) {
     srv_splitter *s = calloc(1, sizeof *s);
     if (!s) return NULL;
-    s->think = srv_think_parser_new(&r->reasoning.split);
+    s->think = srv_think_parser_new(&r->reasoning.split, &r->tools);
+    s->parallel = r->tools.parallel;
     bool ok = s->think != NULL;
     if (ok && srv_tools_active(&r->tools)) ok = (s->tools = srv_tool_parser_new(&r->tools)) != NULL;
     if (!ok) {
@@ -397,10 +477,29 @@ void srv_splitter_free(srv_splitter *s) {
     free(s);
 }
 
-/* Thinking goes out; content goes out too, or into the buffer the tool
- * parser reads. */
+/* A call event of parser `from` (0: harmony's, 1: the content's), numbered
+ * among the calls of both; without parallel_tool_calls only the first
+ * call of the answer goes out. */
+static bool relay_call(srv_splitter *s, int from, const srv_tool_event *ev) {
+    if (ev->kind == SRV_TOOL_CALL)
+        s->current[from] = !s->parallel && s->n_calls > 0 ? -1 : s->n_calls++;
+    if (s->current[from] < 0) return true;
+    srv_tool_event out = *ev;
+    out.index = s->current[from];
+    return s->emit(s->user, &out);
+}
+
+static bool from_tools(void *user, const srv_tool_event *ev) {
+    srv_splitter *s = user;
+    if (ev->kind == SRV_TOOL_CALL || ev->kind == SRV_TOOL_ARGS) return relay_call(s, 1, ev);
+    return s->emit(s->user, ev);
+}
+
+/* Thinking and harmony's calls go out; content goes out too, or into the
+ * buffer the tool parser reads. */
 static bool from_think(void *user, const srv_tool_event *ev) {
     srv_splitter *s = user;
+    if (ev->kind == SRV_TOOL_CALL || ev->kind == SRV_TOOL_ARGS) return relay_call(s, 0, ev);
     if (ev->kind == SRV_TOOL_REASONING || !s->tools) return s->emit(s->user, ev);
     nu_buf_add(&s->content, ev->text, ev->len);
     return !s->content.failed;
@@ -412,45 +511,64 @@ bool srv_splitter_feed(srv_splitter *s, const char *text, size_t len, bool done,
     s->user = user;
     if (!srv_think_parser_feed(s->think, text, len, done, from_think, s)) return false;
     if (s->tools &&
-        !srv_tool_parser_feed(s->tools, s->content.data, s->content.len, done, emit, user))
+        !srv_tool_parser_feed(s->tools, s->content.data, s->content.len, done, from_tools, s))
         return false;
     return true;
 }
 
 int32_t srv_splitter_n_calls(const srv_splitter *s) {
-    return s->tools ? srv_tool_parser_n_calls(s->tools) : 0;
+    return s->n_calls;
 }
 
 /* ---- whole answers ------------------------------------------------------------ */
 
 typedef struct collected {
     nu_buf reasoning, content;
+    srv_tool_result *res;
+    nu_buf *args; /* each call's arguments */
+    bool failed;
 } collected;
 
 static bool collect(void *user, const srv_tool_event *ev) {
     collected *c = user;
-    if (ev->kind == SRV_TOOL_REASONING || ev->kind == SRV_TOOL_CONTENT)
+    srv_tool_result *res = c->res;
+    if (ev->kind == SRV_TOOL_REASONING || ev->kind == SRV_TOOL_CONTENT) {
         nu_buf_add(ev->kind == SRV_TOOL_REASONING ? &c->reasoning : &c->content, ev->text, ev->len);
-    return !c->reasoning.failed && !c->content.failed;
+    } else if (ev->kind == SRV_TOOL_CALL) { /* calls come numbered 0, 1, ... */
+        srv_tool_call *calls = realloc(res->calls, (size_t)(res->n_calls + 1) * sizeof *calls);
+        nu_buf *args = calls ? realloc(c->args, (size_t)(res->n_calls + 1) * sizeof *args) : NULL;
+        if (calls) res->calls = calls;
+        if (args) c->args = args;
+        if (!args) return !(c->failed = true);
+        srv_tool_call *call = &calls[res->n_calls];
+        memset(call, 0, sizeof *call);
+        memset(&args[res->n_calls++], 0, sizeof *args);
+        snprintf(call->id, sizeof call->id, "%s", ev->id);
+        if (!(call->name = strdup(ev->name))) c->failed = true;
+    } else if (ev->index >= 0 && ev->index < res->n_calls) {
+        nu_buf_add(&c->args[ev->index], ev->text, ev->len);
+    }
+    return !c->failed && !c->reasoning.failed && !c->content.failed;
 }
 
 bool srv_answer_split(const srv_request *r, const char *text, size_t len, srv_split_answer *out) {
     memset(out, 0, sizeof *out);
     srv_tool_result *res = &out->result;
-    if (srv_tools_active(&r->tools) && !r->reasoning.split.on)
-        return srv_tools_parse(&r->tools, text, len, res);
-    /* the thinking first; then the content as one answer of its own */
-    srv_think_parser *p = srv_think_parser_new(&r->reasoning.split);
-    collected c = {0};
-    bool ok = p && srv_think_parser_feed(p, text, len, true, collect, &c);
-    srv_think_parser_free(p);
-    size_t content_len = c.content.len;
-    if (ok && srv_tools_active(&r->tools))
-        ok = srv_tools_parse(&r->tools, c.content.data ? c.content.data : "", content_len, res);
-    else if (ok && (res->content = nu_buf_take(&c.content)) != NULL)
-        res->content_len = content_len;
-    else
-        ok = false;
+    collected c = {.res = res};
+    srv_splitter *s = srv_splitter_new(r);
+    bool ok = s && srv_splitter_feed(s, text, len, true, collect, &c);
+    srv_splitter_free(s);
+    for (int32_t i = 0; i < res->n_calls; i++) {
+        size_t n = c.args[i].len;
+        char *a = ok ? nu_buf_take(&c.args[i]) : NULL;
+        res->calls[i].arguments = a ? a : (n == 0 && ok ? strdup("") : NULL);
+        if (!res->calls[i].arguments) ok = false;
+        nu_buf_free(&c.args[i]);
+    }
+    free(c.args);
+    res->content_len = c.content.len;
+    res->content = ok ? (c.content.len ? nu_buf_take(&c.content) : strdup("")) : NULL;
+    if (!res->content) ok = false;
     nu_buf_free(&c.content);
     /* no thinking (or an empty block): no reasoning, as a stream sends none */
     out->reasoning_len = c.reasoning.len;

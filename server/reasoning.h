@@ -70,13 +70,17 @@ bool srv_think_budget(const srv_think *t, const nu_model *m, int32_t max_tokens,
  * ended by <|end|> (or <|return|>, <|call|>, the end of the answer). The
  * bodies of "analysis" messages are the thinking, those of "final" and
  * "commentary" messages the content (llama.cpp's gpt-oss parser does the
- * same); a message to a recipient (a tool call) goes to the content whole,
- * header included, since its calls are not parsed; text that is not a
- * message is content. */
+ * same); a message to a recipient goes to the content whole, header
+ * included, unless it is a call parsed for the request's tools (below);
+ * text that is not a message is content. */
 typedef struct srv_think_parser srv_think_parser;
 
-/* NULL when out of memory. */
-srv_think_parser *srv_think_parser_new(const srv_think_split *s);
+/* NULL when out of memory. With tools (active ones), harmony messages to
+ * functions.NAME become SRV_TOOL_CALL and SRV_TOOL_ARGS events (index 0,
+ * 1, ...): once the message ends, when NAME is one of the tools and its
+ * body one JSON object (sent without insignificant blanks); else they are
+ * content as other calls are. */
+srv_think_parser *srv_think_parser_new(const srv_think_split *s, const srv_tools *tools);
 void srv_think_parser_free(srv_think_parser *p);
 
 /* Takes the whole answer so far (grown each time; done: final) and emits
@@ -89,8 +93,9 @@ void srv_think_parser_free(srv_think_parser *p);
 bool srv_think_parser_feed(srv_think_parser *p, const char *text, size_t len, bool done,
                            srv_tool_emit emit, void *user);
 
-/* Thinking and tool calls together: the thinking split off first, then the
- * content parsed for calls when the request's tools are active. */
+/* Thinking and tool calls together: the thinking (and harmony's calls)
+ * split off first, then the content parsed for calls when the request's
+ * tools are active; the calls of both are numbered together. */
 typedef struct srv_splitter srv_splitter;
 
 /* A splitter for one answer of request r (which must outlive it); NULL when

@@ -24,6 +24,7 @@ const char *srv_tool_format_name(srv_tool_format f) {
     case SRV_TOOL_FORMAT_HERMES: return "hermes";
     case SRV_TOOL_FORMAT_MISTRAL: return "mistral";
     case SRV_TOOL_FORMAT_LLAMA3: return "llama3";
+    case SRV_TOOL_FORMAT_HARMONY: return "harmony";
     case SRV_TOOL_FORMAT_GENERIC: break;
     }
     return "generic";
@@ -33,6 +34,7 @@ srv_tool_format srv_tools_detect_format(const char *src) {
     if (!src) return SRV_TOOL_FORMAT_GENERIC;
     if (strstr(src, "<tool_call>")) return SRV_TOOL_FORMAT_HERMES;
     if (strstr(src, "[TOOL_CALLS]")) return SRV_TOOL_FORMAT_MISTRAL;
+    if (strstr(src, "<|call|>") && strstr(src, "<|channel|>")) return SRV_TOOL_FORMAT_HARMONY;
     /* Llama 3.1 names <|python_tag|>; 3.2 only asks for {"name", "parameters"} */
     if (strstr(src, "<|python_tag|>") ||
         (strstr(src, "<|start_header_id|>") && strstr(src, "\"parameters\"")))
@@ -59,6 +61,7 @@ static const char *const *call_markers(srv_tool_format f) {
     case SRV_TOOL_FORMAT_HERMES: return hermes;
     case SRV_TOOL_FORMAT_MISTRAL: return mistral;
     case SRV_TOOL_FORMAT_LLAMA3: return llama3;
+    case SRV_TOOL_FORMAT_HARMONY: /* headers of control tokens, read by reasoning.c */
     case SRV_TOOL_FORMAT_GENERIC: break;
     }
     return none;
@@ -419,8 +422,9 @@ bool srv_tools_gbnf(const srv_tools *t, srv_tool_format f, bool marker_is_text, 
     *root = NULL;
     if (!srv_tools_active(t)) return true;
     bool forced = t->choice >= SRV_TOOLS_REQUIRED;
-    bool lazy =
-        !forced && f != SRV_TOOL_FORMAT_MISTRAL && (f != SRV_TOOL_FORMAT_HERMES || marker_is_text);
+    /* Mistral's and harmony's calls begin with control tokens a grammar cannot produce */
+    bool lazy = !forced && f != SRV_TOOL_FORMAT_MISTRAL && f != SRV_TOOL_FORMAT_HARMONY &&
+                (f != SRV_TOOL_FORMAT_HERMES || marker_is_text);
     for (int32_t i = 0; i < t->n; i++) {
         int ok = check_schema(t, i, err);
         if (ok < 0) return false;
@@ -1046,6 +1050,29 @@ bool srv_tool_parser_feed(srv_tool_parser *p, const char *s, size_t len, bool do
         p->held = p->pos = len;
     }
     return !p->failed;
+}
+
+bool srv_tools_check_call(const srv_tools *t, const char *name, const char *args, size_t len,
+                          char **out, size_t *out_len, bool *oom) {
+    *out = NULL, *out_len = 0, *oom = false;
+    if (!known_tool(t, name) || !nu_utf8_valid(args, len, NULL)) return false;
+    cJSON *v = cJSON_ParseWithLength(args, len);
+    bool object = cJSON_IsObject(v);
+    cJSON_Delete(v);
+    if (!object) return false;
+    nu_buf b = {0};
+    jscan j = {0};
+    bool whole = jscan_run(&j, args, len, true, &b) == R_OK && !b.failed;
+    for (size_t i = j.end; whole && i < len; i++) whole = is_blank(args[i]); /* nothing after */
+    if (!whole) {
+        *oom = b.failed;
+        free(b.data);
+        return false;
+    }
+    *out_len = b.len;
+    *out = nu_buf_take(&b);
+    *oom = *out == NULL;
+    return *out != NULL;
 }
 
 /* ---- whole answers ----------------------------------------------------- */

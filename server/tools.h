@@ -39,16 +39,22 @@ typedef enum srv_tool_format {
     /* {"name": ..., "parameters": {...}}, possibly after <|python_tag|>
      * (Llama 3.1, 3.2). */
     SRV_TOOL_FORMAT_LLAMA3,
+    /* gpt-oss's harmony messages to a recipient:
+     * <|start|>assistant<|channel|>commentary to=functions.NAME <|constrain|>json<|message|>
+     * {...}<|call|> (the recipient may also come before the channel). The
+     * thinking parser reads them (reasoning.h); this parser only sees the
+     * answer's plain text. */
+    SRV_TOOL_FORMAT_HARMONY,
 } srv_tool_format;
 
 #define SRV_TOOL_ID_MAX 32 /* bytes of a call id with its NUL */
 
-/* "generic", "hermes", "mistral" or "llama3". */
+/* "generic", "hermes", "mistral", "llama3" or "harmony". */
 const char *srv_tool_format_name(srv_tool_format f);
 
 /* The call syntax a template's source shows its model ("<tool_call>",
- * "[TOOL_CALLS]", "<|python_tag|>" or Llama's "parameters" JSON), else
- * generic. Only meaningful for templates that read `tools`. */
+ * "[TOOL_CALLS]", "<|python_tag|>", Llama's "parameters" JSON or harmony's
+ * <|call|>), else generic. Only meaningful for templates that read `tools`. */
 srv_tool_format srv_tools_detect_format(const char *template_source);
 
 /* Whether the request asks for calls to be parsed: tools given and
@@ -135,6 +141,13 @@ bool srv_tool_parser_feed(srv_tool_parser *p, const char *text, size_t len, bool
 
 /* Calls emitted so far. */
 int32_t srv_tool_parser_n_calls(const srv_tool_parser *p);
+
+/* Checks a call read by another parser (harmony's): name is one of the
+ * tools and args[0..len) one JSON object (blanks around it allowed), which
+ * goes to *out without insignificant blanks (malloc'd, *out_len bytes).
+ * False when it is no such call (*out NULL) or out of memory (*oom). */
+bool srv_tools_check_call(const srv_tools *t, const char *name, const char *args, size_t len,
+                          char **out, size_t *out_len, bool *oom);
 
 /* A whole answer, parsed. */
 typedef struct srv_tool_call {

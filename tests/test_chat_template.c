@@ -505,12 +505,15 @@ static void test_shared_templates(void **state) {
  * <|think|> switch, its <|channel>thought ... <channel|> blocks kept before a
  * tool call and stripped from earlier answers, Qwen 3 / 3.5's <think>
  * blocks from reasoning_content, DeepSeek R1's, with enable_thinking on,
- * off and undefined. */
+ * off and undefined; gpt-oss's harmony: reasoning_effort, analysis from
+ * the 'thinking' field kept before a tool call and dropped once a final
+ * answer follows, calls as "<|start|>assistant to=functions.NAME
+ * <|channel|>commentary json<|message|>ARGS<|call|>" and their results. */
 static void test_reasoning_templates(void **state) {
     (void)state;
     setenv("SOURCE_DATE_EPOCH", FIXED_EPOCH, 1);
     static const char *const names[] = {"gemma4_31b_it", "qwen3_5_4b", "qwen3_0_6b",
-                                        "deepseek_r1_distill_qwen_32b"};
+                                        "deepseek_r1_distill_qwen_32b", "gpt_oss_120b"};
     char path[4096], expected_dir[4096];
     snprintf(path, sizeof path, "%s/tests/chat/cases.json", NU_SOURCE_DIR);
     snprintf(expected_dir, sizeof expected_dir, "%s/tests/chat/expected", NU_SOURCE_DIR);
@@ -536,7 +539,7 @@ static void test_reasoning_templates(void **state) {
         free(src);
     }
     print_message("reasoning templates: %d/%d cases\n", passed, total);
-    assert_int_equal(total, 24);
+    assert_int_equal(total, 40);
     assert_int_equal(passed, total);
     cJSON_Delete(cases);
     cJSON_Delete(templates);

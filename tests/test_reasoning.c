@@ -194,6 +194,21 @@ static void split_both(const srv_request *r, const char *text, split *whole, spl
     }
     free(buf);
     srv_splitter_free(s);
+    /* and cut at pseudo-random places (1 to 7 bytes apart): the same as at every byte */
+    for (uint32_t seed = 1; seed <= 8; seed++) {
+        split chunked;
+        memset(&chunked, 0, sizeof chunked);
+        s = srv_splitter_new(r);
+        for (size_t k = 0, x = seed;;) {
+            x = x * 1103515245u + 12345u;
+            k += 1 + (x >> 16) % 7;
+            if (k > n) k = n;
+            assert_true(srv_splitter_feed(s, text, k, k == n, collect, &chunked));
+            if (k == n) break;
+        }
+        srv_splitter_free(s);
+        assert_memory_equal(&chunked, pieces, sizeof chunked);
+    }
 }
 
 /* A chat request whose answers hold thinking in markers open / close. */
@@ -300,8 +315,9 @@ static void test_gemma4(void **state) {
  * "<|channel|>NAME<|message|>", "<|end|>" between messages, the assistant's
  * "<|start|>assistant" before each message after the first, as the
  * generation prompt ends with it). Analysis is the thinking; final and
- * commentary are the content; a tool call (" to=functions.NAME") is not
- * parsed and stays in the content whole. */
+ * commentary are the content; without tools, a tool call
+ * (" to=functions.NAME") stays in the content whole (test_gpt_oss_calls
+ * parses them). */
 static void expect_harmony(bool inside, const char *text, const char *reasoning,
                            const char *content) {
     harmony_split = true;
@@ -349,7 +365,7 @@ static void test_gpt_oss(void **state) {
                    "<|message|>Checking.<|end|><|start|>assistant<|channel|>final<|message|>"
                    "Done.",
                    "One. Two.", "Checking.Done.");
-    /* a tool call stays whole in the content */
+    /* a tool call stays whole in the content when the request has no tools */
     expect_harmony(false,
                    "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant"
                    "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
@@ -409,6 +425,114 @@ static void test_split_with_tools(void **state) {
     srv_request_free(&r);
 }
 
+/* gpt-oss's tool calls with the request's tools: harmony messages to
+ * functions.NAME (header as the model writes it, "<|channel|>commentary
+ * to=functions.NAME <|constrain|>json<|message|>", or as the template
+ * renders a call, recipient first: "<|start|>assistant to=functions.NAME
+ * <|channel|>commentary json<|message|>") become calls with the body as
+ * arguments, whole, as a growing prefix, at random cuts and by
+ * srv_answer_split; other recipients, unknown functions and bodies that are
+ * not one JSON object stay content. */
+static void expect_calls(bool parallel, const char *text, const char *reasoning,
+                         const char *content, int n_calls, const char *const *calls) {
+    srv_request r;
+    harmony_split = true;
+    think_request(&r, parallel ? TOOL : TOOL ",\"parallel_tool_calls\":false", false,
+                  "<|channel|>analysis<|message|>", "<|end|>");
+    harmony_split = false;
+    r.tools.format = SRV_TOOL_FORMAT_HARMONY;
+    split whole, pieces;
+    split_both(&r, text, &whole, &pieces);
+    if (strcmp(whole.reasoning, reasoning) || strcmp(whole.content, content) ||
+        whole.n_calls != n_calls)
+        fail_msg("split [%s] [%s] %d calls, want [%s] [%s] %d\n  text: %s", whole.reasoning,
+                 whole.content, whole.n_calls, reasoning, content, n_calls, text);
+    for (int i = 0; i < n_calls; i++) assert_string_equal(whole.calls[i], calls[i]);
+    assert_memory_equal(&whole, &pieces, sizeof whole);
+    srv_split_answer a;
+    assert_true(srv_answer_split(&r, text, strlen(text), &a));
+    assert_string_equal(a.reasoning ? a.reasoning : "", reasoning);
+    assert_string_equal(a.result.content, content);
+    assert_int_equal(a.result.n_calls, n_calls);
+    for (int i = 0; i < n_calls; i++) {
+        char both[256];
+        snprintf(both, sizeof both, "%s:%s", a.result.calls[i].name, a.result.calls[i].arguments);
+        assert_string_equal(both, calls[i]);
+        assert_true(!strncmp(a.result.calls[i].id, "call_", 5) &&
+                    strlen(a.result.calls[i].id) == 29);
+    }
+    srv_answer_free(&a);
+    srv_request_free(&r);
+}
+
+static void test_gpt_oss_calls(void **state) {
+    (void)state;
+    static const char *const paris[] = {"get_weather:{\"city\":\"Paris\"}",
+                                        "get_weather:{\"city\":\"Oslo\"}"};
+    /* gpt-oss's template reads tools and shows calls in harmony */
+    size_t len;
+    char *src = nu_test_read_file(nu_test_shared("chat_templates/gpt_oss_120b.jinja"), &len);
+    assert_non_null(src);
+    assert_int_equal(srv_tools_detect_format(src), SRV_TOOL_FORMAT_HARMONY);
+    free(src);
+    /* the issue's shape: analysis, then the call on the commentary channel */
+    expect_calls(true,
+                 "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant"
+                 "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+                 "{\"city\":\"Paris\"}<|call|>",
+                 "Need the weather.", "", 1, paris);
+    /* the recipient first (as the template renders calls), blanks in the JSON */
+    expect_calls(true,
+                 "<|channel|>analysis<|message|>Weather.<|end|><|start|>assistant "
+                 "to=functions.get_weather<|channel|>commentary json<|message|>"
+                 "{ \"city\" : \"Paris\" }\n<|call|>",
+                 "Weather.", "", 1, paris);
+    /* right after the generation prompt "<|start|>assistant"; <|call|> as the
+     * stop token is not in the text */
+    expect_calls(true,
+                 " to=functions.get_weather<|channel|>commentary <|constrain|>json<|message|>"
+                 "{\"city\":\"Paris\"}",
+                 "", "", 1, paris);
+    /* a preamble on the commentary channel, two calls; the second dropped
+     * without parallel_tool_calls */
+    const char *two = "<|channel|>commentary<|message|>Checking both.<|end|><|start|>assistant"
+                      "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+                      "{\"city\":\"Paris\"}<|call|><|start|>assistant<|channel|>commentary "
+                      "to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"Oslo\"}"
+                      "<|call|>";
+    expect_calls(true, two, "", "Checking both.", 2, paris);
+    expect_calls(false, two, "", "Checking both.", 1, paris);
+    /* then a final answer after the call's result */
+    expect_calls(true,
+                 "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+                 "{\"city\":\"Paris\"}<|call|><|start|>assistant<|channel|>final<|message|>"
+                 "Sunny.",
+                 "", "Sunny.", 1, paris);
+    /* not calls: an unknown function, another recipient, a body that is not
+     * one JSON object, a call cut short */
+    expect_calls(true,
+                 "<|channel|>commentary to=functions.get_time <|constrain|>json<|message|>{}"
+                 "<|call|>",
+                 "", "<|channel|>commentary to=functions.get_time <|constrain|>json<|message|>{}",
+                 0, NULL);
+    expect_calls(true, "<|channel|>analysis to=python<|message|>print(1)<|call|>", "",
+                 "<|channel|>analysis to=python<|message|>print(1)", 0, NULL);
+    expect_calls(
+        true, "<|channel|>commentary to=functions.get_weather<|message|>{\"city\":1} x<|call|>", "",
+        "<|channel|>commentary to=functions.get_weather<|message|>{\"city\":1} x", 0, NULL);
+    expect_calls(true, "<|channel|>commentary to=functions.get_weather<|message|>[1]<|call|>", "",
+                 "<|channel|>commentary to=functions.get_weather<|message|>[1]", 0, NULL);
+    expect_calls(true, "<|channel|>commentary to=functions.get_weather<|message|>{\"city\":\"Par",
+                 "", "<|channel|>commentary to=functions.get_weather<|message|>{\"city\":\"Par", 0,
+                 NULL);
+    /* plain text that starts like a recipient */
+    expect_calls(true, "tomorrow", "", "tomorrow", 0, NULL);
+    /* a generic call written as the whole answer (a forced tool_choice's
+     * grammar) is still read */
+    expect_calls(true, "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}", "", "", 1,
+                 paris);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_detect),
@@ -420,6 +544,7 @@ int main(void) {
         cmocka_unit_test(test_gpt_oss),
         cmocka_unit_test(test_split_off),
         cmocka_unit_test(test_split_with_tools),
+        cmocka_unit_test(test_gpt_oss_calls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

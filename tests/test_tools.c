@@ -22,6 +22,7 @@
 #include "chat.h"
 #include "nucleus.h"
 #include "openai_params.h"
+#include "reasoning.h"
 #include "test_support.h"
 #include "tools.h"
 
@@ -737,6 +738,7 @@ static void test_template_probes(void **state) {
         {"llama3_2_instruct", true, true, SRV_TOOL_FORMAT_LLAMA3},
         {"mistral_instruct_v0_3", true, true, SRV_TOOL_FORMAT_MISTRAL},
         {"mistral_nemo_instruct_2407", true, true, SRV_TOOL_FORMAT_MISTRAL},
+        {"gpt_oss_120b", true, true, SRV_TOOL_FORMAT_HARMONY},
         {"granite_3_0_instruct", true, false, SRV_TOOL_FORMAT_GENERIC},
         {"llama3_instruct", false, false, SRV_TOOL_FORMAT_GENERIC},
         {"qwen2_instruct", false, false, SRV_TOOL_FORMAT_GENERIC},
@@ -780,7 +782,7 @@ static void test_render_golden(void **state) {
     const char *names[] = {"hermes_2_pro_tool_use", "qwen2_5_instruct",
                            "llama3_1_instruct",     "llama3_2_instruct",
                            "mistral_instruct_v0_3", "mistral_nemo_instruct_2407",
-                           "granite_3_0_instruct"};
+                           "gpt_oss_120b",          "granite_3_0_instruct"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         for (int with_auto = 0; with_auto < 2; with_auto++) {
             /* granite has no call syntax of its own: "auto" adds the generic instructions */
@@ -853,6 +855,74 @@ static void test_render_round_trip(void **state) {
     }
 }
 
+/* gpt-oss's history of calls as a client sends it (arguments as a JSON
+ * string, the thinking as reasoning_content, tool results without a name,
+ * reasoning_effort): rendered through the server's path, it is what Jinja2
+ * renders for the same conversation (tests/chat/expected: the
+ * m_tool_thinking and n_tool_thinking_done cases, whose messages hold the
+ * arguments as objects and the thinking in the template's 'thinking'). */
+static void test_render_harmony_calls(void **state) {
+    (void)state;
+    setenv("SOURCE_DATE_EPOCH", "1795219200", 1); /* the expected files' clock: 2026-11-21 */
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tests/chat/cases.json", NU_SOURCE_DIR);
+    char *text = nu_test_read_file(path, NULL);
+    cJSON *cases = cJSON_Parse(text);
+    assert_non_null(cases);
+    static const char *const ids[] = {"m_tool_thinking", "n_tool_thinking_done"};
+    for (size_t i = 0; i < 2; i++) {
+        const cJSON *kase = cJSON_GetObjectItem(cases, ids[i]);
+        cJSON *body = cJSON_CreateObject();
+        cJSON *msgs = cJSON_Duplicate(cJSON_GetObjectItem(kase, "messages"), 1);
+        for (cJSON *m = msgs->child; m; m = m->next) {
+            cJSON *thinking = cJSON_DetachItemFromObject(m, "thinking");
+            if (thinking) cJSON_AddItemToObject(m, "reasoning_content", thinking);
+            cJSON_DeleteItemFromObject(m, "name");
+            cJSON *calls = cJSON_GetObjectItem(m, "tool_calls");
+            for (cJSON *tc = calls ? calls->child : NULL; tc; tc = tc->next) {
+                cJSON *fn = cJSON_GetObjectItem(tc, "function");
+                char *args = cJSON_PrintUnformatted(cJSON_GetObjectItem(fn, "arguments"));
+                cJSON_ReplaceItemInObject(fn, "arguments", cJSON_CreateString(args));
+                cJSON_free(args);
+            }
+        }
+        cJSON_AddItemToObject(body, "messages", msgs);
+        cJSON_AddItemToObject(body, "tools",
+                              cJSON_Duplicate(cJSON_GetObjectItem(kase, "tools"), 1));
+        const cJSON *vars = cJSON_GetObjectItem(kase, "vars");
+        cJSON_AddStringToObject(body, "reasoning_effort",
+                                cJSON_GetObjectItem(vars, "reasoning_effort")->valuestring);
+        char *json = cJSON_PrintUnformatted(body);
+        cJSON_Delete(body);
+        srv_request r;
+        parse_ok(json, &r);
+        cJSON_free(json);
+        srv_chat c;
+        chat_for(&c, "gpt_oss_120b");
+        assert_string_equal(c.think.history_field, "thinking");
+        srv_error err = {0};
+        char *tvars = NULL;
+        assert_true(srv_think_template_vars(&c.think, &r, &tvars, &err));
+        char *got = srv_chat_render(&c, r.messages, r.n_messages, &r.tools, tvars, &err);
+        if (!got) fail_msg("%s: %s", ids[i], err.message);
+        snprintf(path, sizeof path, "%s/tests/chat/expected/gpt_oss_120b.%s.txt", NU_SOURCE_DIR,
+                 ids[i]);
+        char *want = nu_test_read_file(path, NULL);
+        assert_non_null(want);
+        if (strcmp(got, want)) {
+            fprintf(stderr, "--- got\n%s\n--- want\n%s\n", got, want);
+            fail_msg("%s renders differently", ids[i]);
+        }
+        free(want);
+        free(got);
+        free(tvars);
+        srv_request_free(&r);
+        srv_chat_free(&c);
+    }
+    cJSON_Delete(cases);
+    free(text);
+}
+
 /* Templates without tools: a system message describes them, calls become
  * text and results user messages. */
 static void test_render_without_tools(void **state) {
@@ -905,7 +975,7 @@ int main(void) {
         cmocka_unit_test(test_grammar_schemas),      cmocka_unit_test(test_request_tools),
         cmocka_unit_test(test_request_messages),     cmocka_unit_test(test_template_probes),
         cmocka_unit_test(test_render_golden),        cmocka_unit_test(test_render_round_trip),
-        cmocka_unit_test(test_render_without_tools),
+        cmocka_unit_test(test_render_without_tools), cmocka_unit_test(test_render_harmony_calls),
     };
     return cmocka_run_group_tests(tests, load_model, free_model);
 }

@@ -29,7 +29,7 @@ from jinja2 import nodes
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHARED = os.environ.get("NU_SHARED_DIR", os.path.join(HERE, "..", "..", "..", "shared"))
-TEMPLATES = ["gemma4_31b_it", "qwen3_5_4b", "qwen3_0_6b", "deepseek_r1_distill_qwen_32b"]
+TEMPLATES = ["gemma4_31b_it", "qwen3_5_4b", "qwen3_0_6b", "deepseek_r1_distill_qwen_32b", "gpt_oss_120b"]
 CLOCK = datetime.datetime(2026, 11, 21, 0, 0, 0)
 
 
