@@ -175,5 +175,22 @@ export function thinkingModel() {
     return file;
 }
 
+// A tiny model of the architectures tests/arch/tiny_gguf.py writes (random
+// weights, a vocabulary of shared/vocab cut to 2048 tokens), made once and
+// kept in NU_ARCH_CACHE (or TMPDIR) as server-NAME.gguf.
+export function archModel(name, arch, seed, vocab, extra = []) {
+    const dir = process.env.NU_ARCH_CACHE ?? process.env.TMPDIR ?? "/tmp";
+    const file = path.join(dir, `server-${name}.gguf`);
+    if (!fs.existsSync(file)) {
+        fs.mkdirSync(dir, { recursive: true });
+        const part = `${file}.${process.pid}.part`;
+        execFileSync("python3", [path.resolve(import.meta.dirname, "../arch/tiny_gguf.py"), "--arch", arch,
+            "--seed", String(seed), "--vocab-from", path.join(SHARED, "vocab", vocab), "--vocab-size", "2048",
+            ...extra, "-o", part], { stdio: ["ignore", "ignore", "inherit"], timeout: 300000 });
+        fs.renameSync(part, file);
+    }
+    return file;
+}
+
 // A chat template of shared/chat_templates.
 export const template = (name) => path.join(SHARED, "chat_templates", `${name}.jinja`);
