@@ -57,6 +57,9 @@
  * not rounded to half precision gave 0.3 - 1.2 at the first steps. Not in
  * the sanitizer build, which runs one prompt. */
 #define ROUNDED_MEDIAN 1e-3
+/* The committed llama-quantize files: the one step per case where an 8-bit
+ * activation may round the other way (see below) stays within this. */
+#define FLIP_TOLERANCE 0.1
 
 /* Whether the file at path has the sha256 `want` (the hex digest). */
 static bool has_sha256(const char *path, const char *want, char *sum, size_t sum_size) {
@@ -107,11 +110,31 @@ static int make_model(const cJSON *model, const char *want, const char *path) {
     return -1;
 }
 
+/* Copies the committed file rel (a path in the repository: llama-quantize's
+ * own output, which the test cannot make) to path; it must have the sha256
+ * `want`. Returns 0 on success. */
+static int copy_committed(const char *rel, const char *want, const char *path) {
+    char src[2048], sum[128];
+    snprintf(src, sizeof src, "%s/%s", NU_SOURCE_DIR, rel);
+    if (!has_sha256(src, want, sum, sizeof sum)) {
+        print_message("%s: sha256 %.16s..., the reference pins %.16s...\n", src, sum, want);
+        return -1;
+    }
+    size_t len;
+    char *bytes = nu_test_read_file(src, &len);
+    FILE *o = bytes ? fopen(path, "wb") : NULL;
+    int ok = o && fwrite(bytes, 1, len, o) == len;
+    if (o) ok = fclose(o) == 0 && ok;
+    free(bytes);
+    return ok ? 0 : -1;
+}
+
 /* The reference's model at path: the generator's file, or for a quantised
  * case ("quantized" in the reference) the generator's F32 file (kept in
  * dir, named by its sha256, shared by the cases that start from it) written
  * again by nu_quantize_file_with(pure) in the case's type, which must give
- * the pinned bytes. Returns 0 when path holds the right file. */
+ * the pinned bytes, or with "file" the committed file made by llama-quantize.
+ * Returns 0 when path holds the right file. */
 static int make_case_model(const cJSON *ref, const char *dir, const char *path) {
     const cJSON *model = cJSON_GetObjectItem(ref, "model");
     const char *want = cJSON_GetStringValue(cJSON_GetObjectItem(model, "sha256"));
@@ -119,6 +142,8 @@ static int make_case_model(const cJSON *ref, const char *dir, const char *path) 
     if (!quant) return make_model(model, want, path);
     char sum[128], base[2048];
     if (has_sha256(path, want, sum, sizeof sum)) return 0;
+    const char *file = cJSON_GetStringValue(cJSON_GetObjectItem(quant, "file"));
+    if (file) return copy_committed(file, want, path);
     const char *base_sha = cJSON_GetStringValue(cJSON_GetObjectItem(quant, "base_sha256"));
     const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(quant, "type"));
     if (!base_sha || !type) {
@@ -381,6 +406,9 @@ static void test_architectures(void **state) {
         static case_result r, self;
         memset(&r, 0, sizeof r);
         r.tolerance = self_check ? 0 : TOLERANCE;
+        /* llama-quantize's own file (committed): held to TOLERANCE per entry */
+        const bool pinned_file =
+            cJSON_GetObjectItem(cJSON_GetObjectItem(ref, "quantized"), "file") != NULL;
         const cJSON *prompt;
         int n_prompts = 0;
         double best_median = INFINITY; /* the closest prompt's median difference */
@@ -391,7 +419,7 @@ static void test_architectures(void **state) {
             best_median = fmin(best_median, slice_median(r.diffs + first, r.n_diffs - first));
         }
         bool ok = r.token_mismatches == 0 && r.logprob_failures == 0;
-        char extra[160] = "";
+        char extra[224] = "";
         if (self_check) {
             /* the same steps at every lower SIMD level: nucleus against
              * itself (per top-5 entry the largest difference; a flip is a
@@ -451,14 +479,50 @@ static void test_architectures(void **state) {
             for (int i = 0; i < r.token_mismatches && i < MAX_DIFFS / 5; i++)
                 unexplained += r.mismatch_gap[i] > 2 * self_max;
             ok = r.logprob_failures == 0 && (r.token_mismatches <= flips || unexplained == 0);
+            /* llama-quantize's own files (the issue's pin): every greedy
+             * token llama.cpp's (near ties aside), and at every step the
+             * top-5 log-probs within TOLERANCE of llama.cpp's, beyond what
+             * nucleus moves by itself there at another SIMD level, except at
+             * most one step per case, by at most FLIP_TOLERANCE: there one
+             * activation lies within float rounding of an 8-bit rounding
+             * boundary, and the two engines' float sums round it to
+             * neighbouring integers (seen: a 27.5000019 and a 17.4999847
+             * times the block's scale, in the attention output, on the Q4_K
+             * and Q5_K files; the other step where one file differs by more
+             * than 1e-2, on Q3_K, differs as much from nucleus's scalar
+             * level, which is within 2e-6 of llama.cpp there) */
+            int beyond = 0, flip_steps = 0;
+            if (pinned_file) {
+                for (int st = 0; st * 5 < r.n_diffs && st * 5 < self.n_diffs; st++) {
+                    double worst = 0;
+                    bool explained = true;
+                    for (int i = st * 5; i < st * 5 + 5 && i < r.n_diffs; i++) {
+                        worst = fmax(worst, r.diffs[i]);
+                        explained = explained && r.diffs[i] <= TOLERANCE + self.diffs[i];
+                    }
+                    if (worst <= TOLERANCE) continue;
+                    beyond++;
+                    if (explained) continue;
+                    if (++flip_steps > 1 || worst > FLIP_TOLERANCE)
+                        print_message("%s: step %d (counted over the prompts) differs from "
+                                      "llama.cpp by up to %.3g\n",
+                                      name, st, worst);
+                }
+                ok = ok && r.token_mismatches == 0 && flip_steps <= 1 &&
+                     r.max_diff <= FLIP_TOLERANCE;
+            }
             double s50 = quantile(&self, 0.5), s95 = quantile(&self, 0.95);
             double l50 = quantile(&r, 0.5), l95 = quantile(&r, 0.95);
             bool within =
                 l50 <= SELF_FACTOR * fmax(s50, 1e-4) && l95 <= SELF_FACTOR * fmax(s95, 1e-3);
             /* rounded activations: most steps agree as float roundings do */
             if (rounded && !SANITIZE_BUILD) within = within && best_median <= ROUNDED_MEDIAN;
-            snprintf(extra, sizeof extra, "; nucleus vs itself: p95 %.2e, median %.2e, %d flips",
-                     s95, s50, flips);
+            snprintf(extra, sizeof extra, "; nucleus vs itself: p95 %.2e, median %.2e, %d flips%s",
+                     s95, s50, flips,
+                     pinned_file ? (beyond ? (flip_steps ? "; steps beyond 1e-2: 1, a flip"
+                                                         : "; steps beyond 1e-2: within self")
+                                           : "; every step within 1e-2")
+                                 : "");
             ok = ok && within;
         }
         double p50 = quantile(&r, 0.5), p95 = quantile(&r, 0.95);

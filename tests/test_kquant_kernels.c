@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gguf.h"
 #include "kernels.h"
 #include "kquant.h"
 #include "test_rng.h"
@@ -411,9 +412,10 @@ static const int64_t k_n_in[] = {256, 512, 2816, 5632};
 #define MAX_BATCH 9
 
 /* One type and n_in at one level, n_batch 1..MAX_BATCH, with 0..2 threads. */
-static void check_level(uint32_t type, int64_t n_in, nu_simd level, rng *r) {
-    const int64_t n_out = 13;
-    kmatrix k = make_kmatrix(type, n_in, n_out, r);
+static void check_kmatrix(const kmatrix *kp, nu_simd level, rng *r, const char *what) {
+    const kmatrix k = *kp;
+    const uint32_t type = k.m.type;
+    const int64_t n_in = k.m.n_in, n_out = k.m.n_out;
     float *x = make_kacts(n_in, MAX_BATCH, r);
     double *xq = dequantized_acts(x, n_in, MAX_BATCH);
     const size_t ny = (size_t)(n_out * MAX_BATCH);
@@ -435,10 +437,10 @@ static void check_level(uint32_t type, int64_t n_in, nu_simd level, rng *r) {
                 const double tol_q = 1e-5 * e.T + 1e-30, tol_x = e.E * (1 + 1e-5) + tol_q;
                 if (!(fabs(got - e.yq) <= tol_q) || !(fabs(got - e.yx) <= tol_x) ||
                     !(fabs(got - ref[i]) <= tol_x) || !(fabs(got - scalar[i]) <= 2 * tol_q))
-                    fail_msg("%s %s n_in %lld row %lld act %d/%d: got %.9g, exact on rounded "
+                    fail_msg("%s%s %s n_in %lld row %lld act %d/%d: got %.9g, exact on rounded "
                              "acts %.9g (tol %.3g), exact %.9g, nu_matmul_ref %.9g (tol %.3g), "
                              "scalar %.9g",
-                             level_name(level), nu_type_get(type)->name, (long long)n_in,
+                             what, level_name(level), nu_type_get(type)->name, (long long)n_in,
                              (long long)o, b, nb, got, e.yq, tol_q, e.yx, ref[i], tol_x, scalar[i]);
             }
         }
@@ -448,6 +450,11 @@ static void check_level(uint32_t type, int64_t n_in, nu_simd level, rng *r) {
     free(ref);
     free(scalar);
     free(y);
+}
+
+static void check_level(uint32_t type, int64_t n_in, nu_simd level, rng *r) {
+    kmatrix k = make_kmatrix(type, n_in, 13, r);
+    check_kmatrix(&k, level, r, "");
     free_kmatrix(&k);
 }
 
@@ -458,6 +465,69 @@ static void test_levels_against_references(void **state) {
         for (size_t t = 0; t < N_KTYPES; t++)
             for (size_t i = 0; i < sizeof k_n_in / sizeof *k_n_in; i++)
                 check_level(k_types[t], k_n_in[i], (nu_simd)l, &r);
+    nu_kernels_force_level(nu_kernels_cpu_level());
+}
+
+/* Every K-type matrix of the files llama-quantize --pure wrote from a tiny
+ * model (tests/arch/quantized, its own encoder: scales, minima and quants as
+ * real files have them), at every level, with the panel copy where the level
+ * has one, against the same references as above. */
+static void test_llama_quantize_files(void **state) {
+    (void)state;
+    rng r = {99};
+    static const char *const names[] = {"q2_k", "q3_k", "q4_k", "q5_k", "q6_k"};
+    for (size_t t = 0; t < N_KTYPES; t++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/tests/arch/quantized/llama-k1-%s.gguf", NU_SOURCE_DIR,
+                 names[t]);
+        nu_gguf_file *f;
+        nu_error err;
+        if (nu_gguf_open(path, &f, &err) != NU_OK) fail_msg("%s: %s", path, err.message);
+        int checked = 0;
+        for (uint64_t i = 0; i < f->n_tensors; i++) {
+            const nu_gguf_tensor *g = &f->tensors[i];
+            if (g->n_dims != 2) continue;
+            assert_int_equal(g->type, k_types[t]);
+            kmatrix k;
+            const int64_t n_in = g->ne[0], n_out = g->ne[1];
+            const size_t row_bytes = (size_t)(n_in / NU_QK_K) * kblock_bytes(g->type);
+            k.data = malloc(row_bytes * (size_t)n_out);
+            k.a = malloc(sizeof(double) * (size_t)(n_in * n_out));
+            k.b = malloc(sizeof(double) * (size_t)(n_in * n_out));
+            assert_true(k.data && k.a && k.b);
+            memcpy(k.data, g->data, row_bytes * (size_t)n_out);
+            for (int64_t o = 0; o < n_out; o++)
+                for (int64_t s = 0; s < n_in / NU_QK_K; s++)
+                    decode_ref(g->type,
+                               k.data + row_bytes * (size_t)o + (size_t)s * kblock_bytes(g->type),
+                               k.a + o * n_in + s * NU_QK_K, k.b + o * n_in + s * NU_QK_K);
+            k.m = (nu_matrix){.type = g->type,
+                              .n_in = n_in,
+                              .n_out = n_out,
+                              .data = k.data,
+                              .row_bytes = row_bytes};
+            char what[160];
+            snprintf(what, sizeof what, "%s %.*s: ", names[t], (int)g->name.len, g->name.data);
+            for (int l = 0; l <= (int)nu_kernels_cpu_level(); l++) {
+                nu_kernels_force_level((nu_simd)l);
+                void *packed = NULL;
+                const size_t pb = nu_matrix_pack_bytes(&k.m);
+                if (pb) {
+                    packed = aligned_alloc(64, (pb + 63) / 64 * 64);
+                    assert_non_null(packed);
+                    nu_matrix_pack(&k.m, packed, 0, n_out / 16);
+                }
+                k.m.packed = packed;
+                check_kmatrix(&k, (nu_simd)l, &r, what);
+                k.m.packed = NULL;
+                free(packed);
+            }
+            free_kmatrix(&k);
+            checked++;
+        }
+        nu_gguf_close(f);
+        assert_true(checked >= 7);
+    }
     nu_kernels_force_level(nu_kernels_cpu_level());
 }
 
@@ -608,6 +678,7 @@ int main(void) {
         cmocka_unit_test(test_decoders_agree),
         cmocka_unit_test(test_hand_made_blocks),
         cmocka_unit_test(test_levels_against_references),
+        cmocka_unit_test(test_llama_quantize_files),
         cmocka_unit_test(test_reproducible),
         cmocka_unit_test(test_quantize_act_k_identical),
         cmocka_unit_test(test_quantize_act_k_random),

@@ -315,7 +315,10 @@ function generate(c, dir) {
 // every matrix in that type by `nucleus quantize --pure` (what the test does to get the same file)
 // and by llama.cpp's `llama-quantize --pure` (no importance matrix); the reference is computed on
 // nucleus's file, and whether the two tools wrote the same tensor bytes is recorded.
-function quantize(c, base, dir) {
+// With "file": "tests/arch/quantized/X.gguf" the reference is computed on llama-quantize's own
+// file instead, which is committed at that path (the test reads it; it cannot run llama-quantize):
+// written there, or with --check compared with the committed bytes.
+function quantize(c, base, dir, check) {
   const type = c.quantize.type;
   const ours = path.join(dir, `${c.name}.gguf`), theirs = path.join(dir, `${c.name}.llama-quantize.gguf`);
   if (!fs.existsSync(NUCLEUS)) die(`no nucleus at ${NUCLEUS} (set NUCLEUS_BIN)`);
@@ -324,9 +327,24 @@ function quantize(c, base, dir) {
   execFileSync(path.join(BIN, 'llama-quantize'), ['--pure', base, theirs, type.toUpperCase()],
                { stdio: ['ignore', 'ignore', 'ignore'], env });
   const diffs = sameTensorData(ours, theirs);
-  fs.rmSync(theirs, { force: true });
-  return { file: ours, baseSha: sha256(fs.readFileSync(base)), identical: diffs.length === 0,
-           differences: diffs.length, firstDifference: diffs[0] ?? null };
+  const q = { file: ours, baseSha: sha256(fs.readFileSync(base)), identical: diffs.length === 0,
+              differences: diffs.length, firstDifference: diffs[0] ?? null };
+  if (c.quantize.file) {
+    const committed = path.join(REPO, c.quantize.file);
+    const bytes = fs.readFileSync(theirs);
+    if (check) {
+      if (!fs.existsSync(committed) || !fs.readFileSync(committed).equals(bytes))
+        q.fileDiffers = `${c.quantize.file} differs from what llama-quantize writes now`;
+    } else {
+      fs.mkdirSync(path.dirname(committed), { recursive: true });
+      fs.writeFileSync(committed, bytes);
+    }
+    fs.rmSync(ours, { force: true });
+    fs.renameSync(theirs, ours);  // the reference runs on llama-quantize's file
+  } else {
+    fs.rmSync(theirs, { force: true });
+  }
+  return q;
 }
 
 function commitOf(dir) {
@@ -442,7 +460,15 @@ function refJson(c, run, commit, defaults) {
       add_bos_token: run.addBos,
       bos_token_id: run.addBos ? run.bos : null,
     },
-    ...(run.quant ? { quantized: {
+    ...(run.quant ? { quantized: c.quantize.file ? {
+      type: c.quantize.type,
+      file: c.quantize.file,
+      how: `llama-quantize --pure BASE ${c.quantize.file} ${c.quantize.type.toUpperCase()} (no importance matrix), llama.cpp ${commit}; the file is committed (the test cannot run llama-quantize) and model.sha256 is its sha256, base_sha256 the generator's F32 file's`,
+      base_sha256: run.quant.baseSha,
+      nucleus_quantize: `nucleus quantize --pure BASE OUT ${c.quantize.type}`,
+      tensor_data_identical_to_nucleus_quantize: run.quant.identical,
+      ...(run.quant.identical ? {} : { tensors_that_differ: run.quant.differences }),
+    } : {
       type: c.quantize.type,
       how: `nucleus quantize --pure BASE OUT ${c.quantize.type} (the test does the same); model.sha256 is that file's, base_sha256 the generator's F32 file's`,
       base_sha256: run.quant.baseSha,
@@ -514,7 +540,7 @@ async function main() {
       model = generate(c, tmp);
       if (c.quantize) {
         const base = model;
-        quant = quantize(c, base, tmp);
+        quant = quantize(c, base, tmp, a.check);
         if (!a.keep) fs.rmSync(base, { force: true });
         model = quant.file;
       }
@@ -536,6 +562,7 @@ async function main() {
     if (a.check) {
       if (!fs.existsSync(file)) { summary.differ.push([c.name, 'no committed reference']); continue; }
       const d = compareRefs(JSON.parse(fs.readFileSync(file, 'utf8')), j);
+      if (quant && quant.fileDiffers) d.push(quant.fileDiffers);
       (d.length ? summary.differ : summary.same).push(d.length ? [c.name, d.join('; ')] : c.name);
     } else {
       fs.writeFileSync(file, stringify(j));

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write tiny random-weight GGUF models of the hybrid and late-2026 families.
 
-  tiny_gguf.py --arch qwen35|qwen35moe|gemma4|gemma4-moe|gemma4-e2b|gpt-oss|smollm3|olmo2|llama-wide
+  tiny_gguf.py --arch qwen35|qwen35moe|gemma4|gemma4-moe|gemma4-e2b|gpt-oss|smollm3|olmo2|llama-wide|llama-k1
                [--mxfp4]
                --seed N --vocab-from VOCAB.gguf [--vocab-size N] [--sliding-window N] -o out.gguf
   tiny_gguf.py --arch qwen35moe --speed [--experts N] --vocab-from VOCAB.gguf -o out.gguf
@@ -336,8 +336,8 @@ def gemma4(a, variant):
     return m
 
 
-def llama_layout(a, arch, dims, context, rope_base, eps):
-    """The llama layout (RMS pre-norms, split Q/K/V, SwiGLU, untied output) with
+def llama_layout(a, arch, dims, context, rope_base, eps, tied=False):
+    """The llama layout (RMS pre-norms, split Q/K/V, SwiGLU, untied output unless tied) with
     dims = (n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff)."""
     m = Model(arch)
     n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff = dims
@@ -353,7 +353,8 @@ def llama_layout(a, arch, dims, context, rope_base, eps):
     m.kv("attention.layer_norm_rms_epsilon", F32, eps)
     m.t("token_embd.weight", (n_embd, a.n_vocab), gauss(s))
     m.t("output_norm.weight", (n_embd,), JITTER)
-    m.t("output.weight", (n_embd, a.n_vocab), gauss(a.output_scale))
+    if not tied:
+        m.t("output.weight", (n_embd, a.n_vocab), gauss(a.output_scale))
     for i in range(n_layer):
         p = f"blk.{i}."
         m.t(p + "attn_norm.weight", (n_embd,), JITTER)
@@ -377,6 +378,13 @@ def llama_wide(a):
     """llama with rows of 256 and 512 values (n_embd 256, n_ff 512), so that every matrix can be
     quantised to the 256-element K types: the model the quantised-type references start from."""
     return llama_layout(a, "llama", (256, 2, 4, 2, 64, 512), 4096, 10000.0, 1e-5)
+
+
+def llama_k1(a):
+    """The smallest llama whose every matrix has rows of 256 values (n_embd 256, n_ff 256, one
+    layer, 4 query heads sharing one key/value head of 64, output tied to token_embd): the model
+    llama-quantize's own K / IQ files in tests/arch/quantized are made from (~100-400 KB each)."""
+    return llama_layout(a, "llama", (256, 1, 4, 1, 64, 256), 4096, 10000.0, 1e-5, tied=True)
 
 
 def olmo2(a):
@@ -572,7 +580,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--arch", required=True,
                     choices=("qwen35", "qwen35moe", "gemma4", "gemma4-moe", "gemma4-e2b", "gpt-oss",
-                             "smollm3", "olmo2", "llama-wide"))
+                             "smollm3", "olmo2", "llama-wide", "llama-k1"))
     ap.add_argument("--vocab-from", required=True, help="a GGUF whose tokenizer.* keys are copied")
     ap.add_argument("--vocab-size", type=int, help="keep only the first N tokens")
     ap.add_argument("--sliding-window", type=int, help="gemma4, gpt-oss: window length (default 16)")
@@ -606,6 +614,8 @@ def main():
         m = olmo2(a)
     elif a.arch == "llama-wide":
         m = llama_wide(a)
+    elif a.arch == "llama-k1":
+        m = llama_k1(a)
     else:
         m = gpt_oss(a)
     head = [("general.architecture", STR, m.arch), ("general.name", STR, f"tiny-{a.arch}"),
