@@ -173,6 +173,34 @@ sys.exit(0 if worse == 0 else 1)
 PY
 done
 
+# Importance matrices llama-imatrix itself wrote (tests/imatrix/README.md) for
+# tiny_gguf.py's llama-k1 model, in both its formats: the same file from each
+# (their importances are equal, test_imatrix checks), a different one from no
+# matrix, the tensor types llama-quantize --imatrix gives that model (seen:
+# attn_v q5_k, the tied output token_embd q6_k), and generation.
+k1=$tmp/llama-k1.gguf
+python3 "$(dirname "$0")/arch/tiny_gguf.py" --arch llama-k1 --seed 1 --scale 0.125 \
+  --vocab-size 384 --vocab-from "$shared/vocab/ggml-vocab-llama-spm.gguf" -o "$k1" >/dev/null
+check "llama-k1 model as the matrices were made from" bash -c \
+  "sha256sum '$k1' | grep -q ^6550fbba1d4c455d0d7e43aa7849acd4c8f6cc5a0e187fd0bd7ce70010fe23ac"
+im=$(dirname "$0")/imatrix/llama-k1.imatrix
+for t in iq4_xs iq4_nl; do
+  "$nucleus" quantize "$k1" "$tmp/k1.$t.gguf" $t 2>/dev/null
+  check "llama-imatrix's GGUF matrix: $t written" \
+    "$nucleus" quantize --imatrix "$im.gguf" "$k1" "$tmp/k1.$t.im.gguf" $t
+  check "llama-imatrix's .dat matrix: $t written" \
+    "$nucleus" quantize --imatrix "$im.dat" "$k1" "$tmp/k1.$t.dat.gguf" $t
+  check "$t: llama-imatrix's two formats give the same file" \
+    cmp -s "$tmp/k1.$t.im.gguf" "$tmp/k1.$t.dat.gguf"
+  check "$t: llama-imatrix's matrix changes the file" \
+    bash -c "! cmp -s '$tmp/k1.$t.gguf' '$tmp/k1.$t.im.gguf'"
+  check "$t: attn_q is $t" is_type "$tmp/k1.$t.im.gguf" blk.0.attn_q.weight $t
+  check "$t: attn_v is q5_k" is_type "$tmp/k1.$t.im.gguf" blk.0.attn_v.weight q5_k
+  check "$t: token_embd (the output) is q6_k" is_type "$tmp/k1.$t.im.gguf" token_embd.weight q6_k
+  check "$t with llama-imatrix's matrix: generates" bash -c \
+    "'$nucleus' generate -m '$tmp/k1.$t.im.gguf' -p 'The light' -n 8 --temp 0 2>/dev/null | grep -q ."
+done
+
 # Bad matrices: a row count that does not fit, and a file that is neither.
 python3 - "$tmp/imatrix.dat" "$tmp/short.dat" <<'PY'
 import struct, sys
