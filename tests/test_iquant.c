@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gguf.h"
 #include "iquant.h"
 #include "kernels.h"
 #include "test_rng.h"
@@ -307,9 +308,12 @@ static void run_matmul(const nu_matrix *W, const float *x, int32_t n_batch, floa
     free(scratch);
 }
 
-static void check_levels(uint32_t type, int64_t n_in, int64_t n_out, rng *r) {
+/* Every level against the references on the matrix k; `what` names it. */
+static void check_matrix(const imatrix *kp, rng *r, const char *what) {
+    const imatrix k = *kp;
+    const uint32_t type = k.m.type;
+    const int64_t n_in = k.m.n_in, n_out = k.m.n_out;
     const int32_t nb = 9;
-    imatrix k = make_matrix(type, n_in, n_out, r);
     float *x = make_acts(n_in, nb, r);
     double *xq = rounded_acts(type, x, n_in, nb);
     float *scalar = malloc(sizeof(float) * (size_t)(n_out * nb));
@@ -335,16 +339,21 @@ static void check_levels(uint32_t type, int64_t n_in, int64_t n_out, rng *r) {
                     if (!(fabs(got - yq) <= 1e-5 * T + 1e-30) ||
                         !(fabs(got - scalar[b * n_out + o]) <= 2e-5 * T + 1e-30) ||
                         !(fabs(got - ref[b * n_out + o]) <= E * (1 + 1e-5) + 1e-5 * T + 1e-30))
-                        fail_msg("%s %s n_in %lld row %lld batch %d/%d: %.9g, exact %.9g, scalar "
-                                 "%.9g, ref %.9g (T %g, E %g)",
-                                 level_name((nu_simd)l), nu_type_get(type)->name, (long long)n_in,
-                                 (long long)o, b, n, got, yq, scalar[b * n_out + o],
-                                 ref[b * n_out + o], T, E);
+                        fail_msg("%s%s %s n_in %lld row %lld batch %d/%d: %.9g, exact %.9g, "
+                                 "scalar %.9g, ref %.9g (T %g, E %g)",
+                                 what, level_name((nu_simd)l), nu_type_get(type)->name,
+                                 (long long)n_in, (long long)o, b, n, got, yq,
+                                 scalar[b * n_out + o], ref[b * n_out + o], T, E);
                 }
         }
     }
     nu_kernels_force_level(nu_kernels_cpu_level());
     free(x), free(xq), free(scalar), free(y), free(ref);
+}
+
+static void check_levels(uint32_t type, int64_t n_in, int64_t n_out, rng *r) {
+    imatrix k = make_matrix(type, n_in, n_out, r);
+    check_matrix(&k, r, "");
     free(k.data), free(k.w);
 }
 
@@ -359,11 +368,59 @@ static void test_levels(void **state) {
     }
 }
 
+/* Every IQ4_NL / IQ4_XS matrix of the files llama-quantize --pure wrote
+ * from a tiny model (tests/arch/quantized: its own encoder's blocks) at
+ * every level against the same references. */
+static void test_llama_quantize_files(void **state) {
+    (void)state;
+    rng r = {41};
+    static const char *const names[] = {"iq4_nl", "iq4_xs"};
+    static const uint32_t types[] = {NU_TYPE_IQ4_NL, NU_TYPE_IQ4_XS};
+    for (int t = 0; t < 2; t++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/tests/arch/quantized/llama-k1-%s.gguf", NU_SOURCE_DIR,
+                 names[t]);
+        nu_gguf_file *f;
+        nu_error err;
+        if (nu_gguf_open(path, &f, &err) != NU_OK) fail_msg("%s: %s", path, err.message);
+        int checked = 0;
+        for (uint64_t i = 0; i < f->n_tensors; i++) {
+            const nu_gguf_tensor *g = &f->tensors[i];
+            if (g->n_dims != 2) continue;
+            assert_int_equal(g->type, types[t]);
+            const int64_t n_in = g->ne[0], n_out = g->ne[1];
+            const size_t row_bytes = nu_type_row_bytes(g->type, (uint64_t)n_in);
+            const size_t bytes = nu_type_get(g->type)->block_bytes;
+            imatrix k;
+            k.data = malloc(row_bytes * (size_t)n_out);
+            k.w = malloc(sizeof(double) * (size_t)(n_in * n_out));
+            assert_true(k.data && k.w);
+            memcpy(k.data, g->data, row_bytes * (size_t)n_out);
+            for (int64_t o = 0; o < n_out; o++)
+                for (int64_t b = 0; b < n_in / block_elems(g->type); b++)
+                    decode_ref(g->type, k.data + row_bytes * (size_t)o + (size_t)b * bytes,
+                               k.w + o * n_in + b * block_elems(g->type));
+            k.m = (nu_matrix){.type = g->type,
+                              .n_in = n_in,
+                              .n_out = n_out,
+                              .data = k.data,
+                              .row_bytes = row_bytes};
+            char what[160];
+            snprintf(what, sizeof what, "%s %.*s: ", names[t], (int)g->name.len, g->name.data);
+            check_matrix(&k, &r, what);
+            free(k.data), free(k.w);
+            checked++;
+        }
+        nu_gguf_close(f);
+        assert_true(checked >= 7);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hand_made_blocks), cmocka_unit_test(test_decoders_agree),
         cmocka_unit_test(test_encoder_exact),    cmocka_unit_test(test_encoder_error),
-        cmocka_unit_test(test_levels),
+        cmocka_unit_test(test_levels),           cmocka_unit_test(test_llama_quantize_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
