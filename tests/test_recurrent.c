@@ -20,7 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "context.h"
 #include "draft_support.h"
+#include "kv_cache.h"
 #include "nucleus.h"
 #include "test_support.h"
 
@@ -501,13 +503,59 @@ static void test_samples_alone(void **state) {
     }
 }
 
+/* A prompt read in one batch keeps checkpoints along it (every 64
+ * positions): removing its positions from 200 (a later request that shares
+ * its first 200 tokens) leaves the state fewer than 64 positions behind, not
+ * at the start, and reading new tokens from there gives the logits of a
+ * fresh read of the shared tokens and the new ones, bit for bit. */
+static void test_prompt_checkpoints(void **state) {
+    (void)state;
+    enum { N = 204, KEEP = 200, NEW = 3 };
+    nu_context_params cp = nu_context_default_params();
+    cp.n_ctx = 512;
+    cp.n_batch = 256;
+    cp.n_threads = 2;
+    cp.kv_type = NU_KV_F32;
+    nu_context *c, *fresh;
+    nu_error err;
+    if (nu_context_new(model, &cp, &c, &err) || nu_context_new(model, &cp, &fresh, &err))
+        fail_msg("context: %s", err.message);
+    int32_t toks[N + NEW];
+    random_tokens(toks, N + NEW, 77);
+    nu_batch_entry e[N];
+    for (int32_t i = 0; i < N; i++) e[i] = (nu_batch_entry){toks[i], i, 0, i == N - 1};
+    decode(c, e, N); /* the first prompt in one batch, as a prefill reads it */
+    nu_kv_seq_remove(c, 0, KEEP, -1);
+    int32_t cur = nu_kv_state_current(&c->kv, 0);
+    assert_true(cur >= 0);
+    int32_t at = c->kv.slot_pos[cur];
+    print_message("after removing from %d the state stands at %d\n", KEEP, at);
+    assert_true(at < KEEP && KEEP - 1 - at < 64);
+    float *a = malloc((size_t)NEW * n_vocab * 4), *b = malloc((size_t)NEW * n_vocab * 4);
+    read_tokens(c, 0, KEEP, toks + N, NEW, NEW, a); /* the second prompt's own tokens */
+    for (int32_t i = 0; i < KEEP; i++) e[i] = (nu_batch_entry){toks[i], i, 0, i == KEEP - 1};
+    decode(fresh, e, KEEP);
+    read_tokens(fresh, 0, KEEP, toks + N, NEW, NEW, b);
+    assert_rows_equal(a, b, NEW, "after the rollback to a prompt checkpoint");
+    free(a);
+    free(b);
+    nu_context_free(c);
+    nu_context_free(fresh);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_batching),    cmocka_unit_test(test_rollback),
-        cmocka_unit_test(test_copy),        cmocka_unit_test(test_order),
-        cmocka_unit_test(test_speculative), cmocka_unit_test(test_scheduler),
-        cmocka_unit_test(test_beam),        cmocka_unit_test(test_mtp_layer),
-        cmocka_unit_test(test_beam_width1), cmocka_unit_test(test_samples_alone),
+        cmocka_unit_test(test_batching),
+        cmocka_unit_test(test_rollback),
+        cmocka_unit_test(test_copy),
+        cmocka_unit_test(test_order),
+        cmocka_unit_test(test_speculative),
+        cmocka_unit_test(test_scheduler),
+        cmocka_unit_test(test_beam),
+        cmocka_unit_test(test_mtp_layer),
+        cmocka_unit_test(test_beam_width1),
+        cmocka_unit_test(test_samples_alone),
+        cmocka_unit_test(test_prompt_checkpoints),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -17,7 +17,11 @@
  * position and never changed afterwards: the next position's state goes to
  * another slot, so the older one stays as a checkpoint a sequence can roll
  * back to (speculative decoding, prefix reuse), and sequences that share a
- * history share its slots without copying (n samples, beams).
+ * history share its slots without copying (n samples, beams). A decode keeps
+ * the states after the positions whose logits it reads and after its
+ * second-to-last position, then, with the slots left, after every 64th
+ * position (recurrent.c), so that a prompt read in one batch can be rolled
+ * back to near any of its positions.
  *
  * A sequence's state is its slot of the highest position. Removing
  * positions from p0 drops its slots at p0 and later; when none is left at

@@ -58,9 +58,20 @@ static void group_entries(nu_context *c, const nu_batch_entry *e, int32_t n) {
     s->rs_groups = groups;
 }
 
-/* Whether entry j (of group positions [begin, end)) is worth a slot of its own. */
-static bool worth_keeping(const nu_batch_entry *e, const int32_t *order, int32_t j, int32_t end) {
-    return e[order[j]].logits || j == end - 2;
+/* Positions apart of the checkpoints a long batch of one sequence keeps
+ * (a prompt read at once): a later request sharing only part of it rolls
+ * back to the nearest one and reads at most this many positions again. */
+#define CHECKPOINT_STRIDE 64
+
+/* Whether entry j (of group positions [begin, end)) is worth a slot of its
+ * own: first (pass 0) one whose logits are read (a step a speculative or
+ * sampled sequence may return to) and the one before the last; then (pass
+ * 1), with the slots left, every CHECKPOINT_STRIDE-th position. */
+static bool worth_keeping(const nu_batch_entry *e, const int32_t *order, int32_t j, int32_t end,
+                          int pass) {
+    const nu_batch_entry *x = &e[order[j]];
+    bool step = x->logits || j == end - 2;
+    return pass == 0 ? step : !step && (x->pos + 1) % CHECKPOINT_STRIDE == 0;
 }
 
 void nu_state_plan(nu_context *c, const nu_batch_entry *e, int32_t n) {
@@ -81,15 +92,16 @@ void nu_state_plan(nu_context *c, const nu_batch_entry *e, int32_t n) {
     }
     /* checkpoints to roll back to, latest first, while slots can be had */
     bool room = true;
-    for (int32_t g = 0; g < s->rs_groups && room; g++) {
-        int32_t begin = g ? s->rs_group_end[g - 1] : 0, end = s->rs_group_end[g];
-        for (int32_t j = end - 2; j >= begin && room; j--) {
-            int32_t b = s->rs_order[j];
-            if (!worth_keeping(e, s->rs_order, j, end)) continue;
-            s->rs_dst[b] = nu_kv_state_claim(kv, e[b].seq, e[b].pos, true);
-            room = s->rs_dst[b] >= 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int32_t g = 0; g < s->rs_groups && room; g++) {
+            int32_t begin = g ? s->rs_group_end[g - 1] : 0, end = s->rs_group_end[g];
+            for (int32_t j = end - 2; j >= begin && room; j--) {
+                int32_t b = s->rs_order[j];
+                if (!worth_keeping(e, s->rs_order, j, end, pass)) continue;
+                s->rs_dst[b] = nu_kv_state_claim(kv, e[b].seq, e[b].pos, true);
+                room = s->rs_dst[b] >= 0;
+            }
         }
-    }
     /* the others step in place in the slot of the next kept entry */
     for (int32_t g = 0; g < s->rs_groups; g++) {
         int32_t begin = g ? s->rs_group_end[g - 1] : 0, end = s->rs_group_end[g];
