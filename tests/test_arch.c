@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "gguf.h"
 #include "kernels.h"
@@ -75,10 +76,14 @@ static bool has_sha256(const char *path, const char *want, char *sum, size_t sum
 }
 
 /* Runs the reference's generator into path unless a file with the sha256
- * `want` is already there. Returns 0 when path holds the right file. */
+ * `want` is already there. Returns 0 when path holds the right file. Files
+ * are written beside path and renamed into place: runs sharing
+ * NU_ARCH_CACHE may have path mapped, and truncating it would kill them
+ * (SIGBUS). */
 static int make_model(const cJSON *model, const char *want, const char *path) {
     const char *gen = cJSON_GetStringValue(cJSON_GetObjectItem(model, "generator"));
-    char cmd[16384], sum[128] = "";
+    char cmd[16384], sum[128] = "", tmp[2100];
+    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
     for (int attempt = 0; attempt < 2; attempt++) {
         if (has_sha256(path, want, sum, sizeof sum)) return 0;
         if (attempt) break;
@@ -93,7 +98,7 @@ static int make_model(const cJSON *model, const char *want, const char *path) {
             const char *a = cJSON_GetStringValue(arg);
             char buf[2560];
             if (strcmp(a, "{out}") == 0)
-                snprintf(buf, sizeof buf, "%s", path);
+                snprintf(buf, sizeof buf, "%s", tmp);
             else if (strncmp(a, "../shared/", 10) == 0)
                 snprintf(buf, sizeof buf, "%s", nu_test_shared(a + 10));
             else
@@ -101,8 +106,9 @@ static int make_model(const cJSON *model, const char *want, const char *path) {
             at += (size_t)snprintf(cmd + at, sizeof cmd - at, " '%s'", buf);
         }
         snprintf(cmd + at, sizeof cmd - at, " >/dev/null");
-        if (system(cmd) != 0) {
+        if (system(cmd) != 0 || rename(tmp, path) != 0) {
             print_message("generator failed: %s\n", cmd);
+            remove(tmp);
             return -1;
         }
     }
@@ -111,8 +117,8 @@ static int make_model(const cJSON *model, const char *want, const char *path) {
 }
 
 /* Copies the committed file rel (a path in the repository: llama-quantize's
- * own output, which the test cannot make) to path; it must have the sha256
- * `want`. Returns 0 on success. */
+ * own output, which the test cannot make) to path (beside it, then renamed);
+ * it must have the sha256 `want`. Returns 0 on success. */
 static int copy_committed(const char *rel, const char *want, const char *path) {
     char src[2048], sum[128];
     snprintf(src, sizeof src, "%s/%s", NU_SOURCE_DIR, rel);
@@ -121,11 +127,14 @@ static int copy_committed(const char *rel, const char *want, const char *path) {
         return -1;
     }
     size_t len;
-    char *bytes = nu_test_read_file(src, &len);
-    FILE *o = bytes ? fopen(path, "wb") : NULL;
+    char *bytes = nu_test_read_file(src, &len), tmp[2100];
+    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
+    FILE *o = bytes ? fopen(tmp, "wb") : NULL;
     int ok = o && fwrite(bytes, 1, len, o) == len;
     if (o) ok = fclose(o) == 0 && ok;
     free(bytes);
+    ok = ok && rename(tmp, path) == 0;
+    if (!ok) remove(tmp);
     return ok ? 0 : -1;
 }
 
@@ -155,8 +164,11 @@ static int make_case_model(const cJSON *ref, const char *dir, const char *path) 
     nu_quantize_params qp = nu_quantize_default_params();
     qp.pure = true;
     nu_error err;
-    if (nu_quantize_file_with(base, path, type, &qp, &err) != NU_OK) {
+    char tmp[2100];
+    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
+    if (nu_quantize_file_with(base, tmp, type, &qp, &err) != NU_OK || rename(tmp, path) != 0) {
         print_message("%s: %s\n", path, err.message);
+        remove(tmp);
         return -1;
     }
     if (has_sha256(path, want, sum, sizeof sum)) return 0;
@@ -448,7 +460,10 @@ static void test_architectures(void **state) {
             /* and the perturbed copies at the CPU's level */
             for (int sign = -1; sign <= 1; sign += 2) {
                 char perturbed[2100];
-                snprintf(perturbed, sizeof perturbed, "%s.perturbed.gguf", model_path);
+                /* named by process: runs sharing NU_ARCH_CACHE must not
+                 * rewrite a copy another one has mapped (SIGBUS) */
+                snprintf(perturbed, sizeof perturbed, "%s.perturbed-%ld.gguf", model_path,
+                         (long)getpid());
                 nu_model *pm = NULL;
                 nu_context *pc = NULL;
                 if (write_perturbed(model_path, perturbed, 1.0f + (float)sign * PERTURBATION) !=
