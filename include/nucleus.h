@@ -375,6 +375,11 @@ NU_API void nu_kv_seq_remove(nu_context *ctx, int32_t seq, int32_t p0, int32_t p
 NU_API void nu_kv_seq_copy(nu_context *ctx, int32_t src, int32_t dst, int32_t p0, int32_t p1);
 /* The largest position cached for seq, or -1. */
 NU_API int32_t nu_kv_seq_pos_max(const nu_context *ctx, int32_t seq);
+/* The last position a sequence's recurrent state has read (models with
+ * recurrent layers), or -1: after nu_kv_seq_remove went back past the kept
+ * states, the positions after it (up to nu_kv_seq_pos_max) are read again by
+ * the sequence's next nu_decode. Without recurrent layers: nu_kv_seq_pos_max. */
+NU_API int32_t nu_kv_seq_state_pos(const nu_context *ctx, int32_t seq);
 /* Cells in use, and in all (n_ctx x n_seq_max unless the parameters said
  * otherwise). */
 NU_API int32_t nu_kv_used(const nu_context *ctx);

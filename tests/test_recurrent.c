@@ -340,7 +340,10 @@ static void test_scheduler(void **state) {
     nu_generate_result want[3][2], got[3][2];
     nu_error err;
     for (int mode = 0; mode < 3; mode++) {
-        nu_context *c = make_ctx(8, 0, 2);
+        /* 48 checkpoints: with the default (n_seq_max + 8), six sequences
+         * verifying 7 drafted positions each use every slot, and the
+         * prompts' states are gone by the second round */
+        nu_context *c = make_ctx(8, 48, 2);
         nu_scheduler *s;
         assert_int_equal(nu_scheduler_new(c, &s, &err), NU_OK);
         if (mode > 0) {
@@ -531,12 +534,15 @@ static void test_prompt_checkpoints(void **state) {
     int32_t at = c->kv.slot_pos[cur];
     print_message("after removing from %d the state stands at %d\n", KEEP, at);
     assert_true(at < KEEP && KEEP - 1 - at < 64);
+    assert_int_equal(nu_kv_seq_state_pos(c, 0), at); /* what the scheduler counts as cached */
+    assert_int_equal(nu_kv_seq_pos_max(c, 0), KEEP - 1);
     float *a = malloc((size_t)NEW * n_vocab * 4), *b = malloc((size_t)NEW * n_vocab * 4);
     read_tokens(c, 0, KEEP, toks + N, NEW, NEW, a); /* the second prompt's own tokens */
     for (int32_t i = 0; i < KEEP; i++) e[i] = (nu_batch_entry){toks[i], i, 0, i == KEEP - 1};
     decode(fresh, e, KEEP);
     read_tokens(fresh, 0, KEEP, toks + N, NEW, NEW, b);
     assert_rows_equal(a, b, NEW, "after the rollback to a prompt checkpoint");
+    assert_int_equal(nu_kv_seq_state_pos(c, 0), KEEP + NEW - 1);
     free(a);
     free(b);
     nu_context_free(c);

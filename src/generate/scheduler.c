@@ -435,7 +435,11 @@ static bool start_request(nu_scheduler *s, gen_request *r) {
     if (s->dft) start_draft(s, r);
     r->n_read = keep;
     r->state = REQ_PREFILL;
-    for (int32_t i = 0; i < r->p.n; i++) r->results[i].n_cached = keep;
+    /* a recurrent state that went back past the kept prefix (no checkpoint
+     * there) reads the positions in between again: those are not cached */
+    int32_t reached = nu_kv_seq_state_pos(s->ctx, seqs[0]) + 1;
+    int32_t cached = reached < keep ? reached : keep;
+    for (int32_t i = 0; i < r->p.n; i++) r->results[i].n_cached = cached;
     if (r->p.echo) {
         for (int32_t i = 0; i < r->p.n; i++) {
             gen_sample *g = &r->samples[i];

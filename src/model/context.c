@@ -13,6 +13,7 @@
 
 #include "arch.h"
 #include "error.h"
+#include "recurrent.h"
 
 nu_context_params nu_context_default_params(void) {
     nu_context_params p = {.n_ctx = 0,
@@ -519,6 +520,14 @@ void nu_kv_seq_copy(nu_context *c, int32_t src, int32_t dst, int32_t p0, int32_t
 
 int32_t nu_kv_seq_pos_max(const nu_context *c, int32_t seq) {
     return seq_ok(c, seq) ? nu_kv_cache_seq_pos_max(&c->kv, seq) : -1;
+}
+
+int32_t nu_kv_seq_state_pos(const nu_context *c, int32_t seq) {
+    int32_t last = nu_kv_seq_pos_max(c, seq);
+    if (last < 0 || !nu_model_recurrent(c->model)) return last;
+    int32_t cur = nu_kv_state_current(&c->kv, seq);
+    int32_t at = cur >= 0 ? c->kv.slot_pos[cur] : -1;
+    return at < last ? at : last;
 }
 
 nu_status nu_model_memory(const nu_model *m, int32_t n_ctx, int32_t n_batch, int32_t n_seq,

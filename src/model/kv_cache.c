@@ -127,7 +127,8 @@ int32_t nu_kv_state_claim(nu_kv_cache *c, int32_t seq, int32_t pos, bool evict) 
     for (int32_t i = 0; i < c->n_slots && slot < 0; i++)
         if (c->slot_pos[i] < 0) slot = i;
     int32_t best_cost = 0;
-    for (int32_t i = 0; slot < 0 && evict && i < c->n_slots; i++) {
+    bool free_slot = slot >= 0; /* (else every candidate is weighed, not the first taken) */
+    for (int32_t i = 0; !free_slot && evict && i < c->n_slots; i++) {
         if (c->slot_busy[i] || slot_is_current(c, i)) continue;
         int32_t cost = slot_cost(c, i);
         if (slot < 0 || cost < best_cost) slot = i, best_cost = cost;

@@ -156,10 +156,14 @@ describe("Qwen 3.5: prefix reuse over the recurrent state", () => {
             const turn2 = [...msgs, t1.choices[0].message, { role: "user", content: "and then?" }];
             const t2 = await openai.chat.completions.create({ ...body, messages: turn2 });
             if (check) {
-                assert.ok(rb.usage.prompt_tokens_details.cached_tokens >= prefix.length,
-                    `cached ${rb.usage.prompt_tokens_details.cached_tokens} of ${rb.usage.prompt_tokens}`);
-                assert.ok(rb.usage.prompt_tokens_details.cached_tokens < rb.usage.prompt_tokens);
-                assert.ok(t2.usage.prompt_tokens_details.cached_tokens >= t1.usage.prompt_tokens,
+                // the state goes back to the checkpoint before the shared 200
+                // tokens (one every 64 positions) and reads the rest again
+                const cached = rb.usage.prompt_tokens_details.cached_tokens;
+                assert.ok(cached > prefix.length - 64 && cached <= prefix.length, `cached ${cached} of ${rb.usage.prompt_tokens}`);
+                // the second turn goes back at least to the state kept before
+                // the first turn's last prompt token (its answer's states are
+                // checkpoints that later steps may have taken the slots of)
+                assert.ok(t2.usage.prompt_tokens_details.cached_tokens >= t1.usage.prompt_tokens - 1,
                     `cached ${t2.usage.prompt_tokens_details.cached_tokens} of ${t2.usage.prompt_tokens}`);
             }
             return [ra.choices[0].text, rb.choices[0].text, t1.choices[0].message.content, t2.choices[0].message.content];
