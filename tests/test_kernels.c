@@ -11,10 +11,15 @@
  *       + 32 |m_b|), the most rounding activations to int8 with scale max|x|/127
  *       (stored as f16: relative error 2^-11 on each q * d and on the minimum's
  *       block sum) can change y (0 for F32/F16/BF16, whose activations stay
- *       float; m_b is the block minimum of the _1 types, else 0);
+ *       float, rounded to f16/bf16 for F16/BF16 as llama.cpp's CPU backend
+ *       does; m_b is the block minimum of the _1 types, else 0);
  *   level vs nu_matmul_ref:      |y - y_ref|    <= E * (1 + 1e-5) + 1e-5 * T + 1e-30
  *   level vs the scalar level:   |y - y_scalar| <= 1e-5 * T + 1e-30
  *     (same int8 activations; only the float summation order differs).
+ *   F16/BF16, vs sum_i w_i * round(x_i) in double, x_i rounded here by
+ *   arithmetic to 11 (f16) / 8 (bf16) significant bits: nu_matmul_ref within
+ *   1e-6 * T, every level within 1e-5 * T (unrounded activations are off by
+ *   up to 2^-12 (2^-9) of each |w_i x_i|).
  */
 #include "test_support.h"
 
@@ -575,6 +580,29 @@ static void test_activation_quant_identical(void **state) {
     free(got);
 }
 
+/* x rounded to nearest, ties to even, to `bits` significant bits with
+ * exponents no lower than emin (the format's smallest normal exponent in
+ * frexp's convention; below it the spacing stays that of the subnormals):
+ * f16 is (11, -13), bf16 (8, -125). Written with frexp/ldexp/rint, apart
+ * from the library's bit manipulation; finite x below the overflow only. */
+static double round_sig(float x, int bits, int emin) {
+    int e;
+    frexp((double)x, &e);
+    if (e < emin) e = emin;
+    return ldexp(rint(ldexp((double)x, bits - e)), e - bits);
+}
+
+/* What y[b][row] must be for F16/BF16 weights: the dot of the row with the
+ * activations rounded to the format, in double. */
+static double rounded_dot(const test_matrix *t, int64_t row, const float *x) {
+    const int f16 = t->m.type == NU_TYPE_F16;
+    double sum = 0.0;
+    for (int64_t i = 0; i < t->m.n_in; i++)
+        sum +=
+            (double)t->deq[row * t->m.n_in + i] * round_sig(x[i], f16 ? 11 : 8, f16 ? -13 : -125);
+    return sum;
+}
+
 /* A matrix shape for the matmul tests. */
 typedef struct shape {
     int64_t n_in, n_out;
@@ -593,6 +621,16 @@ static void check_matmul_shape(uint32_t type, shape s, nu_simd level, rng *r) {
     float *base = malloc(sizeof(float) * (size_t)(s.n_out * max_batch));
     float *y = malloc(sizeof(float) * (size_t)(s.n_out * max_batch));
     nu_matmul_ref(&t.m, x, max_batch, ref);
+    const int half = type == NU_TYPE_F16 || type == NU_TYPE_BF16;
+    for (int32_t b = 0; half && b < max_batch; b++)
+        for (int64_t o = 0; o < s.n_out; o++) {
+            double T, E, want = rounded_dot(&t, o, x + b * s.n_in);
+            error_bounds(&t, o, x + b * s.n_in, &T, &E);
+            if (!(fabs(ref[b * s.n_out + o] - want) <= 1e-6 * T + 1e-30))
+                fail_msg("nu_matmul_ref %s n_in %lld row %lld: %.9g, rounded activations %.9g",
+                         nu_type_get(type)->name, (long long)s.n_in, (long long)o,
+                         ref[b * s.n_out + o], want);
+        }
     assert_true(nu_kernels_force_level(NU_SIMD_SCALAR));
     run_matmul(&t.m, x, max_batch, base, 0);
     assert_true(nu_kernels_force_level(level));
@@ -606,7 +644,8 @@ static void check_matmul_shape(uint32_t type, shape s, nu_simd level, rng *r) {
                 double got = y[b * s.n_out + o], want = ref[b * s.n_out + o];
                 double tol_ref = E * (1 + 1e-5) + 1e-5 * T + 1e-30, tol_scalar = 1e-5 * T + 1e-30;
                 if (!(fabs(got - want) <= tol_ref) ||
-                    !(fabs(got - base[b * s.n_out + o]) <= tol_scalar))
+                    !(fabs(got - base[b * s.n_out + o]) <= tol_scalar) ||
+                    (half && !(fabs(got - rounded_dot(&t, o, x + b * s.n_in)) <= tol_scalar)))
                     fail_msg("%s %s n_in %lld row %lld batch %d/%d: got %.9g ref %.9g scalar "
                              "%.9g (tol %g, %g)",
                              level_name(level), nu_type_get(type)->name, (long long)s.n_in,
@@ -1254,7 +1293,8 @@ static void test_matmul_empty(void **state) {
     nu_matrix unknown = {1000, 256, 1, k_block, 84, NULL};
     nu_matmul(NULL, &unknown, x, 1, &y, NULL);
     assert_true(y == 42.0f);
-    assert_int_equal(nu_matmul_scratch_bytes(NU_TYPE_F16, 2048, 64), 0);
+    assert_int_equal(nu_matmul_scratch_bytes(NU_TYPE_F32, 2048, 64), 0);
+    assert_true(nu_matmul_scratch_bytes(NU_TYPE_F16, 2048, 64) >= 64 * 2048 * sizeof(float));
     assert_true(nu_matmul_scratch_bytes(NU_TYPE_Q4_0, 2048, 2) >= 2 * (2048 + 2048 / 32 * 8));
 }
 

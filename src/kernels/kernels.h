@@ -79,7 +79,7 @@ size_t nu_matrix_pack_bytes(const nu_matrix *W);
 void nu_matrix_pack(const nu_matrix *W, void *dst, int64_t panel_begin, int64_t panel_end);
 
 /* Scratch bytes nu_matmul needs for n_batch activation rows of n_in (0 for
- * F32/F16/BF16 weights, whose kernels read x directly). Any alignment of
+ * F32 weights, whose kernels read x directly). Any alignment of
  * the scratch pointer is fine: the size includes room to align it. */
 size_t nu_matmul_scratch_bytes(uint32_t type, int64_t n_in, int32_t n_batch);
 
@@ -89,6 +89,9 @@ size_t nu_matmul_scratch_bytes(uint32_t type, int64_t n_in, int32_t n_batch);
  * (pool may be NULL: single-threaded). Each y value is a function of its
  * weight row, its activation row and the SIMD level only: bit-identical for
  * any n_batch, thread count or row split. Nothing is allocated.
+ * For F16 (BF16) weights, each activation is rounded to f16 (bf16) first
+ * (to nearest, ties to even), as llama.cpp's CPU backend does; so is it in
+ * nu_matmul_ref.
  * For quantised weights, each 32-element activation block (256 for the K
  * types) is rounded to int8 with scale max|x|/127 first, so y differs from
  * nu_matmul_ref by at most sum over blocks of (max|x_block| / 254) *

@@ -4,8 +4,10 @@
  * kernels one SIMD level provides.
  *
  * How a matmul runs
- *   1. The activations are converted once: for F32/F16/BF16 weights they stay
- *      F32 (the caller's x is used as is); for the quantised types every
+ *   1. The activations are converted once: for F32 weights they stay F32
+ *      (the caller's x is used as is); for F16 (BF16) weights they are
+ *      rounded to the nearest f16 (bf16) value, kept as floats, and the
+ *      products accumulate in f32 as before; for the quantised types every
  *      32-element block of an activation row becomes 32 int8 values q with a
  *      float scale d = max|x| / 127 (x ~ q * d) and the float d * sum(q),
  *      which the offset (_0) and min (_1) terms of the weight formats need.
@@ -76,7 +78,9 @@ _Static_assert(sizeof(nu_block_q8_0) == 34, "q8_0 block is 34 bytes");
 #define NU_Q8_0_BYTES 34
 
 /* The activation layout a weight type multiplies with: 0 the float rows
- * themselves, 1 the 32-element blocks below, 2 Q8_K (kquant.h). */
+ * themselves, 1 the 32-element blocks below, 2 Q8_K (kquant.h), 3 (4) the
+ * float rows rounded to f16 (bf16) values, as llama.cpp's CPU backend
+ * rounds the activations it multiplies with F16 (BF16) weights. */
 static inline int nu_act_format(uint32_t type) {
     switch (type) {
     case NU_TYPE_Q4_0:
@@ -92,6 +96,8 @@ static inline int nu_act_format(uint32_t type) {
     case NU_TYPE_Q5_K:
     case NU_TYPE_Q6_K:
     case NU_TYPE_IQ4_XS: return 2;
+    case NU_TYPE_F16: return 3;
+    case NU_TYPE_BF16: return 4;
     default: return 0;
     }
 }

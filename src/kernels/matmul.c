@@ -18,13 +18,21 @@
 #define UNITS_PER_THREAD 8
 #define MIN_UNIT_ROWS 16
 
-size_t nu_matmul_scratch_bytes(uint32_t type, int64_t n_in, int32_t n_batch) {
-    if (n_batch <= 0) return 0;
-    switch (nu_act_format(type)) {
-    case 1: return (size_t)n_batch * nu_act_row_bytes(n_in) + 64;
-    case 2: return (size_t)n_batch * nu_actk_row_bytes(n_in) + 64;
+/* Bytes of one converted activation row in layout `format` (nu_act_format;
+ * 0 for the float rows used as they are). */
+static size_t act_row_bytes(int format, int64_t n_in) {
+    switch (format) {
+    case 1: return nu_act_row_bytes(n_in);
+    case 2: return nu_actk_row_bytes(n_in);
+    case 3:
+    case 4: return (size_t)n_in * sizeof(float);
     default: return 0;
     }
+}
+
+size_t nu_matmul_scratch_bytes(uint32_t type, int64_t n_in, int32_t n_batch) {
+    if (n_batch <= 0 || nu_act_format(type) == 0) return 0;
+    return (size_t)n_batch * act_row_bytes(nu_act_format(type), n_in) + 64;
 }
 
 /* Rows per cache chunk: enough that CHUNK_BYTES of weights are reused by all
@@ -130,12 +138,9 @@ static void multi_task(void *arg, int ith, int nth) {
     }
 }
 
-/* Bytes of one job's converted activations (0 for float weights). */
+/* Bytes of one job's converted activations (0 for F32 weights). */
 static size_t act_bytes(const nu_matrix *W, int32_t n_batch) {
-    const int format = nu_act_format(W->type);
-    if (format == 0) return 0;
-    size_t row = format == 2 ? nu_actk_row_bytes(W->n_in) : nu_act_row_bytes(W->n_in);
-    return (size_t)n_batch * row;
+    return (size_t)n_batch * act_row_bytes(nu_act_format(W->type), W->n_in);
 }
 
 /* Sets up job for W; for quantised types its activations go at *scratch
@@ -147,7 +152,7 @@ static void prepare_job(nu_matmul_job *job, const nu_matrix *W, const float *x, 
     atomic_init(&job->next_unit, 0);
     const int format = nu_act_format(W->type);
     if (format == 0) return;
-    job->act_stride = format == 2 ? nu_actk_row_bytes(W->n_in) : nu_act_row_bytes(W->n_in);
+    job->act_stride = act_row_bytes(format, W->n_in);
     job->act_n_pad = format == 2 ? W->n_in : nu_act_n_pad(W->n_in);
     if (act) {
         job->act = act->act;
@@ -156,6 +161,19 @@ static void prepare_job(nu_matmul_job *job, const nu_matrix *W, const float *x, 
     uintptr_t p = ((uintptr_t)*scratch + 63) & ~(uintptr_t)63;
     job->act = (uint8_t *)p;
     *scratch = job->act + act_bytes(W, n_batch);
+}
+
+/* Rounds one activation row to f16 (format 3) or bf16 (format 4) values,
+ * to nearest, ties to even (llama.cpp converts the activations of F16 and
+ * BF16 weight products to those types; the kernels then read the rounded
+ * floats as they would read x). */
+static void round_row(const nu_kernel_set *ks, int format, const float *x, int64_t n, float *dst) {
+    if (format == 3) {
+        memcpy(dst, x, (size_t)n * sizeof(float));
+        ks->round_f16(dst, n);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) dst[i] = nu_bf16_to_f32(nu_f32_to_bf16(x[i]));
 }
 
 /* Converts the activation rows of the jobs that own their conversion: one
@@ -181,8 +199,14 @@ static void convert_worker(void *arg, int ith, int nth) {
         if (b0 < 0) b0 = 0;
         if (b0 >= job->n_batch) continue;
         if (b1 > job->n_batch) b1 = job->n_batch;
-        nu_act_quant_fn quantize =
-            nu_act_format(job->W->type) == 2 ? ks->quantize_act_k : ks->quantize_act;
+        const int format = nu_act_format(job->W->type);
+        if (format >= 3) {
+            for (int64_t b = b0; b < b1; b++)
+                round_row(ks, format, job->x + b * job->W->n_in, job->W->n_in,
+                          (float *)(job->act + (size_t)b * job->act_stride));
+            continue;
+        }
+        nu_act_quant_fn quantize = format == 2 ? ks->quantize_act_k : ks->quantize_act;
         for (int64_t b = b0; b < b1; b++)
             quantize(job->x + b * job->W->n_in, job->W->n_in,
                      job->act + (size_t)b * job->act_stride);
@@ -227,6 +251,9 @@ void nu_matmul_tasks(nu_threadpool *pool, const nu_matmul_task *t, int n, void *
         nu_threadpool_run(pool, convert_worker, &conv);
     else if (convert_rows > 0)
         convert_worker(&conv, 0, 1);
+    /* the float-row kernels read the rounded rows in place of x */
+    for (int i = 0; i < m.n; i++)
+        if (nu_act_format(jobs[i].W->type) >= 3) jobs[i].x = (const float *)jobs[i].act;
     int64_t total = 0;
     for (int i = 0; i < m.n; i++) {
         first[i] = total;
@@ -261,6 +288,14 @@ void nu_matmul_multi(nu_threadpool *pool, const nu_matrix *const *W, float *cons
     nu_matmul_tasks(pool, t, n < NU_MATMUL_MAX_TASKS ? n : NU_MATMUL_MAX_TASKS, scratch);
 }
 
+/* The activation value an F16 (BF16) weight is multiplied with: x rounded to
+ * half (bfloat16) precision; other types take x as it is. */
+static double ref_act(uint32_t type, float x) {
+    if (type == NU_TYPE_F16) return nu_f16_to_f32(nu_f32_to_f16(x));
+    if (type == NU_TYPE_BF16) return nu_bf16_to_f32(nu_f32_to_bf16(x));
+    return x;
+}
+
 /* Dot of one weight row with one activation row: the row is dequantised a
  * few blocks at a time and multiplied in double precision. */
 static float ref_dot(uint32_t type, const uint8_t *w, const float *x, int64_t n) {
@@ -271,7 +306,7 @@ static float ref_dot(uint32_t type, const uint8_t *w, const float *x, int64_t n)
     for (int64_t i = 0; i < n; i += step) {
         int64_t count = n - i < step ? n - i : step;
         nu_dequantize_row(type, w + (size_t)(i / t->block_size) * t->block_bytes, buf, count);
-        for (int64_t j = 0; j < count; j++) sum += (double)buf[j] * (double)x[i + j];
+        for (int64_t j = 0; j < count; j++) sum += (double)buf[j] * ref_act(type, x[i + j]);
     }
     return (float)sum;
 }

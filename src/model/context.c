@@ -71,8 +71,9 @@ void nu_scratch_dims_of(const nu_model *m, nu_scratch_dims *d) {
 }
 
 /* The activation conversions one nu_matmul_tasks call of the forward pass
- * may hold at once: a layer's products sharing an input may mix the two
- * quantised layouts (32-element blocks, Q8_K), so twice the largest; the
+ * may hold at once: a layer's products sharing an input may mix three
+ * layouts (32-element blocks, Q8_K, f16- or bf16-rounded floats), so three
+ * times the largest; the
  * experts' products convert every routed row (n_batch x experts used), one
  * conversion per expert; plus an alignment per task. */
 static size_t matmul_scratch(const nu_model *m, int32_t n_batch) {
@@ -89,7 +90,7 @@ static size_t matmul_scratch(const nu_model *m, int32_t n_batch) {
         if (b > *slot) *slot = b;
     }
     free(ws);
-    dense *= 2;
+    dense *= 3;
     return (dense > experts ? dense : experts) + 64 * (NU_MATMUL_MAX_TASKS + 2);
 }
 
