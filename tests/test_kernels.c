@@ -835,35 +835,42 @@ static void test_grouped_vector_helpers(void **state) {
 /* Attention over a quantised cache: nu_vec_dots_rows on Q8_0 / Q4_0 rows
  * is the exact dot of each row's dequantised values with the query rounded
  * as a matrix product's activations (within float summation, 1e-5 of the
- * terms' size), identical at every level, and the same for every grouping
- * of heads; nu_vec_mads_rows is the f32 multiply-add of the dequantised
- * rows, bit for bit. */
+ * terms' size), identical at every level to the scalar loop, and the same
+ * for every grouping of heads and every number of rows (the SIMD levels
+ * take rows eight at a time: full groups and tails); nu_vec_mads_rows is
+ * the f32 multiply-add of the dequantised rows at the same level, bit for
+ * bit. Head sizes 32 .. 256 (an odd block count among them), a Q8_0 row
+ * holding -128 (which nu_quantize_row never writes, a file could). */
 static void test_quantized_cache_rows(void **state) {
     (void)state;
     rng r = {29};
     const uint32_t types[2] = {NU_TYPE_Q8_0, NU_TYPE_Q4_0};
-    const int64_t sizes[3] = {32, 64, 128};
-    enum { ROWS = 11, CELLS = 37 };
-    static uint8_t table[ROWS * 160];
-    static float deq[ROWS][128], q[4][128], scores[4][CELLS], base_scores[4][CELLS];
-    static float y[4][128], y_ref[4][128], wts[4 * CELLS];
+    const int64_t sizes[5] = {32, 64, 96, 128, 256};
+    const int64_t counts[5] = {1, 5, 8, 16, 37};
+    enum { ROWS = 11, CELLS = 37, N = 256 };
+    static uint8_t table[ROWS * (N / 32 * 34 + 6)];
+    static float deq[ROWS][N], q[4][N], scores[4][CELLS + 1], base_scores[4][CELLS];
+    static float y[4][N], y_ref[4][N], wts[4 * CELLS];
     int32_t cells[CELLS];
     for (int j = 0; j < CELLS; j++) cells[j] = (int32_t)(j * 7 % ROWS);
     for (int t = 0; t < 2; t++) {
-        for (int s = 0; s < 3; s++) {
+        for (int s = 0; s < 5; s++) {
             const int64_t n = sizes[s];
             const size_t stride = (size_t)nu_type_row_bytes(types[t], (uint64_t)n) + 6;
             for (int row = 0; row < ROWS; row++) {
-                float x[128];
+                float x[N];
                 for (int64_t i = 0; i < n; i++) x[i] = rng_act(&r) * (float)(row + 1);
                 nu_quantize_row(types[t], x, table + (size_t)row * stride, n);
+                if (types[t] == NU_TYPE_Q8_0 && row == 3)
+                    for (int64_t i = 0; i < n; i += 5)
+                        table[(size_t)row * stride + 2 + i / 32 * 34 + i % 32] = 0x80;
                 nu_dequantize_row(types[t], table + (size_t)row * stride, deq[row], n);
             }
             for (int v = 0; v < 4; v++)
                 for (int64_t i = 0; i < n; i++) q[v][i] = rng_act(&r);
             const float *qp[4] = {q[0], q[1], q[2], q[3]};
             /* the queries as the kernel rounds them */
-            static double qq[4][128];
+            static double qq[4][N];
             for (int v = 0; v < 4; v++) {
                 static uint8_t act[2048];
                 nu_quantize_act_scalar(q[v], n, act);
@@ -872,37 +879,53 @@ static void test_quantized_cache_rows(void **state) {
             }
             for (int l = 0; l <= (int)nu_kernels_cpu_level(); l++) {
                 assert_true(nu_kernels_force_level((nu_simd)l));
-                for (int k = 4; k >= 1; k--) {
-                    nu_vec_dots_rows(types[t], qp, k, table, stride, cells, CELLS, n, &scores[0][0],
-                                     CELLS);
-                    for (int v = 0; v < k; v++)
-                        for (int j = 0; j < CELLS; j++) {
-                            double exact = 0, size = 0;
-                            for (int64_t i = 0; i < n; i++) {
-                                exact += deq[cells[j]][i] * qq[v][i];
-                                size += fabs(deq[cells[j]][i] * qq[v][i]);
+                for (int k = 4; k >= 1; k--)
+                    for (int c = 4; c >= 0; c--) {
+                        const int64_t nr = counts[c];
+                        for (int v = 0; v < 4; v++) scores[v][nr] = -7.0f;
+                        nu_vec_dots_rows(types[t], qp, k, table, stride, cells, nr, n,
+                                         &scores[0][0], CELLS + 1);
+                        for (int v = 0; v < k; v++) {
+                            assert_true(scores[v][nr] == -7.0f); /* nothing past the rows */
+                            for (int j = 0; j < nr; j++) {
+                                double exact = 0, size = 0;
+                                for (int64_t i = 0; i < n; i++) {
+                                    exact += deq[cells[j]][i] * qq[v][i];
+                                    size += fabs(deq[cells[j]][i] * qq[v][i]);
+                                }
+                                if (!(fabs(scores[v][j] - exact) <= 1e-5 * size + 1e-30))
+                                    fail_msg("%s %s n %lld head %d row %d: %.9g, exact %.9g",
+                                             level_name((nu_simd)l), nu_type_get(types[t])->name,
+                                             (long long)n, v, j, scores[v][j], exact);
+                                if (l == 0 && k == 4 && nr == CELLS)
+                                    base_scores[v][j] = scores[v][j];
+                                else if (float_to_bits(scores[v][j]) !=
+                                         float_to_bits(base_scores[v][j]))
+                                    fail_msg("%s %s n %lld k %d rows %lld head %d row %d: %.9g, "
+                                             "scalar %.9g",
+                                             level_name((nu_simd)l), nu_type_get(types[t])->name,
+                                             (long long)n, k, (long long)nr, v, j, scores[v][j],
+                                             base_scores[v][j]);
                             }
-                            if (!(fabs(scores[v][j] - exact) <= 1e-5 * size + 1e-30))
-                                fail_msg("%s %s n %lld head %d row %d: %.9g, exact %.9g",
-                                         level_name((nu_simd)l), nu_type_get(types[t])->name,
-                                         (long long)n, v, j, scores[v][j], exact);
-                            if (l == 0 && k == 4)
-                                base_scores[v][j] = scores[v][j];
-                            else
-                                assert_int_equal(float_to_bits(scores[v][j]),
-                                                 float_to_bits(base_scores[v][j]));
                         }
-                }
-                for (int i = 0; i < 4 * CELLS; i++) wts[i] = rng_sym(&r);
-                float *out[4] = {y[0], y[1], y[2], y[3]},
-                      *out_ref[4] = {y_ref[0], y_ref[1], y_ref[2], y_ref[3]};
-                for (int v = 0; v < 4; v++)
-                    for (int64_t i = 0; i < n; i++) y[v][i] = y_ref[v][i] = q[v][i];
-                nu_vec_mads_rows(types[t], out, wts, CELLS, 4, table, stride, cells, CELLS, n);
-                nu_vec_mads_rows(NU_TYPE_F32, out_ref, wts, CELLS, 4, deq, sizeof deq[0], cells,
-                                 CELLS, n);
-                for (int v = 0; v < 4; v++)
-                    assert_memory_equal(y[v], y_ref[v], sizeof(float) * (size_t)n);
+                    }
+                for (int k = 1; k <= 4; k++)
+                    for (int c = 0; c < 5; c++) {
+                        for (int i = 0; i < 4 * CELLS; i++) wts[i] = rng_sym(&r);
+                        float *out[4] = {y[0], y[1], y[2], y[3]},
+                              *out_ref[4] = {y_ref[0], y_ref[1], y_ref[2], y_ref[3]};
+                        for (int v = 0; v < 4; v++)
+                            for (int64_t i = 0; i < n; i++) y[v][i] = y_ref[v][i] = q[v][i];
+                        nu_vec_mads_rows(types[t], out, wts, CELLS, k, table, stride, cells,
+                                         counts[c], n);
+                        nu_vec_mads_rows(NU_TYPE_F32, out_ref, wts, CELLS, k, deq, sizeof deq[0],
+                                         cells, counts[c], n);
+                        for (int v = 0; v < 4; v++)
+                            if (memcmp(y[v], y_ref[v], sizeof(float) * (size_t)n))
+                                fail_msg("mads %s %s n %lld k %d rows %lld head %d differs",
+                                         level_name((nu_simd)l), nu_type_get(types[t])->name,
+                                         (long long)n, k, (long long)counts[c], v);
+                    }
             }
         }
     }

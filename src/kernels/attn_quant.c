@@ -11,7 +11,13 @@
  * is that of an f32 cache holding the dequantised row.
  * The integer sums are exact and the float steps run in block order per
  * head, so a head's result does not depend on which heads it is grouped
- * with, nor on the level (the activation quantisers agree bit for bit). */
+ * with, nor on the level (the activation quantisers agree bit for bit).
+ * These loops are the scalar level's; the AVX2 and AVX-512 levels
+ * (attn_quant_x86.h, attn_quant_avx2.c, attn_quant_avx512.c, through the
+ * kernel set's quant_dots_rows / quant_mads_rows) perform the same float
+ * operations in the same order, so their scores are bit-identical to these
+ * and their value sums to this file's dequantise-then-mads at their level
+ * (test_kernels checks both). */
 #include "kquant.h"
 
 /* Exact dot of one Q8_0 or Q4_0 block with 32 int8 activations. */

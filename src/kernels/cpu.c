@@ -135,7 +135,7 @@ void nu_vec_dots_rows(uint32_t type, const float *const *q, int k, const void *b
                       size_t out_stride) {
     const nu_kernel_set *ks = nu_kernels_current();
     if (type == NU_TYPE_Q8_0 || type == NU_TYPE_Q4_0) {
-        nu_quant_dots_rows(type, q, k, base, stride, cells, n_rows, n, out, out_stride);
+        ks->quant_dots_rows(type, q, k, base, stride, cells, n_rows, n, out, out_stride);
         return;
     }
     if (ks->dots_rows) {
@@ -157,7 +157,8 @@ void nu_vec_mads_rows(uint32_t type, float *const *y, const float *a, size_t a_s
                       const void *base, size_t stride, const int32_t *cells, int64_t n_rows,
                       int64_t n) {
     if (type == NU_TYPE_Q8_0 || type == NU_TYPE_Q4_0)
-        nu_quant_mads_rows(type, y, a, a_stride, k, base, stride, cells, n_rows, n);
+        nu_kernels_current()->quant_mads_rows(type, y, a, a_stride, k, base, stride, cells, n_rows,
+                                              n);
     else
         nu_kernels_current()->mads_rows(type, y, a, a_stride, k, base, stride, cells, n_rows, n);
 }

@@ -311,16 +311,18 @@ typedef struct nu_kernel_set {
     nu_dot_f16_fn dot_f16;
     nu_mad_f32_fn mad_f32;
     nu_mad_f16_fn mad_f16;
-    nu_dots_fn dots;             /* nu_vec_dots */
-    nu_mads_fn mads;             /* nu_vec_mads */
-    nu_mads_rows_fn mads_rows;   /* nu_vec_mads_rows */
-    nu_dots_rows_fn dots_rows;   /* nu_vec_dots_rows; NULL: dots row by row */
-    nu_round_f16_fn round_f16;   /* nu_vec_round_f16 */
-    nu_softmax_fn softmax;       /* nu_vec_softmax */
-    nu_read_fn read;             /* nu_vec_read */
-    nu_swiglu_fn swiglu;         /* nu_vec_swiglu */
-    nu_to_f16_fn to_f16;         /* nu_vec_to_f16 */
-    nu_delta_rule_fn delta_rule; /* nu_vec_delta_rule */
+    nu_dots_fn dots;                 /* nu_vec_dots */
+    nu_mads_fn mads;                 /* nu_vec_mads */
+    nu_mads_rows_fn mads_rows;       /* nu_vec_mads_rows */
+    nu_dots_rows_fn dots_rows;       /* nu_vec_dots_rows; NULL: dots row by row */
+    nu_dots_rows_fn quant_dots_rows; /* nu_vec_dots_rows on Q8_0 / Q4_0 rows (attn_quant.c) */
+    nu_mads_rows_fn quant_mads_rows; /* nu_vec_mads_rows on Q8_0 / Q4_0 rows */
+    nu_round_f16_fn round_f16;       /* nu_vec_round_f16 */
+    nu_softmax_fn softmax;           /* nu_vec_softmax */
+    nu_read_fn read;                 /* nu_vec_read */
+    nu_swiglu_fn swiglu;             /* nu_vec_swiglu */
+    nu_to_f16_fn to_f16;             /* nu_vec_to_f16 */
+    nu_delta_rule_fn delta_rule;     /* nu_vec_delta_rule */
 } nu_kernel_set;
 
 extern const nu_kernel_set nu_kernels_scalar_set;
@@ -395,9 +397,10 @@ void nu_panel4_f16_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, i
 int64_t nu_panel_items(const nu_matmul_job *job, int nth);
 void nu_panel_item(const nu_matmul_job *job, int64_t it, int nth);
 
-/* Attention over Q8_0 / Q4_0 cache rows (attn_quant.c): nu_vec_dots_rows
- * and nu_vec_mads_rows for those types, n (a head's size) a multiple of 32
- * and at most NU_ATTN_QUANT_MAX, k at most 4. */
+/* Attention over Q8_0 / Q4_0 cache rows (attn_quant.c, the scalar level's
+ * quant_dots_rows / quant_mads_rows): nu_vec_dots_rows and nu_vec_mads_rows
+ * for those types, n (a head's size) a multiple of 32 and at most
+ * NU_ATTN_QUANT_MAX, k at most 4. */
 #define NU_ATTN_QUANT_MAX 512
 void nu_quant_dots_rows(uint32_t type, const float *const *q, int k, const void *base,
                         size_t stride, const int32_t *cells, int64_t n_rows, int64_t n, float *out,
@@ -405,6 +408,20 @@ void nu_quant_dots_rows(uint32_t type, const float *const *q, int k, const void 
 void nu_quant_mads_rows(uint32_t type, float *const *y, const float *a, size_t a_stride, int k,
                         const void *base, size_t stride, const int32_t *cells, int64_t n_rows,
                         int64_t n);
+/* The same at the SIMD levels (attn_quant_avx2.c, attn_quant_avx512.c), bit
+ * for bit. */
+void nu_quant_dots_rows_avx2(uint32_t type, const float *const *q, int k, const void *base,
+                             size_t stride, const int32_t *cells, int64_t n_rows, int64_t n,
+                             float *out, size_t out_stride);
+void nu_quant_mads_rows_avx2(uint32_t type, float *const *y, const float *a, size_t a_stride, int k,
+                             const void *base, size_t stride, const int32_t *cells, int64_t n_rows,
+                             int64_t n);
+void nu_quant_dots_rows_avx512(uint32_t type, const float *const *q, int k, const void *base,
+                               size_t stride, const int32_t *cells, int64_t n_rows, int64_t n,
+                               float *out, size_t out_stride);
+void nu_quant_mads_rows_avx512(uint32_t type, float *const *y, const float *a, size_t a_stride,
+                               int k, const void *base, size_t stride, const int32_t *cells,
+                               int64_t n_rows, int64_t n);
 
 /* The scalar activation quantisers; the SIMD ones must match them bit for
  * bit. */
