@@ -1073,12 +1073,6 @@ static void check_panels(uint32_t type, shape s, nu_simd level, rng *r) {
     size_t bytes = nu_matrix_pack_bytes(&t.m);
     if (type == NU_TYPE_Q4_K)
         assert_int_equal(bytes, (size_t)(s.n_out / 16) * (size_t)(s.n_in / 256) * 2368);
-    else if (type == NU_TYPE_Q5_K) /* Q4_K's layout plus 32 bytes of fifth bits a row */
-        assert_int_equal(bytes, (size_t)(s.n_out / 16) * (size_t)(s.n_in / 256) * (2368 + 512));
-    else if (type == NU_TYPE_Q6_K) /* the file's 210 bytes a row and super-block, whole pairs
-                                      of 64-byte aligned headers */
-        assert_int_equal(bytes, (size_t)(s.n_out / 16) *
-                                    ((size_t)(s.n_in / 256) * 16 * 210 + (s.n_in / 256 % 2) * 288));
     else if (type == NU_TYPE_F16)
         assert_int_equal(bytes, (size_t)(s.n_out / 16) * (size_t)((s.n_in + 1) / 2) * 64);
     else
@@ -1095,7 +1089,7 @@ static void check_panels(uint32_t type, shape s, nu_simd level, rng *r) {
         for (int64_t o = 0; o < s.n_out; o++) {
             double T, E;
             error_bounds(&t, o, x + b * s.n_in, &T, &E);
-            if (nu_type_get(type)->block_size == 256) /* 8-bit activations per 256 */
+            if (type == NU_TYPE_Q4_K) /* 8-bit activations per 256 elements */
                 for (int64_t i = 0; i < s.n_in; i += 256) {
                     double amax = 0.0, wsum = 0.0;
                     for (int j = 0; j < 256; j++) {
@@ -1130,7 +1124,7 @@ static void test_matmul_panels(void **state) {
     (void)state;
     rng r = {4321};
     static const shape shapes[] = {{32, 16}, {96, 48}, {544, 32}, {2048, 16}, {5632, 16}};
-    static const shape k_shapes[] = {{256, 16}, {768, 32}, {2048, 16}, {5632, 16}, {1280, 48}};
+    static const shape k_shapes[] = {{256, 16}, {768, 32}, {2048, 16}, {5632, 16}};
     static const shape f_shapes[] = {{1, 16},
                                      {7, 32},
                                      {64, 16},
@@ -1170,7 +1164,7 @@ static void test_matmul_panels(void **state) {
     assert_int_equal(nu_matrix_pack_bytes(&odd.m), 0);
     free_matrix(&odd);
     nu_kernels_force_level(nu_kernels_cpu_level());
-    if (nu_kernels_cpu_level() == NU_SIMD_AVX512) assert_int_equal(tested, 6);
+    if (nu_kernels_cpu_level() == NU_SIMD_AVX512) assert_int_equal(tested, 4);
 }
 
 /* nu_matmul_multi gives each matrix exactly what nu_matmul gives it: with a

@@ -637,8 +637,6 @@ const nu_kernel_set nu_kernels_avx512_set = {
     .panel = {[NU_TYPE_Q4_0] = nu_panel_q4_0_avx512,
               [NU_TYPE_Q8_0] = nu_panel_q8_0_avx512,
               [NU_TYPE_Q4_K] = nu_panel_q4_k_avx512,
-              [NU_TYPE_Q5_K] = nu_panel_q5_k_avx512,
-              [NU_TYPE_Q6_K] = nu_panel_q6_k_avx512,
               [NU_TYPE_F16] = nu_panel_f16_avx512},
     .panel2 = {[NU_TYPE_F16] = nu_panel2_f16_avx512},
     .panel4 = {[NU_TYPE_F16] = nu_panel4_f16_avx512},

@@ -219,37 +219,9 @@ typedef void (*nu_delta_rule_fn)(float *m_out, const float *m_in, const float *q
  *   4 x 512    per 64 elements c (groups 2c and 2c+1): 8 vectors, vector j
  *              holding bytes 4j..4j+3 of the row's 32 quant bytes of c for
  *              rows 0..15; low nibbles are group 2c, high nibbles group 2c+1.
- * A Q5_K super-block is the same followed by
- *   8 x 64     vector j: the fifth bit of the elements 4j..4j+3 of each group
- *              of 32, rows 0..15, group g's at bit g.
- *
- * Q6_K super-blocks of one panel come in pairs: both headers, then each
- * one's quants (an odd last super-block has a zero second header and no
- * second quants), so every part starts on a 64-byte boundary. A header is
- *   32         the 16 rows' f16 d
- *   8 x 32     per pair of groups (2i, 2i+1): each row's two int8 scales
- * and the quants are, per 64 elements c (groups 4c..4c+3), 12 vectors:
- *   0..3       vector j: bytes 4j..4j+3 of each group's 16 quants, rows
- *              0..15: low 4 bits of group 4c (low nibble), 4c+1 (high)
- *   4..7       the same for groups 4c+2 and 4c+3
- *   8..11      vector 8+j: the top 2 bits of those elements of group 4c+t
- *              at bits 2t..2t+1
- * (3360 bytes a super-block, what the file takes for 16 rows.)
  */
 #define NU_PANEL_ROWS 16
-#define NU_PANEL_Q4_K_BYTES 2368  /* one Q4_K super-block of a panel */
-#define NU_PANEL_Q5_K_BYTES 2880  /* one Q5_K super-block of a panel */
-#define NU_PANEL_Q6_K_HEADER 288  /* one Q6_K super-block's d and scales */
-#define NU_PANEL_Q6_K_QUANTS 3072 /* one Q6_K super-block's quants */
-/* Where super-block sb's header and quants start in a Q6_K panel. */
-static inline size_t nu_panel_q6_k_header(int64_t sb) {
-    return (size_t)(sb / 2) * 2 * (NU_PANEL_Q6_K_HEADER + NU_PANEL_Q6_K_QUANTS) +
-           (size_t)(sb % 2) * NU_PANEL_Q6_K_HEADER;
-}
-static inline size_t nu_panel_q6_k_quants(int64_t sb) {
-    return (size_t)(sb / 2) * 2 * (NU_PANEL_Q6_K_HEADER + NU_PANEL_Q6_K_QUANTS) +
-           2 * NU_PANEL_Q6_K_HEADER + (size_t)(sb % 2) * NU_PANEL_Q6_K_QUANTS;
-}
+#define NU_PANEL_Q4_K_BYTES 2368 /* one Q4_K super-block of a panel */
 /* F16 panels are column after column, and four consecutive panels (a group;
  * the last group of a matrix may hold fewer) are interleaved column by
  * column, so one activation row can run four panels' chains over a single
@@ -269,7 +241,7 @@ static inline const uint8_t *nu_panel_f16_col0(const void *packed, int64_t n_in,
 
 static inline int nu_panel_type(uint32_t type) {
     return type == NU_TYPE_Q4_0 || type == NU_TYPE_Q8_0 || type == NU_TYPE_Q4_K ||
-           type == NU_TYPE_Q5_K || type == NU_TYPE_Q6_K || type == NU_TYPE_F16;
+           type == NU_TYPE_F16;
 }
 static inline size_t nu_panel_quant_bytes(uint32_t type) {
     return type == NU_TYPE_Q4_0 ? 256 : 512;
@@ -282,10 +254,6 @@ static inline int64_t nu_panel_pairs(int64_t n_in) {
 }
 static inline size_t nu_panel_bytes(uint32_t type, int64_t n_in) {
     if (type == NU_TYPE_Q4_K) return (size_t)(n_in / 256) * NU_PANEL_Q4_K_BYTES;
-    if (type == NU_TYPE_Q5_K) return (size_t)(n_in / 256) * NU_PANEL_Q5_K_BYTES;
-    if (type == NU_TYPE_Q6_K)
-        return (size_t)(n_in / 256 + 1) / 2 * 2 * NU_PANEL_Q6_K_HEADER +
-               (size_t)(n_in / 256) * NU_PANEL_Q6_K_QUANTS;
     if (type == NU_TYPE_F16) return (size_t)(n_in + 1) / 2 * 64;
     return (size_t)nu_panel_pairs(n_in) * nu_panel_pair_bytes(type);
 }
@@ -340,8 +308,6 @@ uint64_t nu_read_avx2(const void *p, size_t n);
 void nu_panel_q4_0_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, int k);
 void nu_panel_q8_0_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, int k);
 void nu_panel_q4_k_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, int k);
-void nu_panel_q5_k_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, int k);
-void nu_panel_q6_k_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, int k);
 void nu_panel_f16_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, int k);
 void nu_panel2_f16_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, int k);
 void nu_panel4_f16_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, int k);

@@ -24,7 +24,7 @@
 #define UNITS_PER_THREAD 8
 
 size_t nu_matrix_pack_bytes(const nu_matrix *W) {
-    const int64_t block = nu_type_is_kquant(W->type) ? NU_QK_K : W->type == NU_TYPE_F16 ? 1 : NU_QK;
+    const int64_t block = W->type == NU_TYPE_Q4_K ? NU_QK_K : W->type == NU_TYPE_F16 ? 1 : NU_QK;
     if (!nu_panel_type(W->type) || W->n_out % NU_PANEL_ROWS || W->n_in % block || W->n_in <= 0)
         return 0;
     if (!nu_kernels_current()->panel[W->type]) return 0;
@@ -52,54 +52,23 @@ static void pack_block(const nu_matrix *W, const uint8_t *rows, int64_t kb, uint
     }
 }
 
-/* Super-block sb of the 16 Q4_K or Q5_K rows starting at `rows`, in the
- * layout of kernels_internal.h. */
-static void pack_q45_k(const nu_matrix *W, const uint8_t *rows, int64_t sb, uint8_t *out) {
-    const int q5 = W->type == NU_TYPE_Q5_K;
-    const size_t bytes = q5 ? sizeof(nu_block_q5_k) : sizeof(nu_block_q4_k);
-    if (q5) memset(out + NU_PANEL_Q4_K_BYTES, 0, NU_PANEL_Q5_K_BYTES - NU_PANEL_Q4_K_BYTES);
+/* Super-block sb of the 16 Q4_K rows starting at `rows`, in the layout of
+ * kernels_internal.h. */
+static void pack_q4_k(const nu_matrix *W, const uint8_t *rows, int64_t sb, uint8_t *out) {
     for (int r = 0; r < NU_PANEL_ROWS; r++) {
-        const uint8_t *b = rows + (size_t)r * W->row_bytes + (size_t)sb * bytes;
-        const uint8_t *scales = b + offsetof(nu_block_q4_k, scales);
-        const uint8_t *qs = b + (q5 ? offsetof(nu_block_q5_k, qs) : offsetof(nu_block_q4_k, qs));
+        const nu_block_q4_k *b =
+            (const nu_block_q4_k *)(const void *)(rows + (size_t)r * W->row_bytes) + sb;
         uint64_t sc, m;
-        nu_q4_k_scales_mins(scales, &sc, &m);
-        memcpy(out + 2 * r, b, 2);          /* d */
-        memcpy(out + 32 + 2 * r, b + 2, 2); /* dmin */
+        nu_q4_k_scales_mins(b->scales, &sc, &m);
+        memcpy(out + 2 * r, &b->d, 2);
+        memcpy(out + 32 + 2 * r, &b->dmin, 2);
         for (int g = 0; g < 8; g++) {
             out[64 + 16 * g + r] = (uint8_t)(sc >> (8 * g));
             out[192 + 16 * g + r] = (uint8_t)(m >> (8 * g));
         }
         for (int c = 0; c < 4; c++)
             for (int j = 0; j < 8; j++)
-                memcpy(out + 320 + 512 * c + 64 * j + 4 * r, qs + 32 * c + 4 * j, 4);
-        if (!q5) continue;
-        nu_kq_block kb;
-        nu_kq_unpack(NU_TYPE_Q5_K, b, &kb);
-        for (int e = 0; e < NU_QK_K; e++)
-            out[NU_PANEL_Q4_K_BYTES + 64 * (e % 32 / 4) + 4 * r + e % 4] |=
-                (uint8_t)((kb.q[e] >> 4) << (e / 32));
-    }
-}
-
-/* Super-block sb of the 16 Q6_K rows starting at `rows` into the panel that
- * starts at `out` (layout of kernels_internal.h). */
-static void pack_q6_k(const nu_matrix *W, const uint8_t *rows, int64_t sb, uint8_t *out) {
-    uint8_t *hdr = out + nu_panel_q6_k_header(sb), *qs = out + nu_panel_q6_k_quants(sb);
-    memset(qs, 0, NU_PANEL_Q6_K_QUANTS);
-    for (int r = 0; r < NU_PANEL_ROWS; r++) {
-        const uint8_t *b = rows + (size_t)r * W->row_bytes + (size_t)sb * sizeof(nu_block_q6_k);
-        nu_kq_block kb;
-        nu_kq_unpack(NU_TYPE_Q6_K, b, &kb);
-        memcpy(hdr + 2 * r, b + offsetof(nu_block_q6_k, d), 2);
-        for (int g = 0; g < 16; g++) hdr[32 + 32 * (g / 2) + 2 * r + g % 2] = (uint8_t)kb.sc[g];
-        for (int e = 0; e < NU_QK_K; e++) {
-            const int g = e / 16, c = g / 4, t = g % 4, j = e % 16 / 4;
-            const unsigned u = (unsigned)(kb.q[e] + 32); /* the stored 0..63 */
-            uint8_t *v = qs + 768 * c + 4 * r + e % 4;
-            v[64 * (j + 4 * (t / 2))] |= (uint8_t)((u & 15) << (4 * (t % 2)));
-            v[64 * (8 + j)] |= (uint8_t)((u >> 4) << (2 * t));
-        }
+                memcpy(out + 320 + 512 * c + 64 * j + 4 * r, b->qs + 32 * c + 4 * j, 4);
     }
 }
 
@@ -124,25 +93,13 @@ void nu_matrix_pack(const nu_matrix *W, void *dst, int64_t panel_begin, int64_t 
         for (int64_t p = panel_begin; p < panel_end; p++) pack_f16(W, p, dst);
         return;
     }
-    if (W->type == NU_TYPE_Q6_K) {
+    if (W->type == NU_TYPE_Q4_K) {
         const size_t panel_bytes = nu_panel_bytes(W->type, W->n_in);
-        const int64_t nsb = W->n_in / NU_QK_K;
-        for (int64_t p = panel_begin; p < panel_end; p++) {
-            uint8_t *out = (uint8_t *)dst + (size_t)p * panel_bytes;
-            if (nsb % 2) memset(out + nu_panel_q6_k_header(nsb), 0, NU_PANEL_Q6_K_HEADER);
-            for (int64_t sb = 0; sb < nsb; sb++)
-                pack_q6_k(W, (const uint8_t *)W->data + (size_t)p * NU_PANEL_ROWS * W->row_bytes,
-                          sb, out);
-        }
-        return;
-    }
-    if (W->type == NU_TYPE_Q4_K || W->type == NU_TYPE_Q5_K) {
-        const size_t panel_bytes = nu_panel_bytes(W->type, W->n_in);
-        const size_t sb_bytes = panel_bytes / (size_t)(W->n_in / NU_QK_K);
         for (int64_t p = panel_begin; p < panel_end; p++)
             for (int64_t sb = 0; sb < W->n_in / NU_QK_K; sb++)
-                pack_q45_k(W, (const uint8_t *)W->data + (size_t)p * NU_PANEL_ROWS * W->row_bytes,
-                           sb, (uint8_t *)dst + (size_t)p * panel_bytes + (size_t)sb * sb_bytes);
+                pack_q4_k(
+                    W, (const uint8_t *)W->data + (size_t)p * NU_PANEL_ROWS * W->row_bytes, sb,
+                    (uint8_t *)dst + (size_t)p * panel_bytes + (size_t)sb * NU_PANEL_Q4_K_BYTES);
         return;
     }
     const size_t pair = nu_panel_pair_bytes(W->type), qb = nu_panel_quant_bytes(W->type);

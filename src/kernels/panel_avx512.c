@@ -46,28 +46,6 @@ INLINE __m512i block_dot(const __m512i w[8], const int8_t *x) {
     return _mm512_add_epi32(a, b);
 }
 
-/* The 16 outputs of a panel for k activation rows. */
-INLINE void store_sums(const nu_matmul_job *job, int64_t panel, int32_t b0, int k,
-                       const __m512 *sum) {
-    const int64_t n_out = job->W->n_out;
-    for (int v = 0; v < k; v++)
-        _mm512_storeu_ps(job->y + (size_t)(b0 + v) * (size_t)n_out + (size_t)panel * NU_PANEL_ROWS,
-                         sum[v]);
-}
-
-/* The Q8_K parts of activation rows b0 .. b0 + k - 1, and zeroed sums. */
-INLINE void k_act_rows(const nu_matmul_job *job, int32_t b0, int k, const int8_t **xq,
-                       const float **xd, const int16_t **xb, __m512 *sum) {
-    const int64_t n_in = job->W->n_in;
-    for (int v = 0; v < k; v++) {
-        const uint8_t *row = nu_job_act(job, b0 + v);
-        xq[v] = nu_actk_q(row);
-        xd[v] = nu_actk_d(row, n_in);
-        xb[v] = nu_actk_bsums(row, n_in);
-        sum[v] = _mm512_setzero_ps();
-    }
-}
-
 INLINE void panel_kernel(uint32_t type, const nu_matmul_job *job, int64_t panel, int32_t b0,
                          int k) {
     const float off = type == NU_TYPE_Q4_0 ? 8.0f : 128.0f;
@@ -104,33 +82,38 @@ INLINE void panel_kernel(uint32_t type, const nu_matmul_job *job, int64_t panel,
             }
         }
     }
-    store_sums(job, panel, b0, k, sum);
+    const int64_t n_out = job->W->n_out;
+    for (int v = 0; v < k; v++)
+        _mm512_storeu_ps(job->y + (size_t)(b0 + v) * (size_t)n_out + (size_t)panel * NU_PANEL_ROWS,
+                         sum[v]);
 }
 
-/* Q4_K and Q5_K against Q8_K activations (k <= 4: with the per-row sums
- * below, more would not fit the 32 vector registers). Per group s of 32 and
- * activation row, the integer block dot becomes float and is weighted by the
- * 16 rows' six-bit scales; the mins are weighted integer sums of the
- * activations' 16-element sums (vpdpwssd: each row's min twice, against two
- * sums). At the super-block's end:
- *   sum += groups * (d_w * d_a) - float(mins) * (dmin_w * d_a).
- * Q5_K's fifth bits (group g's at bit g of its vectors) are shifted to bit 4
- * and merged into the nibbles with one ternary-logic op. */
-INLINE void panel_q45_k(uint32_t type, const nu_matmul_job *job, int64_t panel, int32_t b0, int k) {
-    const int q5 = type == NU_TYPE_Q5_K;
-    const size_t sb_bytes = q5 ? NU_PANEL_Q5_K_BYTES : NU_PANEL_Q4_K_BYTES;
+/* Q4_K against Q8_K activations (k <= 4: with the per-row sums below, more
+ * would not fit the 32 vector registers). Per group s of 32 and activation
+ * row, the integer block dot becomes float and is weighted by the 16 rows'
+ * six-bit scales; the mins are weighted integer sums of the activations'
+ * 16-element sums (vpdpwssd: each row's min twice, against two sums). At the
+ * super-block's end:
+ *   sum += groups * (d_w * d_a) - float(mins) * (dmin_w * d_a). */
+INLINE void panel_q4_k(const nu_matmul_job *job, int64_t panel, int32_t b0, int k) {
     const int64_t n_in = job->W->n_in, nsb = n_in / NU_QK_K;
     const uint8_t *base =
-        (const uint8_t *)job->W->packed + (size_t)panel * nu_panel_bytes(type, n_in);
+        (const uint8_t *)job->W->packed + (size_t)panel * nu_panel_bytes(NU_TYPE_Q4_K, n_in);
     const __m512i low = _mm512_set1_epi8(0x0F);
     const int8_t *xq[4];
     const float *xd[4];
     const int16_t *xb[4];
     __m512 sum[4];
-    k_act_rows(job, b0, k, xq, xd, xb, sum);
+    for (int v = 0; v < k; v++) {
+        const uint8_t *row = nu_job_act(job, b0 + v);
+        xq[v] = nu_actk_q(row);
+        xd[v] = nu_actk_d(row, n_in);
+        xb[v] = nu_actk_bsums(row, n_in);
+        sum[v] = _mm512_setzero_ps();
+    }
     for (int64_t sb = 0; sb < nsb; sb++) {
-        const uint8_t *blk = base + (size_t)sb * sb_bytes;
-        for (size_t i = 0; i < sb_bytes; i += 64)
+        const uint8_t *blk = base + (size_t)sb * NU_PANEL_Q4_K_BYTES;
+        for (int i = 0; i < NU_PANEL_Q4_K_BYTES; i += 64)
             _mm_prefetch((const char *)(blk + PREFETCH_BYTES + i), _MM_HINT_T0);
         __m512 groups[4];
         __m512i mins[4];
@@ -144,15 +127,6 @@ INLINE void panel_q45_k(uint32_t type, const nu_matmul_job *job, int64_t panel, 
             for (int j = 0; j < 8; j++) {
                 __m512i x = _mm512_load_si512((const void *)(qv + 64 * j));
                 w[j] = _mm512_and_si512(g % 2 ? _mm512_srli_epi16(x, 4) : x, low);
-                if (q5) {
-                    const __m512i h =
-                        _mm512_load_si512((const void *)(blk + NU_PANEL_Q4_K_BYTES + 64 * j));
-                    /* bit g to bit 4 (bits moved in from neighbours are masked off) */
-                    const __m512i at4 = g < 4    ? _mm512_slli_epi16(h, 4 - g)
-                                        : g == 4 ? h
-                                                 : _mm512_srli_epi16(h, g - 4);
-                    w[j] = _mm512_ternarylogic_epi32(at4, _mm512_set1_epi8(0x10), w[j], 0xEA);
-                }
             }
             const __m512 scale = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
                 _mm_load_si128((const __m128i *)(const void *)(blk + 64 + 16 * g))));
@@ -175,115 +149,22 @@ INLINE void panel_q45_k(uint32_t type, const nu_matmul_job *job, int64_t panel, 
             sum[v] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins[v]), _mm512_mul_ps(dmw, da), sum[v]);
         }
     }
-    store_sums(job, panel, b0, k, sum);
+    const int64_t n_out = job->W->n_out;
+    for (int v = 0; v < k; v++)
+        _mm512_storeu_ps(job->y + (size_t)(b0 + v) * (size_t)n_out + (size_t)panel * NU_PANEL_ROWS,
+                         sum[v]);
 }
 
-/* One function per type, at most 4 activation rows a call. */
-#define DEFINE_PANEL_K(fn, kernel, TYPE)                                                           \
-    void fn(const nu_matmul_job *job, int64_t panel, int32_t b0, int k) {                          \
-        for (int done = 0; done < k; done += 4) {                                                  \
-            switch (k - done) {                                                                    \
-            case 1: kernel(TYPE, job, panel, b0 + done, 1); break;                                 \
-            case 2: kernel(TYPE, job, panel, b0 + done, 2); break;                                 \
-            case 3: kernel(TYPE, job, panel, b0 + done, 3); break;                                 \
-            default: kernel(TYPE, job, panel, b0 + done, 4); break;                                \
-            }                                                                                      \
-        }                                                                                          \
-    }
-
-DEFINE_PANEL_K(nu_panel_q4_k_avx512, panel_q45_k, NU_TYPE_Q4_K)
-DEFINE_PANEL_K(nu_panel_q5_k_avx512, panel_q45_k, NU_TYPE_Q5_K)
-
-/* Q6_K against Q8_K activations (k <= 4, as Q4_K). Per group g of 16 and
- * activation row, four vpdpbusd give each row's integer dot of the stored
- * quants (0..63) with the activations; it is multiplied by the row's int8
- * scale in integers (vpmulld) and added up over the super-block. The -32 of
- * every quant comes back as 32 * sum over g of scale * bsum (vpdpwssd with
- * the two scales of a pair of groups against their two bsums). All of it is
- * exact (below 2^29 in magnitude), so only the super-block's end rounds:
- *   sum += float(isum - 32 * offsets) * (d_w * d_a). */
-INLINE __m512i q6_k_quants(__m512i low, __m512i high, int t) {
-    const __m512i nib = _mm512_set1_epi8(0x0F), top = _mm512_set1_epi8(0x30);
-    const __m512i lo = _mm512_and_si512(t % 2 ? _mm512_srli_epi16(low, 4) : low, nib);
-    /* the group's two top bits (at 2t) moved to bits 4-5; bits moved in from
-     * neighbouring bytes are masked off with the rest */
-    const __m512i hi = t == 0   ? _mm512_slli_epi16(high, 4)
-                       : t == 1 ? _mm512_slli_epi16(high, 2)
-                       : t == 2 ? high
-                                : _mm512_srli_epi16(high, 2);
-    return _mm512_ternarylogic_epi32(hi, top, lo, 0xEA); /* (hi & top) | lo */
-}
-
-INLINE void panel_q6_k(uint32_t type, const nu_matmul_job *job, int64_t panel, int32_t b0, int k) {
-    const int64_t n_in = job->W->n_in, nsb = n_in / NU_QK_K;
-    const uint8_t *base =
-        (const uint8_t *)job->W->packed + (size_t)panel * nu_panel_bytes(type, n_in);
-    const int8_t *xq[4];
-    const float *xd[4];
-    const int16_t *xb[4];
-    __m512 sum[4];
-    k_act_rows(job, b0, k, xq, xd, xb, sum);
-    for (int64_t sb = 0; sb < nsb; sb++) {
-        const uint8_t *hdr = base + nu_panel_q6_k_header(sb), *qs = base + nu_panel_q6_k_quants(sb);
-        if (sb % 2 == 0)
-            for (int i = 0; i < 2 * NU_PANEL_Q6_K_HEADER; i += 64)
-                _mm_prefetch((const char *)(hdr + PREFETCH_BYTES + i), _MM_HINT_T0);
-        __m512i isum[4], offs[4];
-        for (int v = 0; v < k; v++) {
-            isum[v] = _mm512_setzero_si512();
-            offs[v] = _mm512_setzero_si512();
-        }
-        for (int c = 0; c < 4; c++) {
-            const uint8_t *qc = qs + 768 * c;
-            for (int i = 0; i < 768; i += 64)
-                _mm_prefetch((const char *)(qc + PREFETCH_BYTES + i), _MM_HINT_T0);
-            __m512i high[4];
-            for (int j = 0; j < 4; j++)
-                high[j] = _mm512_load_si512((const void *)(qc + 64 * (8 + j)));
-            for (int h = 0; h < 2; h++) {
-                const int pair = 2 * c + h; /* groups 2 * pair and 2 * pair + 1 */
-                const __m512i sc2 = _mm512_cvtepi8_epi16(
-                    _mm256_load_si256((const __m256i *)(const void *)(hdr + 32 + 32 * pair)));
-                const __m512i sc[2] = {_mm512_srai_epi32(_mm512_slli_epi32(sc2, 16), 16),
-                                       _mm512_srai_epi32(sc2, 16)};
-                __m512i low[4];
-                for (int j = 0; j < 4; j++)
-                    low[j] = _mm512_load_si512((const void *)(qc + 64 * (4 * h + j)));
-                for (int u = 0; u < 2; u++) {
-                    const int t = 2 * h + u, g = 4 * c + t;
-                    __m512i w[4];
-                    for (int j = 0; j < 4; j++) w[j] = q6_k_quants(low[j], high[j], t);
-                    for (int v = 0; v < k; v++) {
-                        const int8_t *x = xq[v] + sb * NU_QK_K + 16 * g;
-                        __m512i a = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0],
-                                                        _mm512_set1_epi32((int)nu_load_u32(x)));
-                        __m512i b = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[1],
-                                                        _mm512_set1_epi32((int)nu_load_u32(x + 4)));
-                        a = _mm512_dpbusd_epi32(a, w[2],
-                                                _mm512_set1_epi32((int)nu_load_u32(x + 8)));
-                        b = _mm512_dpbusd_epi32(b, w[3],
-                                                _mm512_set1_epi32((int)nu_load_u32(x + 12)));
-                        isum[v] = _mm512_add_epi32(
-                            isum[v], _mm512_mullo_epi32(_mm512_add_epi32(a, b), sc[u]));
-                    }
-                }
-                for (int v = 0; v < k; v++)
-                    offs[v] = _mm512_dpwssd_epi32(
-                        offs[v], sc2,
-                        _mm512_set1_epi32((int)nu_load_u32(xb[v] + sb * 16 + 2 * pair)));
-            }
-        }
-        const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)hdr));
-        for (int v = 0; v < k; v++) {
-            const __m512i total = _mm512_sub_epi32(isum[v], _mm512_slli_epi32(offs[v], 5));
-            sum[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total),
-                                     _mm512_mul_ps(dw, _mm512_set1_ps(xd[v][sb])), sum[v]);
+void nu_panel_q4_k_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, int k) {
+    for (int done = 0; done < k; done += 4) {
+        switch (k - done) {
+        case 1: panel_q4_k(job, panel, b0 + done, 1); break;
+        case 2: panel_q4_k(job, panel, b0 + done, 2); break;
+        case 3: panel_q4_k(job, panel, b0 + done, 3); break;
+        default: panel_q4_k(job, panel, b0 + done, 4); break;
         }
     }
-    store_sums(job, panel, b0, k, sum);
 }
-
-DEFINE_PANEL_K(nu_panel_q6_k_avx512, panel_q6_k, NU_TYPE_Q6_K)
 
 /* F16 weights against float activations, np (1, 2 or 4) consecutive panels
  * at once: per column, each panel's 16 halves are widened once and multiplied
