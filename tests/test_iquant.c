@@ -371,49 +371,32 @@ static void test_levels(void **state) {
 /* Every IQ4_NL / IQ4_XS matrix of the files llama-quantize --pure wrote
  * from a tiny model (tests/arch/quantized: its own encoder's blocks) at
  * every level against the same references. */
+static void check_file_matrix(const nu_gguf_tensor *g, const char *what, void *ctx) {
+    const int64_t n_in = g->ne[0], n_out = g->ne[1];
+    const size_t row_bytes = nu_type_row_bytes(g->type, (uint64_t)n_in);
+    const size_t bytes = nu_type_get(g->type)->block_bytes;
+    imatrix k;
+    k.data = malloc(row_bytes * (size_t)n_out);
+    k.w = malloc(sizeof(double) * (size_t)(n_in * n_out));
+    assert_true(k.data && k.w);
+    memcpy(k.data, g->data, row_bytes * (size_t)n_out);
+    for (int64_t o = 0; o < n_out; o++)
+        for (int64_t b = 0; b < n_in / block_elems(g->type); b++)
+            decode_ref(g->type, k.data + row_bytes * (size_t)o + (size_t)b * bytes,
+                       k.w + o * n_in + b * block_elems(g->type));
+    k.m = (nu_matrix){
+        .type = g->type, .n_in = n_in, .n_out = n_out, .data = k.data, .row_bytes = row_bytes};
+    check_matrix(&k, ctx, what);
+    free(k.data), free(k.w);
+}
+
 static void test_llama_quantize_files(void **state) {
     (void)state;
     rng r = {41};
-    static const char *const names[] = {"iq4_nl", "iq4_xs"};
-    static const uint32_t types[] = {NU_TYPE_IQ4_NL, NU_TYPE_IQ4_XS};
-    for (int t = 0; t < 2; t++) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/tests/arch/quantized/llama-k1-%s.gguf", NU_SOURCE_DIR,
-                 names[t]);
-        nu_gguf_file *f;
-        nu_error err;
-        if (nu_gguf_open(path, &f, &err) != NU_OK) fail_msg("%s: %s", path, err.message);
-        int checked = 0;
-        for (uint64_t i = 0; i < f->n_tensors; i++) {
-            const nu_gguf_tensor *g = &f->tensors[i];
-            if (g->n_dims != 2) continue;
-            assert_int_equal(g->type, types[t]);
-            const int64_t n_in = g->ne[0], n_out = g->ne[1];
-            const size_t row_bytes = nu_type_row_bytes(g->type, (uint64_t)n_in);
-            const size_t bytes = nu_type_get(g->type)->block_bytes;
-            imatrix k;
-            k.data = malloc(row_bytes * (size_t)n_out);
-            k.w = malloc(sizeof(double) * (size_t)(n_in * n_out));
-            assert_true(k.data && k.w);
-            memcpy(k.data, g->data, row_bytes * (size_t)n_out);
-            for (int64_t o = 0; o < n_out; o++)
-                for (int64_t b = 0; b < n_in / block_elems(g->type); b++)
-                    decode_ref(g->type, k.data + row_bytes * (size_t)o + (size_t)b * bytes,
-                               k.w + o * n_in + b * block_elems(g->type));
-            k.m = (nu_matrix){.type = g->type,
-                              .n_in = n_in,
-                              .n_out = n_out,
-                              .data = k.data,
-                              .row_bytes = row_bytes};
-            char what[160];
-            snprintf(what, sizeof what, "%s %.*s: ", names[t], (int)g->name.len, g->name.data);
-            check_matrix(&k, &r, what);
-            free(k.data), free(k.w);
-            checked++;
-        }
-        nu_gguf_close(f);
-        assert_true(checked >= 7);
-    }
+    assert_true(nu_test_each_quantized_matrix("iq4_nl", NU_TYPE_IQ4_NL, check_file_matrix, &r) >=
+                7);
+    assert_true(nu_test_each_quantized_matrix("iq4_xs", NU_TYPE_IQ4_XS, check_file_matrix, &r) >=
+                7);
 }
 
 int main(void) {

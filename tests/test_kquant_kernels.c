@@ -472,62 +472,45 @@ static void test_levels_against_references(void **state) {
  * model (tests/arch/quantized, its own encoder: scales, minima and quants as
  * real files have them), at every level, with the panel copy where the level
  * has one, against the same references as above. */
+static void check_file_matrix(const nu_gguf_tensor *g, const char *what, void *ctx) {
+    kmatrix k;
+    const int64_t n_in = g->ne[0], n_out = g->ne[1];
+    const size_t row_bytes = (size_t)(n_in / NU_QK_K) * kblock_bytes(g->type);
+    k.data = malloc(row_bytes * (size_t)n_out);
+    k.a = malloc(sizeof(double) * (size_t)(n_in * n_out));
+    k.b = malloc(sizeof(double) * (size_t)(n_in * n_out));
+    assert_true(k.data && k.a && k.b);
+    memcpy(k.data, g->data, row_bytes * (size_t)n_out);
+    for (int64_t o = 0; o < n_out; o++)
+        for (int64_t s = 0; s < n_in / NU_QK_K; s++)
+            decode_ref(g->type, k.data + row_bytes * (size_t)o + (size_t)s * kblock_bytes(g->type),
+                       k.a + o * n_in + s * NU_QK_K, k.b + o * n_in + s * NU_QK_K);
+    k.m = (nu_matrix){
+        .type = g->type, .n_in = n_in, .n_out = n_out, .data = k.data, .row_bytes = row_bytes};
+    for (int l = 0; l <= (int)nu_kernels_cpu_level(); l++) {
+        nu_kernels_force_level((nu_simd)l);
+        void *packed = NULL;
+        const size_t pb = nu_matrix_pack_bytes(&k.m);
+        if (pb) {
+            packed = aligned_alloc(64, (pb + 63) / 64 * 64);
+            assert_non_null(packed);
+            nu_matrix_pack(&k.m, packed, 0, n_out / 16);
+        }
+        k.m.packed = packed;
+        check_kmatrix(&k, (nu_simd)l, ctx, what);
+        k.m.packed = NULL;
+        free(packed);
+    }
+    free_kmatrix(&k);
+}
+
 static void test_llama_quantize_files(void **state) {
     (void)state;
     rng r = {99};
     static const char *const names[] = {"q2_k", "q3_k", "q4_k", "q5_k", "q6_k"};
-    for (size_t t = 0; t < N_KTYPES; t++) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/tests/arch/quantized/llama-k1-%s.gguf", NU_SOURCE_DIR,
-                 names[t]);
-        nu_gguf_file *f;
-        nu_error err;
-        if (nu_gguf_open(path, &f, &err) != NU_OK) fail_msg("%s: %s", path, err.message);
-        int checked = 0;
-        for (uint64_t i = 0; i < f->n_tensors; i++) {
-            const nu_gguf_tensor *g = &f->tensors[i];
-            if (g->n_dims != 2) continue;
-            assert_int_equal(g->type, k_types[t]);
-            kmatrix k;
-            const int64_t n_in = g->ne[0], n_out = g->ne[1];
-            const size_t row_bytes = (size_t)(n_in / NU_QK_K) * kblock_bytes(g->type);
-            k.data = malloc(row_bytes * (size_t)n_out);
-            k.a = malloc(sizeof(double) * (size_t)(n_in * n_out));
-            k.b = malloc(sizeof(double) * (size_t)(n_in * n_out));
-            assert_true(k.data && k.a && k.b);
-            memcpy(k.data, g->data, row_bytes * (size_t)n_out);
-            for (int64_t o = 0; o < n_out; o++)
-                for (int64_t s = 0; s < n_in / NU_QK_K; s++)
-                    decode_ref(g->type,
-                               k.data + row_bytes * (size_t)o + (size_t)s * kblock_bytes(g->type),
-                               k.a + o * n_in + s * NU_QK_K, k.b + o * n_in + s * NU_QK_K);
-            k.m = (nu_matrix){.type = g->type,
-                              .n_in = n_in,
-                              .n_out = n_out,
-                              .data = k.data,
-                              .row_bytes = row_bytes};
-            char what[160];
-            snprintf(what, sizeof what, "%s %.*s: ", names[t], (int)g->name.len, g->name.data);
-            for (int l = 0; l <= (int)nu_kernels_cpu_level(); l++) {
-                nu_kernels_force_level((nu_simd)l);
-                void *packed = NULL;
-                const size_t pb = nu_matrix_pack_bytes(&k.m);
-                if (pb) {
-                    packed = aligned_alloc(64, (pb + 63) / 64 * 64);
-                    assert_non_null(packed);
-                    nu_matrix_pack(&k.m, packed, 0, n_out / 16);
-                }
-                k.m.packed = packed;
-                check_kmatrix(&k, (nu_simd)l, &r, what);
-                k.m.packed = NULL;
-                free(packed);
-            }
-            free_kmatrix(&k);
-            checked++;
-        }
-        nu_gguf_close(f);
-        assert_true(checked >= 7);
-    }
+    for (size_t t = 0; t < N_KTYPES; t++)
+        assert_true(nu_test_each_quantized_matrix(names[t], k_types[t], check_file_matrix, &r) >=
+                    7);
     nu_kernels_force_level(nu_kernels_cpu_level());
 }
 

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include "gguf.h"
+
 const char *nu_test_shared(const char *rel) {
     static char buf[4096];
     const char *dir = getenv("NU_SHARED_DIR");
@@ -62,4 +64,25 @@ int nu_test_load_model(const char *rel, nu_model **model) {
         return -1;
     }
     return 0;
+}
+
+int nu_test_each_quantized_matrix(const char *name, uint32_t type, nu_test_matrix_fn fn,
+                                  void *ctx) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/arch/quantized/llama-k1-%s.gguf", NU_SOURCE_DIR, name);
+    nu_gguf_file *f;
+    nu_error err;
+    if (nu_gguf_open(path, &f, &err) != NU_OK) fail_msg("%s: %s", path, err.message);
+    int n = 0;
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const nu_gguf_tensor *g = &f->tensors[i];
+        if (g->n_dims != 2) continue;
+        assert_int_equal(g->type, type);
+        char what[160];
+        snprintf(what, sizeof what, "%s %.*s: ", name, (int)g->name.len, g->name.data);
+        fn(g, what, ctx);
+        n++;
+    }
+    nu_gguf_close(f);
+    return n;
 }

@@ -26,6 +26,12 @@ int nu_test_load_model(const char *rel, nu_model **model);
  * cmocka_run_group_tests(tests, nu_test_demo_setup, nu_test_demo_teardown)
  * loads it into nu_test_demo before the first test and frees it after the last. */
 extern nu_model *nu_test_demo;
+/* Calls fn for every matrix (2-D tensor) of tests/arch/quantized/llama-k1-<name>.gguf
+ * (a file llama-quantize --pure wrote, every matrix in one type), checking each is of
+ * type, with its name for messages ("<name> <tensor>: "); returns how many. */
+struct nu_gguf_tensor;
+typedef void (*nu_test_matrix_fn)(const struct nu_gguf_tensor *g, const char *what, void *ctx);
+int nu_test_each_quantized_matrix(const char *name, uint32_t type, nu_test_matrix_fn fn, void *ctx);
 int nu_test_demo_setup(void **state);
 int nu_test_demo_teardown(void **state);
 
