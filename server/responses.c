@@ -125,6 +125,28 @@ static char *store_get(srv_responses *r, const char *id, stored_part part, bool 
     return out;
 }
 
+/* Copies of the three parts of a stored response, taken together (a
+ * response dropped meanwhile cannot leave some of them missing); false when
+ * there is no such response (or out of memory: *oom). */
+static bool store_get_all(srv_responses *r, const char *id, char *out[3], bool *oom) {
+    out[0] = out[1] = out[2] = NULL;
+    bool found = false;
+    *oom = false;
+    pthread_mutex_lock(&r->mu);
+    for (stored *e = r->head; e && !found; e = e->next)
+        if (!strcmp(e->id, id)) {
+            found = true;
+            out[STORED_RESPONSE] = strdup(e->response);
+            out[STORED_CONVERSATION] = strdup(e->conversation);
+            out[STORED_INPUT_ITEMS] = strdup(e->input_items);
+        }
+    pthread_mutex_unlock(&r->mu);
+    *oom = found && (!out[0] || !out[1] || !out[2]);
+    if (*oom)
+        for (int i = 0; i < 3; i++) free(out[i]), out[i] = NULL;
+    return found && !*oom;
+}
+
 static bool store_delete(srv_responses *r, const char *id) {
     bool found = false;
     pthread_mutex_lock(&r->mu);
@@ -394,16 +416,12 @@ static void add_input_items(cJSON *items, const cJSON *input) {
 }
 
 /* The items a response made from previous_response_id is made from: the
- * previous response's own input items, then its output. */
-static bool previous_items(srv_responses *store, const char *id, cJSON **items, srv_error *err) {
-    bool oom = false;
-    char *in = store_get(store, id, STORED_INPUT_ITEMS, &oom);
-    char *resp = in ? store_get(store, id, STORED_RESPONSE, &oom) : NULL;
-    cJSON *r = resp ? cJSON_Parse(resp) : NULL;
+ * previous response's own input items (text in), then its output (of the
+ * response object, text resp). */
+static bool previous_items(const char *in, const char *resp, cJSON **items, srv_error *err) {
+    cJSON *r = cJSON_Parse(resp);
     cJSON_Delete(*items);
-    *items = in ? cJSON_Parse(in) : NULL;
-    free(in);
-    free(resp);
+    *items = cJSON_Parse(in);
     const cJSON *output = cJSON_GetObjectItemCaseSensitive(r, "output");
     bool ok = *items && cJSON_IsArray(output);
     for (const cJSON *o = ok ? output->child : NULL; o; o = o->next)
@@ -574,22 +592,23 @@ static cJSON *map_request(const cJSON *root, resp_req *q, srv_error *err) {
     bool ok = out && msgs && q->conversation && q->input_items;
     if (ok && prev) {
         bool oom = false;
-        char *text = cJSON_IsString(prev)
-                         ? store_get(q->store, prev->valuestring, STORED_CONVERSATION, &oom)
-                         : NULL;
+        char *parts[3] = {NULL, NULL, NULL};
+        bool found =
+            cJSON_IsString(prev) && store_get_all(q->store, prev->valuestring, parts, &oom);
         if (!cJSON_IsString(prev))
             ok = BAD(err, "previous_response_id", "'previous_response_id' must be a string");
-        else if (!text)
+        else if (!found)
             ok = oom ? OOM(err)
                      : srv_fail(err, 404, "invalid_request_error", "previous_response_not_found",
                                 "previous_response_id",
                                 "Previous response with id '%.60s' not found.", prev->valuestring);
-        if (text) {
+        if (found) {
             cJSON_Delete(q->conversation);
-            ok = (q->conversation = cJSON_Parse(text)) != NULL || OOM(err);
-            ok = ok && previous_items(q->store, prev->valuestring, &q->input_items, err);
+            ok = (q->conversation = cJSON_Parse(parts[STORED_CONVERSATION])) != NULL || OOM(err);
+            ok = ok && previous_items(parts[STORED_INPUT_ITEMS], parts[STORED_RESPONSE],
+                                      &q->input_items, err);
         }
-        free(text);
+        for (int i = 0; i < 3; i++) free(parts[i]);
     }
     ok = ok && map_input(member(root, "input"), q->conversation, err);
     if (ok) add_input_items(q->input_items, member(root, "input"));
