@@ -28,12 +28,12 @@ for f in ./usr/bin/nucleus ./usr/include/nucleus.h ./usr/share/man/man1/nucleus.
 done
 check "a versioned shared object with its soname link" 'grep -qE "libnucleus\.so\.0\.[0-9]" "$tmp/contents" && grep -q "libnucleus.so.0 ->" "$tmp/contents"'
 check "pkg-config files" 'grep -q "pkgconfig/nucleus.pc" "$tmp/contents" && grep -q "pkgconfig/nucleus-hub.pc" "$tmp/contents"'
-check "the package depends on the libraries it links" 'dpkg-deb -f "$deb" Depends | grep -q libpcre2'
+check "the package depends on the libraries it links" 'grep -q libpcre2 <<<"$(dpkg-deb -f "$deb" Depends)"'
 
 apt-get install -y -qq "$deb" >"$tmp/install.log" 2>&1 || dpkg -i "$deb" >>"$tmp/install.log" 2>&1
 check "it installs" 'dpkg-query -W nucleus >/dev/null 2>&1'
-check "nucleus runs from the package" '/usr/bin/nucleus --version | grep -q "^nucleus "'
-check "its manual page renders" 'man -l /usr/share/man/man1/nucleus.1 2>/dev/null | grep -q "COMMAND: GENERATE" || zcat -f /usr/share/man/man1/nucleus.1* | grep -q "COMMAND: GENERATE"'
+check "nucleus runs from the package" 'grep -q "^nucleus " <<<"$(/usr/bin/nucleus --version)"'
+check "its manual page renders" 'grep -q "COMMAND: GENERATE" <<<"$(man -l /usr/share/man/man1/nucleus.1 2>/dev/null; zcat -f /usr/share/man/man1/nucleus.1*)"'
 check "generate without -m finds the packaged demo model" '/usr/bin/nucleus generate -p "Once" -n 4 --temp 0 >/dev/null 2>&1'
 
 cat >"$tmp/probe.c" <<'C'
@@ -58,12 +58,12 @@ C
 cc $(pkg-config --cflags nucleus) -o "$tmp/probe" "$tmp/probe.c" $(pkg-config --libs nucleus) 2>"$tmp/cc.log"
 check "a C program builds with pkg-config --cflags --libs nucleus" '[ -x "$tmp/probe" ]'
 out=$("$tmp/probe" /usr/share/nucleus/models/stories260K.gguf 2>&1)
-check "and generates with the installed library" '[ -n "$out" ] && ldd "$tmp/probe" | grep -q "/libnucleus.so.0"'
+check "and generates with the installed library" '[ -n "$out" ] && grep -q "/libnucleus.so.0" <<<"$(ldd "$tmp/probe")"'
 want=$(/usr/bin/nucleus generate -p "Once upon a time" -n 8 --temp 0 2>/dev/null)
-check "the same text as the packaged nucleus" '[ "$out" = "Once upon a time$want" ] || [ "$out" = "$want" ]'
+check "the same text as the packaged nucleus" '[ -n "$want" ] && { [ "$out" = "Once upon a time$want" ] || [ "$out" = "$want" ]; }'
 
 dpkg -r nucleus >"$tmp/remove.log" 2>&1 && dpkg -P nucleus >>"$tmp/remove.log" 2>&1
-check "it is removed and purged" '! dpkg-query -W -f="\${Status}" nucleus 2>/dev/null | grep -q "installed"'
+check "it is removed and purged" '! grep -q "installed" <<<"$(dpkg-query -W -f="\${Status}" nucleus 2>/dev/null)"'
 left=""
 while read -r _ _ _ _ _ path _; do
   p=${path#.}

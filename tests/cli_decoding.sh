@@ -23,7 +23,7 @@ check "two grammars at once are refused" '! gen -n 5 --json --choice a,b >/dev/n
 
 plain=$(gen -n 60 --temp 0)
 "$nucleus" quantize "$model" "$tmp/q4.gguf" q4_0 2>/dev/null
-check "quantize wrote a q4_0 copy" '"$nucleus" info -m "$tmp/q4.gguf" --no-tensors | grep -q "general.file_type .* 2$"'
+check "quantize wrote a q4_0 copy" 'grep -q "general.file_type .* 2$" <<<"$("$nucleus" info -m "$tmp/q4.gguf" --no-tensors)"'
 spec=$(gen -n 60 --temp 0 --draft "$tmp/q4.gguf")
 check "draft-model speculation equals plain greedy" '[ "$spec" = "$plain" ]'
 "$nucleus" generate -m "$model" -p "Once upon a time" -n 20 --temp 0 --draft "$tmp/q4.gguf" 2>"$tmp/err" >/dev/null

@@ -39,7 +39,7 @@ while read -r name ftype pairs; do
   out=$tmp/$name.gguf
   "$nucleus" quantize "$model" "$out" "$name" 2>"$tmp/err"
   check "$name: written" '[ -s "$out" ]'
-  check "$name: general.file_type $ftype" '"$nucleus" info -m "$out" --no-tensors | grep -q "general.file_type .* $ftype$"'
+  check "$name: general.file_type $ftype" 'grep -q "general.file_type .* $ftype$" <<<"$("$nucleus" info -m "$out" --no-tensors)"'
   for p in $pairs; do
     check "$name: ${p%=*} is ${p#*=}" '[ "$(ttype "$out" "${p%=*}")" = "${p#*=}" ]'
   done

@@ -31,7 +31,7 @@ for seed in 1 2 3; do
   check "seed $seed: z = $z > 8" 'above "$z" 8'
   z=$(zof "$(detect --watermark "$key" -f "$tmp/plain$seed.txt" --json)")
   check "seed $seed: plain text has |z| = |$z| < 3" 'small "$z"'
-  check "seed $seed: plain text is not detected" 'detect --watermark "$key" -f "$tmp/plain$seed.txt" | grep -q "^no watermark detected"'
+  check "seed $seed: plain text is not detected" 'grep -q "^no watermark detected" <<<"$(detect --watermark "$key" -f "$tmp/plain$seed.txt")"'
   z=$(zof "$(detect --watermark "another key" -f "$tmp/marked$seed.txt" --json)")
   check "seed $seed: the wrong key gives |z| = |$z| < 3" 'small "$z"'
 done
