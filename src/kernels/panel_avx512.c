@@ -21,6 +21,20 @@
 #define INLINE static inline __attribute__((always_inline))
 #define PREFETCH_BYTES 4096 /* how far ahead in the panel to prefetch */
 
+/* Prefetches part `part` of `parts` of the 64-byte lines of the `bytes` at
+ * p + PREFETCH_BYTES. A block's prefetches are spread over its work, a few
+ * lines at a time: issued together at its start (37 lines for a Q4_K
+ * super-block, 17 for a Q8_0 pair) they queue behind each other for the
+ * core's few outstanding misses and the stream falls behind (2 threads,
+ * 2048x5632 from memory, bench_kernels cold medians: Q4_K 21.8 -> 28.5 GB/s,
+ * Q8_0 25.9 -> 29.9, Q4_0 29.7 -> 32.8). */
+INLINE void prefetch_part(const uint8_t *p, size_t bytes, int part, int parts) {
+    const size_t lines = bytes / 64;
+    for (size_t l = lines * (size_t)part / (size_t)parts;
+         l < lines * (size_t)(part + 1) / (size_t)parts; l++)
+        _mm_prefetch((const char *)(p + PREFETCH_BYTES + 64 * l), _MM_HINT_T0);
+}
+
 /* The 8 weight vectors of one block (Q4_0: nibbles; Q8_0: bytes + 128). */
 INLINE void load_block(uint32_t type, const uint8_t *q, __m512i w[8]) {
     if (type == NU_TYPE_Q4_0) {
@@ -65,10 +79,9 @@ INLINE void panel_kernel(uint32_t type, const nu_matmul_job *job, int64_t panel,
     }
     for (int64_t p = 0; p < pairs; p++) {
         const uint8_t *slot = base + (size_t)p * pair;
-        for (size_t i = 0; i < pair; i += 64)
-            _mm_prefetch((const char *)(slot + PREFETCH_BYTES + i), _MM_HINT_T0);
         for (int h = 0; h < 2; h++) {
             const int64_t kb = 2 * p + h;
+            prefetch_part(slot, pair, h, 2);
             const __m512 dw =
                 _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(slot + 32 * h)));
             const __m512 dw_off = _mm512_mul_ps(dw, _mm512_set1_ps(off));
@@ -113,8 +126,6 @@ INLINE void panel_q4_k(const nu_matmul_job *job, int64_t panel, int32_t b0, int 
     }
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *blk = base + (size_t)sb * NU_PANEL_Q4_K_BYTES;
-        for (int i = 0; i < NU_PANEL_Q4_K_BYTES; i += 64)
-            _mm_prefetch((const char *)(blk + PREFETCH_BYTES + i), _MM_HINT_T0);
         __m512 groups[4];
         __m512i mins[4];
         for (int v = 0; v < k; v++) {
@@ -123,6 +134,7 @@ INLINE void panel_q4_k(const nu_matmul_job *job, int64_t panel, int32_t b0, int 
         }
         for (int g = 0; g < 8; g++) {
             const uint8_t *qv = blk + 320 + 512 * (g / 2);
+            prefetch_part(blk, NU_PANEL_Q4_K_BYTES, g, 8);
             __m512i w[8];
             for (int j = 0; j < 8; j++) {
                 __m512i x = _mm512_load_si512((const void *)(qv + 64 * j));
