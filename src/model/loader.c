@@ -817,9 +817,7 @@ nu_status nu_repack_weights(nu_model *m, nu_error *err) {
         mat->packed = (uint8_t *)m->packed + at;
         if (!ws[i].m) ((nu_experts *)ws[i].experts)->packed_stride = one;
         at += bytes;
-        if (mat->data != m->tok_embd.data)
-            release_pages(mat->data, ws[i].m ? mat->row_bytes * (size_t)mat->n_out
-                                             : ws[i].experts->stride * (size_t)n_mats);
+        if (mat->data != m->tok_embd.data) release_pages(mat->data, weight_row_bytes(&ws[i]));
     }
     free(ws);
     return NU_OK;
