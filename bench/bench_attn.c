@@ -38,16 +38,18 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (n < 32 || n > 512 || n % 32 || k < 1 || k > 4 || n_rows < 1 || reps < 1 || reps > 1000) {
-        fprintf(stderr, "bench_attn: head a multiple of 32 in [32, 512], heads 1..4, rows >= 1, "
-                        "reps 1..1000\n");
+    if (n < 32 || n > 512 || n % 32 || k < 1 || k > NU_VEC_HEADS || n_rows < 1 || reps < 1 || reps > 1000) {
+        fprintf(stderr, "bench_attn: head a multiple of 32 in [32, 512], heads 1..%d, rows >= 1, "
+                        "reps 1..1000\n",
+                NU_VEC_HEADS);
         return 2;
     }
     const uint32_t types[3] = {NU_TYPE_F16, NU_TYPE_Q8_0, NU_TYPE_Q4_0};
     const int64_t n_cells = n_rows * 2; /* every other cell used, in a shuffled order */
     int32_t *cells = malloc(sizeof(int32_t) * (size_t)n_rows);
-    float *q = malloc(sizeof(float) * 4 * (size_t)n), *y = malloc(sizeof(float) * 4 * (size_t)n);
-    float *scores = malloc(sizeof(float) * 4 * (size_t)n_rows),
+    float *q = malloc(sizeof(float) * NU_VEC_HEADS * (size_t)n),
+          *y = malloc(sizeof(float) * NU_VEC_HEADS * (size_t)n);
+    float *scores = malloc(sizeof(float) * NU_VEC_HEADS * (size_t)n_rows),
           *x = malloc(sizeof(float) * (size_t)n);
     double *t = malloc(sizeof(double) * (size_t)reps);
     if (!cells || !q || !y || !scores || !x || !t) return 1;
@@ -61,9 +63,10 @@ int main(int argc, char **argv) {
         cells[j] = cells[o];
         cells[o] = c;
     }
-    for (int64_t i = 0; i < 4 * n; i++) q[i] = RND();
-    const float *qp[4] = {q, q + n, q + 2 * n, q + 3 * n};
-    float *yp[4] = {y, y + n, y + 2 * n, y + 3 * n};
+    for (int64_t i = 0; i < NU_VEC_HEADS * n; i++) q[i] = RND();
+    const float *qp[NU_VEC_HEADS];
+    float *yp[NU_VEC_HEADS];
+    for (int v = 0; v < NU_VEC_HEADS; v++) qp[v] = q + v * n, yp[v] = y + v * n;
     printf("head %lld, %d query heads per KV head, %lld rows (ns per row: dots + mads)\n",
            (long long)n, k, (long long)n_rows);
     printf("%-6s %-8s %10s %10s %10s %10s\n", "cache", "level", "dots ns", "mads ns", "total ns",

@@ -721,7 +721,8 @@ static void test_grouped_vector_helpers(void **state) {
     (void)state;
     rng r = {17};
     const int64_t sizes[] = {1, 7, 16, 33, 64, 100, 256};
-    static float rows[4][256], y[4][256], one[256], got[4], x[300], want[300];
+    static float rows[NU_VEC_HEADS][256], y[NU_VEC_HEADS][256], one[256], got[NU_VEC_HEADS],
+        x[300], want[300];
     static uint16_t h[256];
     for (int l = 0; l <= (int)nu_kernels_cpu_level(); l++) {
         assert_true(nu_kernels_force_level((nu_simd)l));
@@ -731,10 +732,12 @@ static void test_grouped_vector_helpers(void **state) {
             for (int64_t i = 0; i < n; i++) {
                 f32row[i] = rng_sym(&r);
                 h[i] = nu_f32_to_f16(rng_sym(&r));
-                for (int v = 0; v < 4; v++) rows[v][i] = rng_sym(&r);
+                for (int v = 0; v < NU_VEC_HEADS; v++) rows[v][i] = rng_sym(&r);
             }
-            const float *q[4] = {rows[0], rows[1], rows[2], rows[3]};
-            for (int k = 1; k <= 4; k++) {
+            const float *q[NU_VEC_HEADS];
+            float *out[NU_VEC_HEADS];
+            for (int v = 0; v < NU_VEC_HEADS; v++) q[v] = rows[v], out[v] = y[v];
+            for (int k = 1; k <= NU_VEC_HEADS; k++) {
                 nu_vec_dots(NU_TYPE_F16, h, q, k, n, got);
                 for (int v = 0; v < k; v++)
                     assert_int_equal(float_to_bits(got[v]),
@@ -743,8 +746,7 @@ static void test_grouped_vector_helpers(void **state) {
                 for (int v = 0; v < k; v++)
                     assert_int_equal(float_to_bits(got[v]),
                                      float_to_bits(nu_vec_dot_f32(f32row, rows[v], n)));
-                const float a[4] = {0.5f, -1.25f, 3.0f, 1e-3f};
-                float *out[4] = {y[0], y[1], y[2], y[3]};
+                const float a[NU_VEC_HEADS] = {0.5f, -1.25f, 3.0f, 1e-3f, -7.5f, 0.125f, 2.0f, -0.01f};
                 for (int type = 0; type < 2; type++) {
                     for (int v = 0; v < k; v++) memcpy(y[v], rows[v], sizeof(float) * (size_t)n);
                     nu_vec_mads(type ? NU_TYPE_F16 : NU_TYPE_F32, out, a, k,
@@ -764,7 +766,7 @@ static void test_grouped_vector_helpers(void **state) {
          * with a stride, bit-identical to nu_vec_mads row after row; and
          * nu_vec_dots_rows (full groups of 16 rows and a tail) to nu_vec_dots */
         static uint8_t table[9 * 260 * 4];
-        static float wts[4 * 9], dout[4 * 41];
+        static float wts[NU_VEC_HEADS * 9], dout[NU_VEC_HEADS * 41];
         int32_t cells[40];
         for (int j = 0; j < 40; j++) cells[j] = (int32_t)(j * 5 % 9);
         for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
@@ -780,34 +782,39 @@ static void test_grouped_vector_helpers(void **state) {
                         memcpy(table + 4 * i, &fv, 4);
                     }
                 }
-                for (int i = 0; i < 4 * 9; i++) wts[i] = rng_sym(&r);
-                for (int k = 1; k <= 4; k++)
+                for (int i = 0; i < NU_VEC_HEADS * 9; i++) wts[i] = rng_sym(&r);
+                float *out[NU_VEC_HEADS];
+                for (int v = 0; v < NU_VEC_HEADS; v++) out[v] = y[v];
+                for (int k = 1; k <= NU_VEC_HEADS; k++)
                     for (int64_t nr = 0; nr <= 7; nr += 7) {
-                        float *out[4] = {y[0], y[1], y[2], y[3]};
                         for (int v = 0; v < k; v++)
                             for (int64_t i = 0; i < n; i++) y[v][i] = rows[v][i] = rng_sym(&r);
                         const uint32_t t = type ? NU_TYPE_F16 : NU_TYPE_F32;
                         nu_vec_mads_rows(t, out, wts, 9, k, table, stride, cells, nr, n);
-                        float *ref[4] = {rows[0], rows[1], rows[2], rows[3]};
+                        float *ref[NU_VEC_HEADS];
+                        for (int v = 0; v < NU_VEC_HEADS; v++) ref[v] = rows[v];
                         for (int64_t j = 0; j < nr; j++) {
-                            float a[4];
+                            float a[NU_VEC_HEADS];
                             for (int v = 0; v < k; v++) a[v] = wts[9 * v + j];
                             nu_vec_mads(t, ref, a, k, table + (size_t)cells[j] * stride, n);
                         }
                         for (int v = 0; v < k; v++)
                             assert_memory_equal(rows[v], y[v], sizeof(float) * (size_t)n);
                     }
-                for (int k = 1; k <= 4; k++) {
-                    const int64_t counts[] = {0, 5, 16, 40};
+                for (int k = 1; k <= NU_VEC_HEADS; k++) {
+                    /* none, a tail, one group, two (the second one's rows
+                     * prefetched ahead), two and a tail */
+                    const int64_t counts[] = {0, 5, 16, 32, 40};
                     for (int v = 0; v < k; v++)
                         for (int64_t i = 0; i < n; i++) rows[v][i] = rng_sym(&r);
-                    const float *qv[4] = {rows[0], rows[1], rows[2], rows[3]};
+                    const float *qv[NU_VEC_HEADS];
+                    for (int v = 0; v < NU_VEC_HEADS; v++) qv[v] = rows[v];
                     const uint32_t t = type ? NU_TYPE_F16 : NU_TYPE_F32;
-                    for (size_t c = 0; c < 4; c++) {
+                    for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
                         memset(dout, 0xFF, sizeof dout);
                         nu_vec_dots_rows(t, qv, k, table, stride, cells, counts[c], n, dout, 41);
                         for (int64_t j = 0; j < counts[c]; j++) {
-                            float want4[4];
+                            float want4[NU_VEC_HEADS];
                             nu_vec_dots(t, table + (size_t)cells[j] * stride, qv, k, n, want4);
                             for (int v = 0; v < k; v++)
                                 assert_int_equal(float_to_bits(dout[41 * v + j]),
@@ -849,8 +856,9 @@ static void test_quantized_cache_rows(void **state) {
     const int64_t counts[5] = {1, 5, 8, 16, 37};
     enum { ROWS = 11, CELLS = 37, N = 256 };
     static uint8_t table[ROWS * (N / 32 * 34 + 6)];
-    static float deq[ROWS][N], q[4][N], scores[4][CELLS + 1], base_scores[4][CELLS];
-    static float y[4][N], y_ref[4][N], wts[4 * CELLS];
+    enum { H = NU_VEC_HEADS };
+    static float deq[ROWS][N], q[H][N], scores[H][CELLS + 1], base_scores[H][CELLS];
+    static float y[H][N], y_ref[H][N], wts[H * CELLS];
     int32_t cells[CELLS];
     for (int j = 0; j < CELLS; j++) cells[j] = (int32_t)(j * 7 % ROWS);
     for (int t = 0; t < 2; t++) {
@@ -866,12 +874,14 @@ static void test_quantized_cache_rows(void **state) {
                         table[(size_t)row * stride + 2 + i / 32 * 34 + i % 32] = 0x80;
                 nu_dequantize_row(types[t], table + (size_t)row * stride, deq[row], n);
             }
-            for (int v = 0; v < 4; v++)
+            const float *qp[H];
+            for (int v = 0; v < H; v++) {
                 for (int64_t i = 0; i < n; i++) q[v][i] = rng_act(&r);
-            const float *qp[4] = {q[0], q[1], q[2], q[3]};
+                qp[v] = q[v];
+            }
             /* the queries as the kernel rounds them */
-            static double qq[4][N];
-            for (int v = 0; v < 4; v++) {
+            static double qq[H][N];
+            for (int v = 0; v < H; v++) {
                 static uint8_t act[2048];
                 nu_quantize_act_scalar(q[v], n, act);
                 for (int64_t i = 0; i < n; i++)
@@ -879,10 +889,10 @@ static void test_quantized_cache_rows(void **state) {
             }
             for (int l = 0; l <= (int)nu_kernels_cpu_level(); l++) {
                 assert_true(nu_kernels_force_level((nu_simd)l));
-                for (int k = 4; k >= 1; k--)
+                for (int k = H; k >= 1; k--)
                     for (int c = 4; c >= 0; c--) {
                         const int64_t nr = counts[c];
-                        for (int v = 0; v < 4; v++) scores[v][nr] = -7.0f;
+                        for (int v = 0; v < H; v++) scores[v][nr] = -7.0f;
                         nu_vec_dots_rows(types[t], qp, k, table, stride, cells, nr, n,
                                          &scores[0][0], CELLS + 1);
                         for (int v = 0; v < k; v++) {
@@ -897,7 +907,7 @@ static void test_quantized_cache_rows(void **state) {
                                     fail_msg("%s %s n %lld head %d row %d: %.9g, exact %.9g",
                                              level_name((nu_simd)l), nu_type_get(types[t])->name,
                                              (long long)n, v, j, scores[v][j], exact);
-                                if (l == 0 && k == 4 && nr == CELLS)
+                                if (l == 0 && k == H && nr == CELLS)
                                     base_scores[v][j] = scores[v][j];
                                 else if (float_to_bits(scores[v][j]) !=
                                          float_to_bits(base_scores[v][j]))
@@ -909,18 +919,19 @@ static void test_quantized_cache_rows(void **state) {
                             }
                         }
                     }
-                for (int k = 1; k <= 4; k++)
+                for (int k = 1; k <= H; k++)
                     for (int c = 0; c < 5; c++) {
-                        for (int i = 0; i < 4 * CELLS; i++) wts[i] = rng_sym(&r);
-                        float *out[4] = {y[0], y[1], y[2], y[3]},
-                              *out_ref[4] = {y_ref[0], y_ref[1], y_ref[2], y_ref[3]};
-                        for (int v = 0; v < 4; v++)
+                        for (int i = 0; i < H * CELLS; i++) wts[i] = rng_sym(&r);
+                        float *out[H], *out_ref[H];
+                        for (int v = 0; v < H; v++) {
+                            out[v] = y[v], out_ref[v] = y_ref[v];
                             for (int64_t i = 0; i < n; i++) y[v][i] = y_ref[v][i] = q[v][i];
+                        }
                         nu_vec_mads_rows(types[t], out, wts, CELLS, k, table, stride, cells,
                                          counts[c], n);
                         nu_vec_mads_rows(NU_TYPE_F32, out_ref, wts, CELLS, k, deq, sizeof deq[0],
                                          cells, counts[c], n);
-                        for (int v = 0; v < 4; v++)
+                        for (int v = 0; v < H; v++)
                             if (memcmp(y[v], y_ref[v], sizeof(float) * (size_t)n))
                                 fail_msg("mads %s %s n %lld k %d rows %lld head %d differs",
                                          level_name((nu_simd)l), nu_type_get(types[t])->name,

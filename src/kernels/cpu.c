@@ -112,14 +112,25 @@ void nu_vec_mad_f16(float *y, const uint16_t *x, float a, int64_t n) {
     nu_kernels_current()->mad_f16(y, x, a, n);
 }
 
+/* How many heads one call of the level's attention kernels takes: groups of
+ * more run in further calls (each head's result does not depend on which
+ * heads share its call). */
+static int heads_per_call(const nu_kernel_set *ks, uint32_t type) {
+    return type == NU_TYPE_Q8_0 || type == NU_TYPE_Q4_0 ? 4 : ks->attn_heads;
+}
+
 void nu_vec_dots(uint32_t type, const void *row, const float *const *q, int k, int64_t n,
                  float *out) {
-    nu_kernels_current()->dots(type, row, q, k, n, out);
+    const nu_kernel_set *ks = nu_kernels_current();
+    for (int h = 0, m = heads_per_call(ks, type); h < k; h += m)
+        ks->dots(type, row, q + h, k - h < m ? k - h : m, n, out + h);
 }
 
 void nu_vec_mads(uint32_t type, float *const *y, const float *a, int k, const void *row,
                  int64_t n) {
-    nu_kernels_current()->mads(type, y, a, k, row, n);
+    const nu_kernel_set *ks = nu_kernels_current();
+    for (int h = 0, m = heads_per_call(ks, type); h < k; h += m)
+        ks->mads(type, y + h, a + h, k - h < m ? k - h : m, row, n);
 }
 
 void nu_vec_round_f16(float *x, int64_t n) {
@@ -130,10 +141,10 @@ void nu_vec_softmax(float *x, int64_t n, float max, int round_f16) {
     nu_kernels_current()->softmax(x, n, max, round_f16);
 }
 
-void nu_vec_dots_rows(uint32_t type, const float *const *q, int k, const void *base, size_t stride,
-                      const int32_t *cells, int64_t n_rows, int64_t n, float *out,
-                      size_t out_stride) {
-    const nu_kernel_set *ks = nu_kernels_current();
+/* One call of nu_vec_dots_rows with k <= heads_per_call. */
+static void dots_rows_call(const nu_kernel_set *ks, uint32_t type, const float *const *q, int k,
+                           const void *base, size_t stride, const int32_t *cells, int64_t n_rows,
+                           int64_t n, float *out, size_t out_stride) {
     if (type == NU_TYPE_Q8_0 || type == NU_TYPE_Q4_0) {
         ks->quant_dots_rows(type, q, k, base, stride, cells, n_rows, n, out, out_stride);
         return;
@@ -147,20 +158,30 @@ void nu_vec_dots_rows(uint32_t type, const float *const *q, int k, const void *b
         if (j + 8 < n_rows) /* rows are scattered: ask for a later one early */
             for (size_t off = 0; off < bytes; off += 64)
                 __builtin_prefetch((const char *)base + (size_t)cells[j + 8] * stride + off);
-        float o[4];
+        float o[NU_VEC_HEADS];
         ks->dots(type, (const char *)base + (size_t)cells[j] * stride, q, k, n, o);
         for (int v = 0; v < k; v++) out[(size_t)v * out_stride + (size_t)j] = o[v];
     }
 }
 
+void nu_vec_dots_rows(uint32_t type, const float *const *q, int k, const void *base, size_t stride,
+                      const int32_t *cells, int64_t n_rows, int64_t n, float *out,
+                      size_t out_stride) {
+    const nu_kernel_set *ks = nu_kernels_current();
+    for (int h = 0, m = heads_per_call(ks, type); h < k; h += m)
+        dots_rows_call(ks, type, q + h, k - h < m ? k - h : m, base, stride, cells, n_rows, n,
+                       out + (size_t)h * out_stride, out_stride);
+}
+
 void nu_vec_mads_rows(uint32_t type, float *const *y, const float *a, size_t a_stride, int k,
                       const void *base, size_t stride, const int32_t *cells, int64_t n_rows,
                       int64_t n) {
-    if (type == NU_TYPE_Q8_0 || type == NU_TYPE_Q4_0)
-        nu_kernels_current()->quant_mads_rows(type, y, a, a_stride, k, base, stride, cells, n_rows,
-                                              n);
-    else
-        nu_kernels_current()->mads_rows(type, y, a, a_stride, k, base, stride, cells, n_rows, n);
+    const nu_kernel_set *ks = nu_kernels_current();
+    const bool quant = type == NU_TYPE_Q8_0 || type == NU_TYPE_Q4_0;
+    for (int h = 0, m = heads_per_call(ks, type); h < k; h += m)
+        (quant ? ks->quant_mads_rows : ks->mads_rows)(type, y + h, a + (size_t)h * a_stride,
+                                                      a_stride, k - h < m ? k - h : m, base,
+                                                      stride, cells, n_rows, n);
 }
 
 void nu_vec_swiglu(float *gate, const float *up, int64_t n) {

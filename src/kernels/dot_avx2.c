@@ -610,6 +610,7 @@ const nu_kernel_set nu_kernels_avx2_set = {
     .quant_dots_rows = nu_quant_dots_rows_avx2,
     .quant_mads_rows = nu_quant_mads_rows_avx2,
     .round_f16 = round_f16,
+    .attn_heads = 4,
     .softmax = softmax,
     .read = nu_read_avx2,
     .swiglu = swiglu,

@@ -374,16 +374,73 @@ NU_DEFINE_TILE(static, tile_bf16, float_tile, NU_TYPE_BF16)
 
 /* ---- Vector helpers (the k = 1 float kernels) ------------------------------ */
 
+/* ---- Attention: query heads against f16 / f32 key and value rows ---------- */
+
+/* Most heads one call of dots, mads, dots_rows or mads_rows takes here. */
+#define HEADS 8
+
+/* Runs CALL(T, K) with the row type (NU_TYPE_F32 or NU_TYPE_F16) and the
+ * head count k (1..HEADS) as the compile-time constants T and K. */
+#define SWITCH_ROW_HEADS(type, k, CALL)                                                            \
+    switch ((k) + HEADS * ((type) == NU_TYPE_F16)) {                                               \
+    case 1: CALL(NU_TYPE_F32, 1); break;                                                           \
+    case 2: CALL(NU_TYPE_F32, 2); break;                                                           \
+    case 3: CALL(NU_TYPE_F32, 3); break;                                                           \
+    case 4: CALL(NU_TYPE_F32, 4); break;                                                           \
+    case 5: CALL(NU_TYPE_F32, 5); break;                                                           \
+    case 6: CALL(NU_TYPE_F32, 6); break;                                                           \
+    case 7: CALL(NU_TYPE_F32, 7); break;                                                           \
+    case 8: CALL(NU_TYPE_F32, 8); break;                                                           \
+    case 9: CALL(NU_TYPE_F16, 1); break;                                                           \
+    case 10: CALL(NU_TYPE_F16, 2); break;                                                          \
+    case 11: CALL(NU_TYPE_F16, 3); break;                                                          \
+    case 12: CALL(NU_TYPE_F16, 4); break;                                                          \
+    case 13: CALL(NU_TYPE_F16, 5); break;                                                          \
+    case 14: CALL(NU_TYPE_F16, 6); break;                                                          \
+    case 15: CALL(NU_TYPE_F16, 7); break;                                                          \
+    default: CALL(NU_TYPE_F16, 8); break;                                                          \
+    }
+
+/* One row's dots with k query vectors: a single chain of multiply-adds per
+ * vector over the row's 16-element chunks (element i in lane i % 16), the
+ * tail chunk masked (zero lanes add nothing). A head row is short (64 to
+ * 256 elements) and k chains, and the next rows', run side by side; one
+ * chain keeps the work at one multiply-add per chunk and vector. */
+INLINE void head_dots_vec(uint32_t type, const uint8_t *w, const float *const *x, int k, int64_t n,
+                          __m512 *s) {
+    for (int v = 0; v < k; v++) s[v] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 mask = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        const __m512 wv = load_weights(type, w, i, mask);
+        for (int v = 0; v < k; v++)
+            s[v] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(mask, x[v] + i), s[v]);
+    }
+}
+
+INLINE void head_dots(uint32_t type, const uint8_t *w, const float *const *x, int k, int64_t n,
+                      float *out) {
+    __m512 s[HEADS];
+    head_dots_vec(type, w, x, k, n, s);
+    for (int v = 0; v < k; v++) out[v] = nu_hsum512_ps(s[v]);
+}
+
 static float dot_f32(const float *a, const float *b, int64_t n) {
     float out;
-    float_dots(NU_TYPE_F32, (const uint8_t *)a, &b, 1, n, &out);
+    head_dots(NU_TYPE_F32, (const uint8_t *)a, &b, 1, n, &out);
     return out;
 }
 
 static float dot_f16(const uint16_t *a, const float *b, int64_t n) {
     float out;
-    float_dots(NU_TYPE_F16, (const uint8_t *)a, &b, 1, n, &out);
+    head_dots(NU_TYPE_F16, (const uint8_t *)a, &b, 1, n, &out);
     return out;
+}
+
+static void dots(uint32_t type, const void *row, const float *const *q, int k, int64_t n,
+                 float *out) {
+#define DOTS(T, K) head_dots(T, row, q, K, n, out)
+    SWITCH_ROW_HEADS(type, k, DOTS)
+#undef DOTS
 }
 
 /* y += a * x, 16 lanes at a time, the tail masked. */
@@ -405,53 +462,100 @@ static void mad_f16(float *y, const uint16_t *x, float a, int64_t n) {
     mad(NU_TYPE_F16, y, x, a, n);
 }
 
-/* Several vectors against one row: float_dots with the count a constant. */
-NU_DEFINE_DOTS(dots)
-
 /* nu_hsum512_ps of 16 vectors at once: the same tree of additions (halves,
  * quarters, pairs, then the last two) on lanes packed from several vectors,
- * so each result is bit-identical. After the four levels, lane 4c + m holds
- * vector 4m + c; the permutation puts vector r in lane r. */
-INLINE __m512 hsum16(const __m512 s[16]) {
-    __m512 h[8], q[4], p[2];
-    for (int i = 0; i < 8; i++) /* [a0..7 + a8..15 | b0..7 + b8..15] */
-        h[i] = _mm512_add_ps(_mm512_shuffle_f32x4(s[2 * i], s[2 * i + 1], 0x44),
-                             _mm512_shuffle_f32x4(s[2 * i], s[2 * i + 1], 0xEE));
-    for (int i = 0; i < 4; i++) /* 128-bit blocks: vectors 4i .. 4i+3, four lanes each */
-        q[i] = _mm512_add_ps(_mm512_shuffle_f32x4(h[2 * i], h[2 * i + 1], 0x88),
-                             _mm512_shuffle_f32x4(h[2 * i], h[2 * i + 1], 0xDD));
-    for (int i = 0; i < 2; i++) /* block c: vectors 8i + c and 8i + 4 + c, two lanes each */
-        p[i] = _mm512_add_ps(_mm512_shuffle_ps(q[2 * i], q[2 * i + 1], 0x44),
-                             _mm512_shuffle_ps(q[2 * i], q[2 * i + 1], 0xEE));
+ * so each result is bit-identical. It is split where the tree allows:
+ * hsum_quad takes vectors 4m .. 4m+3 through the first two levels (to lane
+ * 4c + j: vector 4m + j's quarter c), hsum_finish the four quads through the
+ * last two, after which lane 4c + m holds vector 4m + c, and a permutation
+ * puts vector r in lane r. */
+INLINE __m512 hsum_quad(__m512 s0, __m512 s1, __m512 s2, __m512 s3) {
+    /* [a0..7 + a8..15 | b0..7 + b8..15] */
+    const __m512 h0 = _mm512_add_ps(_mm512_shuffle_f32x4(s0, s1, 0x44),
+                                    _mm512_shuffle_f32x4(s0, s1, 0xEE)),
+                 h1 = _mm512_add_ps(_mm512_shuffle_f32x4(s2, s3, 0x44),
+                                    _mm512_shuffle_f32x4(s2, s3, 0xEE));
+    /* 128-bit blocks: the four vectors, four lanes each */
+    return _mm512_add_ps(_mm512_shuffle_f32x4(h0, h1, 0x88), _mm512_shuffle_f32x4(h0, h1, 0xDD));
+}
+
+INLINE __m512 hsum_finish(__m512 q0, __m512 q1, __m512 q2, __m512 q3) {
+    /* block c: vectors c and 4 + c (then 8 + c and 12 + c), two lanes each */
+    const __m512 p0 = _mm512_add_ps(_mm512_shuffle_ps(q0, q1, 0x44), _mm512_shuffle_ps(q0, q1, 0xEE)),
+                 p1 = _mm512_add_ps(_mm512_shuffle_ps(q2, q3, 0x44), _mm512_shuffle_ps(q2, q3, 0xEE));
     const __m512 r =
-        _mm512_add_ps(_mm512_shuffle_ps(p[0], p[1], 0x88), _mm512_shuffle_ps(p[0], p[1], 0xDD));
+        _mm512_add_ps(_mm512_shuffle_ps(p0, p1, 0x88), _mm512_shuffle_ps(p0, p1, 0xDD));
     return _mm512_permutexvar_ps(
         _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), r);
 }
 
-/* nu_vec_dots_rows: 16 rows' partial-sum vectors per head, then one packed
- * reduction per head; rows 16 ahead are prefetched (they are scattered). */
+/* The dots of 16 rows with H (1..4) query heads from head h0, in head_dots's
+ * order: rows are taken four at a time, and for each 16-element chunk the
+ * four rows' chunks and the H heads' chunks are loaded once for their 4 H
+ * multiply-adds (4 H chains, held in registers); each four rows go through
+ * the first two levels of the reduction at once. `ahead` (NULL: none) are
+ * the next 16 rows, prefetched. */
+INLINE void dots16_heads(uint32_t type, const uint8_t *const *rows, const uint8_t *const *ahead,
+                         const float *const *q, int h0, int H, int64_t n, float *out,
+                         size_t out_stride) {
+    const size_t bytes = (size_t)n * (type == NU_TYPE_F16 ? 2 : 4);
+    __m512 quad[4][4];
+    for (int m = 0; m < 4; m++) {
+        if (ahead)
+            for (int r = 0; r < 4; r++)
+                for (size_t off = 0; off < bytes; off += 64)
+                    _mm_prefetch((const char *)(ahead[4 * m + r] + off), _MM_HINT_T0);
+        __m512 acc[4][4];
+        for (int r = 0; r < 4; r++)
+            for (int h = 0; h < H; h++) acc[r][h] = _mm512_setzero_ps();
+        for (int64_t i = 0; i < n; i += 16) {
+            const __mmask16 mask = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+            __m512 w[4];
+            for (int r = 0; r < 4; r++) w[r] = load_weights(type, rows[4 * m + r], i, mask);
+            for (int h = 0; h < H; h++) {
+                const __m512 qv = _mm512_maskz_loadu_ps(mask, q[h0 + h] + i);
+                for (int r = 0; r < 4; r++) acc[r][h] = _mm512_fmadd_ps(w[r], qv, acc[r][h]);
+            }
+        }
+        for (int h = 0; h < H; h++) quad[h][m] = hsum_quad(acc[0][h], acc[1][h], acc[2][h], acc[3][h]);
+    }
+    for (int h = 0; h < H; h++)
+        _mm512_storeu_ps(out + (size_t)(h0 + h) * out_stride,
+                         hsum_finish(quad[h][0], quad[h][1], quad[h][2], quad[h][3]));
+}
+
+/* dots16_heads specialised on the common head sizes (constant chunk loops). */
+INLINE void dots16_heads_n(uint32_t type, const uint8_t *const *rows, const uint8_t *const *ahead,
+                           const float *const *q, int h0, int H, int64_t n, float *out,
+                           size_t out_stride) {
+    if (n == 64)
+        dots16_heads(type, rows, ahead, q, h0, H, 64, out, out_stride);
+    else if (n == 128)
+        dots16_heads(type, rows, ahead, q, h0, H, 128, out, out_stride);
+    else
+        dots16_heads(type, rows, ahead, q, h0, H, n, out, out_stride);
+}
+
+/* nu_vec_dots_rows: 16 rows at a time, the heads four at a time over them
+ * (the rows stay in L1 between head groups); the tail row by row. */
 INLINE void dots_rows_k(uint32_t type, const float *const *q, int k, const uint8_t *base,
                         size_t stride, const int32_t *cells, int64_t n_rows, int64_t n, float *out,
                         size_t out_stride) {
-    const size_t bytes = (size_t)n * (type == NU_TYPE_F16 ? 2 : 4);
     int64_t j0 = 0;
     for (; j0 + 16 <= n_rows; j0 += 16) {
-        __m512 s[4][16], t[4];
+        const uint8_t *rows[16], *ahead[16];
+        const bool more = j0 + 32 <= n_rows;
         for (int r = 0; r < 16; r++) {
-            if (j0 + r + 16 < n_rows)
-                for (size_t off = 0; off < bytes; off += 64)
-                    _mm_prefetch((const char *)(base + (size_t)cells[j0 + r + 16] * stride + off),
-                                 _MM_HINT_T0);
-            float_dots_vec(type, base + (size_t)cells[j0 + r] * stride, q, k, n, t);
-            for (int v = 0; v < k; v++) s[v][r] = t[v];
+            rows[r] = base + (size_t)cells[j0 + r] * stride;
+            ahead[r] = more ? base + (size_t)cells[j0 + 16 + r] * stride : NULL;
         }
-        for (int v = 0; v < k; v++)
-            _mm512_storeu_ps(out + (size_t)v * out_stride + (size_t)j0, hsum16(s[v]));
+        for (int h0 = 0; h0 < k; h0 += 4)
+            dots16_heads_n(type, rows, h0 == 0 && more ? ahead : NULL, q, h0,
+                           k - h0 < 4 ? k - h0 : 4, n, out + (size_t)j0, out_stride);
     }
     for (; j0 < n_rows; j0++) {
-        float o[4];
-        float_dots(type, base + (size_t)cells[j0] * stride, q, k, n, o);
+        float o[HEADS];
+        head_dots(type, base + (size_t)cells[j0] * stride, q, k, n, o);
         for (int v = 0; v < k; v++) out[(size_t)v * out_stride + (size_t)j0] = o[v];
     }
 }
@@ -460,7 +564,7 @@ static void dots_rows(uint32_t type, const float *const *q, int k, const void *b
                       const int32_t *cells, int64_t n_rows, int64_t n, float *out,
                       size_t out_stride) {
 #define DOTS_ROWS(T, K) dots_rows_k(T, q, K, base, stride, cells, n_rows, n, out, out_stride)
-    NU_SWITCH_FLOAT_HEADS(type, k, DOTS_ROWS)
+    SWITCH_ROW_HEADS(type, k, DOTS_ROWS)
 #undef DOTS_ROWS
 }
 
@@ -476,13 +580,16 @@ static void mads(uint32_t type, float *const *y, const float *a, int k, const vo
     }
 }
 
-/* Columns [i0, i0 + 64) of k heads in 16 accumulators over every row. */
+/* Columns [i0, i0 + 16 D) of k heads in k D accumulators over every row
+ * (D = 4 up to four heads, 2 beyond, so they stay in registers). */
 INLINE void mads_rows_block(uint32_t type, float *const *y, const float *a, size_t a_stride, int k,
                             const uint8_t *base, size_t stride, const int32_t *cells,
                             int64_t n_rows, int64_t n, int64_t i0) {
-    __m512 acc[4][4];
-    __mmask16 mask[4];
-    for (int d = 0; d < 4; d++) {
+    enum { D = 4 };
+    const int nd = k > 4 ? 2 : D;
+    __m512 acc[HEADS][D];
+    __mmask16 mask[D];
+    for (int d = 0; d < nd; d++) {
         int64_t left = n - i0 - 16 * d;
         mask[d] = left >= 16 ? 0xFFFF : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
         for (int v = 0; v < k; v++) acc[v][d] = _mm512_maskz_loadu_ps(mask[d], y[v] + i0 + 16 * d);
@@ -491,27 +598,28 @@ INLINE void mads_rows_block(uint32_t type, float *const *y, const float *a, size
     for (int64_t j = 0; j < n_rows; j++) {
         const uint8_t *row = base + (size_t)cells[j] * stride;
         if (j + 16 < n_rows) /* the rows are scattered: ask for a later one early */
-            for (size_t off = 0; off < 64 * esz; off += 64)
+            for (size_t off = 0; off < (size_t)(16 * nd) * esz; off += 64)
                 _mm_prefetch(
                     (const char *)(base + (size_t)cells[j + 16] * stride + (size_t)i0 * esz + off),
                     _MM_HINT_T0);
-        for (int d = 0; d < 4; d++) {
+        for (int d = 0; d < nd; d++) {
             __m512 xv = load_weights(type, row, i0 + 16 * d, mask[d]);
             for (int v = 0; v < k; v++)
                 acc[v][d] = _mm512_fmadd_ps(_mm512_set1_ps(a[(size_t)v * a_stride + (size_t)j]), xv,
                                             acc[v][d]);
         }
     }
-    for (int d = 0; d < 4; d++)
+    for (int d = 0; d < nd; d++)
         for (int v = 0; v < k; v++) _mm512_mask_storeu_ps(y[v] + i0 + 16 * d, mask[d], acc[v][d]);
 }
 
 static void mads_rows(uint32_t type, float *const *y, const float *a, size_t a_stride, int k,
                       const void *base, size_t stride, const int32_t *cells, int64_t n_rows,
                       int64_t n) {
-#define MADS_ROWS(K) mads_rows_block(type, y, a, a_stride, K, base, stride, cells, n_rows, n, i0)
-    for (int64_t i0 = 0; i0 < n; i0 += 64) {
-        NU_SWITCH_HEADS(k, MADS_ROWS)
+    const int64_t width = k > 4 ? 32 : 64;
+#define MADS_ROWS(T, K) mads_rows_block(T, y, a, a_stride, K, base, stride, cells, n_rows, n, i0)
+    for (int64_t i0 = 0; i0 < n; i0 += width) {
+        SWITCH_ROW_HEADS(type, k, MADS_ROWS)
     }
 #undef MADS_ROWS
 }
@@ -652,6 +760,7 @@ const nu_kernel_set nu_kernels_avx512_set = {
     .quant_dots_rows = nu_quant_dots_rows_avx512,
     .quant_mads_rows = nu_quant_mads_rows_avx512,
     .dots_rows = dots_rows,
+    .attn_heads = HEADS,
     .round_f16 = round_f16,
     .softmax = softmax,
     .read = nu_read_avx2,

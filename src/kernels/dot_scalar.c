@@ -338,6 +338,7 @@ const nu_kernel_set nu_kernels_scalar_set = {
     .quant_dots_rows = nu_quant_dots_rows,
     .quant_mads_rows = nu_quant_mads_rows,
     .round_f16 = round_f16,
+    .attn_heads = 4,
     .softmax = softmax,
     .read = read_words,
     .swiglu = swiglu,

@@ -173,9 +173,12 @@ float nu_vec_dot_f16(const uint16_t *a, const float *b, int64_t n);
 void nu_vec_mad_f32(float *y, const float *x, float a, int64_t n);
 void nu_vec_mad_f16(float *y, const uint16_t *x, float a, int64_t n);
 
+/* Most vectors (query heads) the calls below take at once. */
+#define NU_VEC_HEADS 8
+
 /* The same for several vectors sharing one row (attention heads that share
  * a key or value row): row is NU_TYPE_F32 or NU_TYPE_F16 (`type`), k is
- * 1..4, and each result is bit-identical to the single-vector call, so a
+ * 1..NU_VEC_HEADS, and each result is bit-identical to the single-vector call, so a
  * head's value does not depend on which heads were grouped with it.
  *   nu_vec_dots: out[v] = nu_vec_dot_*(row, q[v], n)
  *   nu_vec_mads: nu_vec_mad_*(y[v], row, a[v], n) for each v */

@@ -10,7 +10,7 @@
 
 /* Query heads that share a key/value head and are attended together, each
  * cached row read and converted once for all of them. */
-#define NU_ATTN_HEADS 4
+#define NU_ATTN_HEADS NU_VEC_HEADS
 
 /* The widest row each scratch buffer holds, over every layer of a model:
  * one place that both the allocation and the memory estimate read. */
