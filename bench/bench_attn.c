@@ -38,9 +38,11 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (n < 32 || n > 512 || n % 32 || k < 1 || k > NU_VEC_HEADS || n_rows < 1 || reps < 1 || reps > 1000) {
-        fprintf(stderr, "bench_attn: head a multiple of 32 in [32, 512], heads 1..%d, rows >= 1, "
-                        "reps 1..1000\n",
+    if (n < 32 || n > 512 || n % 32 || k < 1 || k > NU_VEC_HEADS || n_rows < 1 || reps < 1 ||
+        reps > 1000) {
+        fprintf(stderr,
+                "bench_attn: head a multiple of 32 in [32, 512], heads 1..%d, rows >= 1, "
+                "reps 1..1000\n",
                 NU_VEC_HEADS);
         return 2;
     }

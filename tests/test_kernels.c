@@ -721,8 +721,8 @@ static void test_grouped_vector_helpers(void **state) {
     (void)state;
     rng r = {17};
     const int64_t sizes[] = {1, 7, 16, 33, 64, 100, 256};
-    static float rows[NU_VEC_HEADS][256], y[NU_VEC_HEADS][256], one[256], got[NU_VEC_HEADS],
-        x[300], want[300];
+    static float rows[NU_VEC_HEADS][256], y[NU_VEC_HEADS][256], one[256], got[NU_VEC_HEADS], x[300],
+        want[300];
     static uint16_t h[256];
     for (int l = 0; l <= (int)nu_kernels_cpu_level(); l++) {
         assert_true(nu_kernels_force_level((nu_simd)l));
@@ -746,7 +746,8 @@ static void test_grouped_vector_helpers(void **state) {
                 for (int v = 0; v < k; v++)
                     assert_int_equal(float_to_bits(got[v]),
                                      float_to_bits(nu_vec_dot_f32(f32row, rows[v], n)));
-                const float a[NU_VEC_HEADS] = {0.5f, -1.25f, 3.0f, 1e-3f, -7.5f, 0.125f, 2.0f, -0.01f};
+                const float a[NU_VEC_HEADS] = {0.5f,  -1.25f, 3.0f, 1e-3f,
+                                               -7.5f, 0.125f, 2.0f, -0.01f};
                 for (int type = 0; type < 2; type++) {
                     for (int v = 0; v < k; v++) memcpy(y[v], rows[v], sizeof(float) * (size_t)n);
                     nu_vec_mads(type ? NU_TYPE_F16 : NU_TYPE_F32, out, a, k,

@@ -180,8 +180,8 @@ void nu_vec_mads_rows(uint32_t type, float *const *y, const float *a, size_t a_s
     const bool quant = type == NU_TYPE_Q8_0 || type == NU_TYPE_Q4_0;
     for (int h = 0, m = heads_per_call(ks, type); h < k; h += m)
         (quant ? ks->quant_mads_rows : ks->mads_rows)(type, y + h, a + (size_t)h * a_stride,
-                                                      a_stride, k - h < m ? k - h : m, base,
-                                                      stride, cells, n_rows, n);
+                                                      a_stride, k - h < m ? k - h : m, base, stride,
+                                                      cells, n_rows, n);
 }
 
 void nu_vec_swiglu(float *gate, const float *up, int64_t n) {

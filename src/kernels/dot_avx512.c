@@ -437,7 +437,7 @@ static float dot_f16(const uint16_t *a, const float *b, int64_t n) {
 }
 
 static void dots(uint32_t type, const void *row, const float *const *q, int k, int64_t n,
-                 float *out) {
+                 float *out){
 #define DOTS(T, K) head_dots(T, row, q, K, n, out)
     SWITCH_ROW_HEADS(type, k, DOTS)
 #undef DOTS
@@ -481,8 +481,10 @@ INLINE __m512 hsum_quad(__m512 s0, __m512 s1, __m512 s2, __m512 s3) {
 
 INLINE __m512 hsum_finish(__m512 q0, __m512 q1, __m512 q2, __m512 q3) {
     /* block c: vectors c and 4 + c (then 8 + c and 12 + c), two lanes each */
-    const __m512 p0 = _mm512_add_ps(_mm512_shuffle_ps(q0, q1, 0x44), _mm512_shuffle_ps(q0, q1, 0xEE)),
-                 p1 = _mm512_add_ps(_mm512_shuffle_ps(q2, q3, 0x44), _mm512_shuffle_ps(q2, q3, 0xEE));
+    const __m512 p0 = _mm512_add_ps(_mm512_shuffle_ps(q0, q1, 0x44),
+                                    _mm512_shuffle_ps(q0, q1, 0xEE)),
+                 p1 = _mm512_add_ps(_mm512_shuffle_ps(q2, q3, 0x44),
+                                    _mm512_shuffle_ps(q2, q3, 0xEE));
     const __m512 r =
         _mm512_add_ps(_mm512_shuffle_ps(p0, p1, 0x88), _mm512_shuffle_ps(p0, p1, 0xDD));
     return _mm512_permutexvar_ps(
@@ -517,7 +519,8 @@ INLINE void dots16_heads(uint32_t type, const uint8_t *const *rows, const uint8_
                 for (int r = 0; r < 4; r++) acc[r][h] = _mm512_fmadd_ps(w[r], qv, acc[r][h]);
             }
         }
-        for (int h = 0; h < H; h++) quad[h][m] = hsum_quad(acc[0][h], acc[1][h], acc[2][h], acc[3][h]);
+        for (int h = 0; h < H; h++)
+            quad[h][m] = hsum_quad(acc[0][h], acc[1][h], acc[2][h], acc[3][h]);
     }
     for (int h = 0; h < H; h++)
         _mm512_storeu_ps(out + (size_t)(h0 + h) * out_stride,

@@ -285,14 +285,14 @@ typedef struct nu_kernel_set {
     nu_dots_rows_fn dots_rows;       /* nu_vec_dots_rows; NULL: dots row by row */
     nu_dots_rows_fn quant_dots_rows; /* nu_vec_dots_rows on Q8_0 / Q4_0 rows (attn_quant.c) */
     nu_mads_rows_fn quant_mads_rows; /* nu_vec_mads_rows on Q8_0 / Q4_0 rows */
-    int attn_heads; /* most heads one call of dots, mads, dots_rows or mads_rows takes
-                       (1..NU_VEC_HEADS); quant_dots_rows / quant_mads_rows take 4 */
-    nu_round_f16_fn round_f16;       /* nu_vec_round_f16 */
-    nu_softmax_fn softmax;           /* nu_vec_softmax */
-    nu_read_fn read;                 /* nu_vec_read */
-    nu_swiglu_fn swiglu;             /* nu_vec_swiglu */
-    nu_to_f16_fn to_f16;             /* nu_vec_to_f16 */
-    nu_delta_rule_fn delta_rule;     /* nu_vec_delta_rule */
+    int attn_heads;              /* most heads one call of dots, mads, dots_rows or mads_rows takes
+                                    (1..NU_VEC_HEADS); quant_dots_rows / quant_mads_rows take 4 */
+    nu_round_f16_fn round_f16;   /* nu_vec_round_f16 */
+    nu_softmax_fn softmax;       /* nu_vec_softmax */
+    nu_read_fn read;             /* nu_vec_read */
+    nu_swiglu_fn swiglu;         /* nu_vec_swiglu */
+    nu_to_f16_fn to_f16;         /* nu_vec_to_f16 */
+    nu_delta_rule_fn delta_rule; /* nu_vec_delta_rule */
 } nu_kernel_set;
 
 extern const nu_kernel_set nu_kernels_scalar_set;

@@ -169,13 +169,14 @@ uint64_t nu_scratch_bytes(const nu_model *m, int32_t n_ctx, int32_t n_batch, int
     return total;
 }
 
-/* Row sizes of each cache plane. */
-static void kv_plane_dims(const nu_hparams *hp, int32_t *k_dim, int32_t *v_dim) {
+/* Row sizes and head counts of each cache plane. */
+static void kv_plane_dims(const nu_hparams *hp, int32_t *k_dim, int32_t *v_dim, int32_t *heads) {
     for (int32_t il = 0; il < hp->n_layer; il++) {
         const nu_layer_hp *l = &hp->layer[il];
         if (l->kv_slot < 0) continue; /* a recurrent layer */
         k_dim[l->kv_slot] = l->n_head_kv * l->head_dim;
         v_dim[l->kv_slot] = l->n_head_kv * l->head_dim_v;
+        heads[l->kv_slot] = l->n_head_kv;
     }
 }
 
@@ -277,12 +278,12 @@ static uint64_t state_bytes(const nu_hparams *hp, int32_t n_seq, int32_t n_check
  * state slots of the recurrent layers. */
 static nu_status init_cache(nu_context *c, nu_error *err) {
     const nu_hparams *hp = &c->model->hp;
-    int32_t *dims = malloc(2 * sizeof *dims * (size_t)(hp->n_kv_slots + 1));
+    const int32_t np = hp->n_kv_slots;
+    int32_t *dims = malloc(3 * sizeof *dims * (size_t)(np + 1));
     if (!dims) return nu_fail(err, NU_ERR_NOMEM, "out of memory");
-    kv_plane_dims(hp, dims, dims + hp->n_kv_slots);
-    nu_status st =
-        nu_kv_cache_init(&c->kv, c->params.n_ctx, hp->n_kv_slots, dims, dims + hp->n_kv_slots,
-                         c->params.kv_type_k, c->params.kv_type_v, err);
+    kv_plane_dims(hp, dims, dims + np, dims + 2 * np);
+    nu_status st = nu_kv_cache_init(&c->kv, c->params.n_ctx, np, dims, dims + np, dims + 2 * np,
+                                    c->params.kv_type_k, c->params.kv_type_v, err);
     free(dims);
     if (st || hp->n_state_planes == 0) return st;
     int64_t floats[NU_MAX_LAYERS];
@@ -546,12 +547,13 @@ nu_status nu_model_memory(const nu_model *m, int32_t n_ctx, int32_t n_batch, int
                        "(n_seq at most %d)",
                        NU_MAX_SEQ);
     out->weights = nu_model_weight_bytes(m);
-    int32_t *dims = malloc(2 * sizeof *dims * (size_t)(m->hp.n_kv_slots + 1));
+    const int32_t np = m->hp.n_kv_slots;
+    int32_t *dims = malloc(3 * sizeof *dims * (size_t)(np + 1));
     if (!dims) return nu_fail(err, NU_ERR_NOMEM, "out of memory");
-    kv_plane_dims(&m->hp, dims, dims + m->hp.n_kv_slots);
-    out->kv_cache = nu_kv_cache_bytes(n_ctx, m->hp.n_kv_slots, dims, dims + m->hp.n_kv_slots,
-                                      kv_type_k, kv_type_v) +
-                    state_bytes(&m->hp, n_seq, n_seq + 8);
+    kv_plane_dims(&m->hp, dims, dims + np, dims + 2 * np);
+    out->kv_cache =
+        nu_kv_cache_bytes(n_ctx, np, dims, dims + np, dims + 2 * np, kv_type_k, kv_type_v) +
+        state_bytes(&m->hp, n_seq, n_seq + 8);
     free(dims);
     out->scratch = nu_scratch_bytes(m, n_ctx, n_batch, n_seq, default_threads());
     out->total = out->weights + out->kv_cache + out->scratch;

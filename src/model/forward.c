@@ -98,10 +98,8 @@ static void attend_heads(nu_context *c, const nu_batch_entry *e, int32_t b, int3
         max[i] = -INFINITY;
         memset(out[i], 0, (size_t)hdv * sizeof(float));
     }
-    const size_t k_off = (size_t)nu_type_row_bytes(tk, (uint64_t)g * (uint64_t)hd),
-                 v_off = (size_t)nu_type_row_bytes(tv, (uint64_t)g * (uint64_t)hdv);
-    nu_vec_dots_rows(tk, q, nh, (const char *)plane->k + k_off, plane->k_row, cells, n, hd, scores,
-                     n_ctx);
+    nu_vec_dots_rows(tk, q, nh, nu_kv_plane_keys(plane, kv->n_cells, g), plane->k_head, cells, n,
+                     hd, scores, n_ctx);
     for (int32_t i = 0; i < nh; i++) {
         float *sc = scores + (size_t)i * n_ctx;
         for (int32_t j = 0; j < n; j++) sc[j] *= scale;
@@ -118,8 +116,8 @@ static void attend_heads(nu_context *c, const nu_batch_entry *e, int32_t b, int3
     }
     for (int32_t i = 0; i < nh; i++)
         nu_vec_softmax(scores + (size_t)i * n_ctx, n + (sinks ? 1 : 0), max[i], tv == NU_TYPE_F16);
-    nu_vec_mads_rows(tv, out, scores, n_ctx, nh, (const char *)plane->v + v_off, plane->v_row,
-                     cells, n, hdv);
+    nu_vec_mads_rows(tv, out, scores, n_ctx, nh, nu_kv_plane_values(plane, kv->n_cells, g),
+                     plane->v_head, cells, n, hdv);
 }
 
 /* Work units: (entry, group of up to NU_ATTN_HEADS query heads sharing a

@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "error.h"
 #include "kernels.h"
@@ -22,17 +23,30 @@ static size_t row_bytes(nu_kv_type type, int32_t n) {
     return (size_t)nu_type_row_bytes(nu_kv_tensor_type(type), (uint64_t)n);
 }
 
+/* Plane starts are kept on cache lines. */
+static size_t line_up(size_t n) {
+    return (n + 63) & ~(size_t)63;
+}
+
+/* A plane's bytes: keys, then values, each from a cache line. */
+static size_t plane_bytes(int32_t n_cells, int32_t k_dim, int32_t v_dim, int32_t heads,
+                          nu_kv_type type_k, nu_kv_type type_v) {
+    return line_up((size_t)n_cells * row_bytes(type_k, k_dim / heads) * (size_t)heads) +
+           line_up((size_t)n_cells * row_bytes(type_v, v_dim / heads) * (size_t)heads);
+}
+
 uint64_t nu_kv_cache_bytes(int32_t n_cells, int32_t n_planes, const int32_t *k_dim,
-                           const int32_t *v_dim, nu_kv_type type_k, nu_kv_type type_v) {
-    uint64_t row = 0;
+                           const int32_t *v_dim, const int32_t *heads, nu_kv_type type_k,
+                           nu_kv_type type_v) {
+    uint64_t total = 0;
     for (int32_t i = 0; i < n_planes; i++)
-        row += row_bytes(type_k, k_dim[i]) + row_bytes(type_v, v_dim[i]);
-    return (uint64_t)n_cells * row;
+        total += plane_bytes(n_cells, k_dim[i], v_dim[i], heads[i], type_k, type_v);
+    return total;
 }
 
 nu_status nu_kv_cache_init(nu_kv_cache *c, int32_t n_cells, int32_t n_planes, const int32_t *k_dim,
-                           const int32_t *v_dim, nu_kv_type type_k, nu_kv_type type_v,
-                           nu_error *err) {
+                           const int32_t *v_dim, const int32_t *heads, nu_kv_type type_k,
+                           nu_kv_type type_v, nu_error *err) {
     memset(c, 0, sizeof *c);
     c->n_cells = n_cells;
     c->type_k = nu_kv_tensor_type(type_k);
@@ -41,22 +55,44 @@ nu_status nu_kv_cache_init(nu_kv_cache *c, int32_t n_cells, int32_t n_planes, co
     c->seqs = calloc((size_t)n_cells, sizeof *c->seqs);
     c->planes = calloc((size_t)(n_planes > 0 ? n_planes : 1), sizeof *c->planes);
     bool ok = c->pos && c->seqs && c->planes;
+    size_t total = 0;
     for (int32_t i = 0; ok && i < n_planes; i++) {
         nu_kv_plane *p = &c->planes[i];
         p->k_dim = k_dim[i];
         p->v_dim = v_dim[i];
-        p->k_row = row_bytes(type_k, k_dim[i]);
-        p->v_row = row_bytes(type_v, v_dim[i]);
-        p->k = malloc((size_t)n_cells * p->k_row + 1);
-        p->v = malloc((size_t)n_cells * p->v_row + 1);
-        c->n_planes = i + 1;
-        ok = p->k && p->v;
+        p->heads = heads[i];
+        p->k_head = row_bytes(type_k, k_dim[i] / heads[i]);
+        p->v_head = row_bytes(type_v, v_dim[i] / heads[i]);
+        p->k_row = p->k_head * (size_t)heads[i];
+        p->v_row = p->v_head * (size_t)heads[i];
+        total += plane_bytes(n_cells, k_dim[i], v_dim[i], heads[i], type_k, type_v);
+    }
+    c->n_planes = ok ? n_planes : 0;
+    if (ok && total > 0) {
+        /* anonymous memory, in huge pages where the system allows them: the
+         * rows are streamed at every token, fewer TLB misses */
+        void *area = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        ok = area != MAP_FAILED;
+        if (ok) {
+            c->area = area;
+            c->area_bytes = total;
+            madvise(area, total, MADV_HUGEPAGE);
+            size_t at = 0;
+            for (int32_t i = 0; i < n_planes; i++) {
+                nu_kv_plane *p = &c->planes[i];
+                p->k = (char *)area + at;
+                at += line_up((size_t)n_cells * p->k_row);
+                p->v = (char *)area + at;
+                at += line_up((size_t)n_cells * p->v_row);
+            }
+        }
     }
     if (!ok) {
         nu_kv_cache_free(c);
         return nu_fail(
             err, NU_ERR_NOMEM, "out of memory for a KV cache of %d cells (%.1f MiB)", n_cells,
-            (double)nu_kv_cache_bytes(n_cells, n_planes, k_dim, v_dim, type_k, type_v) / (1 << 20));
+            (double)nu_kv_cache_bytes(n_cells, n_planes, k_dim, v_dim, heads, type_k, type_v) /
+                (1 << 20));
     }
     nu_kv_cache_clear(c);
     return NU_OK;
@@ -148,10 +184,7 @@ void nu_kv_cache_free(nu_kv_cache *c) {
     free(c->slot_busy);
     free(c->pos);
     free(c->seqs);
-    for (int32_t i = 0; c->planes && i < c->n_planes; i++) {
-        free(c->planes[i].k);
-        free(c->planes[i].v);
-    }
+    if (c->area) munmap(c->area, c->area_bytes);
     free(c->planes);
     memset(c, 0, sizeof *c);
 }
@@ -182,15 +215,19 @@ void nu_kv_cache_release(nu_kv_cache *c, int32_t n, const int32_t *cells) {
 
 void nu_kv_cache_store(nu_kv_cache *c, bool value, int32_t plane, int32_t cell, const float *row) {
     const nu_kv_plane *p = &c->planes[plane];
-    const int32_t dim = value ? p->v_dim : p->k_dim;
+    const int32_t dim = (value ? p->v_dim : p->k_dim) / p->heads;
     const uint32_t type = value ? c->type_v : c->type_k;
-    uint8_t *dst = (uint8_t *)(value ? p->v : p->k) + (size_t)cell * (value ? p->v_row : p->k_row);
-    if (type == NU_TYPE_F32)
-        memcpy(dst, row, (size_t)dim * sizeof(float));
-    else if (type == NU_TYPE_F16)
-        nu_vec_to_f16((uint16_t *)(void *)dst, row, dim);
-    else
-        nu_quantize_row(type, row, dst, dim);
+    for (int32_t g = 0; g < p->heads; g++, row += dim) {
+        uint8_t *dst = (uint8_t *)(value ? nu_kv_plane_values(p, c->n_cells, g)
+                                         : nu_kv_plane_keys(p, c->n_cells, g)) +
+                       (size_t)cell * (value ? p->v_head : p->k_head);
+        if (type == NU_TYPE_F32)
+            memcpy(dst, row, (size_t)dim * sizeof(float));
+        else if (type == NU_TYPE_F16)
+            nu_vec_to_f16((uint16_t *)(void *)dst, row, dim);
+        else
+            nu_quantize_row(type, row, dst, dim);
+    }
 }
 
 /* Insertion into a list kept sorted by position: sequences are filled in

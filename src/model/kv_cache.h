@@ -43,13 +43,27 @@
 
 _Static_assert(NU_MAX_SEQ <= 64, "a cell's sequences are the bits of a uint64_t");
 
-/* One layer's keys and values: [cell][k_dim] and [cell][v_dim] elements of
- * the cache's key and value types (k_row / v_row bytes a cell). */
+/* One layer's keys and values, head by head: for each of the `heads`
+ * key/value heads, n_cells rows of k_dim / heads (v_dim / heads) elements
+ * of the cache's key (value) type, k_head (v_head) bytes each, cell i's at
+ * i * k_head. Attention reads one head's rows for all its query heads, so
+ * they are contiguous in memory (and stream from it); k_row / v_row are a
+ * cell's bytes over all heads. */
 typedef struct nu_kv_plane {
     int32_t k_dim, v_dim; /* n_head_kv * head_dim, n_head_kv * head_dim_v */
+    int32_t heads;
     size_t k_row, v_row;
+    size_t k_head, v_head;
     void *k, *v;
 } nu_kv_plane;
+
+/* Head g's key (value) rows of a plane of a cache of n_cells cells. */
+static inline void *nu_kv_plane_keys(const nu_kv_plane *p, int32_t n_cells, int32_t g) {
+    return (char *)p->k + (size_t)g * (size_t)n_cells * p->k_head;
+}
+static inline void *nu_kv_plane_values(const nu_kv_plane *p, int32_t n_cells, int32_t g) {
+    return (char *)p->v + (size_t)g * (size_t)n_cells * p->v_head;
+}
 
 /* One recurrent layer's part of a state slot: floats [offset, offset + floats). */
 typedef struct nu_state_plane {
@@ -60,6 +74,8 @@ typedef struct nu_kv_cache {
     int32_t n_cells;
     int32_t n_planes;
     nu_kv_plane *planes;
+    void *area; /* every plane's rows, one mapping of area_bytes */
+    size_t area_bytes;
     uint32_t type_k, type_v; /* tensor types of the rows: F32, F16, Q8_0 or Q4_0 */
     int32_t *pos;            /* per cell; -1 when free */
     uint64_t *seqs;          /* per cell: bit s set when sequence s uses it */
@@ -80,16 +96,17 @@ typedef struct nu_kv_cache {
 uint32_t nu_kv_tensor_type(nu_kv_type type);
 
 /* A cache of n_cells cells with n_planes planes, plane i holding keys of
- * k_dim[i] and values of v_dim[i] elements (whole blocks of a quantised
- * type). */
+ * k_dim[i] and values of v_dim[i] elements in heads[i] heads (each head's
+ * part whole blocks of a quantised type). */
 nu_status nu_kv_cache_init(nu_kv_cache *c, int32_t n_cells, int32_t n_planes, const int32_t *k_dim,
-                           const int32_t *v_dim, nu_kv_type type_k, nu_kv_type type_v,
-                           nu_error *err);
+                           const int32_t *v_dim, const int32_t *heads, nu_kv_type type_k,
+                           nu_kv_type type_v, nu_error *err);
 void nu_kv_cache_free(nu_kv_cache *c);
 
 /* Bytes of keys and values for n_cells cells of those planes. */
 uint64_t nu_kv_cache_bytes(int32_t n_cells, int32_t n_planes, const int32_t *k_dim,
-                           const int32_t *v_dim, nu_kv_type type_k, nu_kv_type type_v);
+                           const int32_t *v_dim, const int32_t *heads, nu_kv_type type_k,
+                           nu_kv_type type_v);
 
 /* Claims n free cells for (seq, pos) pairs; returns false (claiming nothing)
  * when fewer than n are free. */
