@@ -840,6 +840,37 @@ static void test_grouped_vector_helpers(void **state) {
     nu_kernels_force_level(nu_kernels_cpu_level());
 }
 
+/* nu_vec_scale_max at every level: each x[i] becomes x[i] * scale, bit for
+ * bit, and the result is the largest of them, NaNs passed over (a row of
+ * NaNs and -infinities gives -infinity), for lengths around the vector
+ * widths. */
+static void test_scale_max(void **state) {
+    (void)state;
+    rng r = {41};
+    static float x[70], want[70];
+    for (int l = 0; l <= (int)nu_kernels_cpu_level(); l++) {
+        assert_true(nu_kernels_force_level((nu_simd)l));
+        for (int64_t n = 0; n <= 70; n++)
+            for (int nan = 0; nan < 3; nan++) {
+                float best = -INFINITY;
+                for (int64_t i = 0; i < n; i++) {
+                    x[i] = nan == 2 ? (i % 2 ? NAN : -INFINITY)
+                                    : rng_sym(&r) * 100.0f + (nan && i % 5 == 1 ? NAN : 0.0f);
+                    want[i] = x[i] * 0.125f;
+                    if (want[i] > best) best = want[i];
+                }
+                const float got = nu_vec_scale_max(x, n, 0.125f);
+                assert_int_equal(float_to_bits(got), float_to_bits(best));
+                for (int64_t i = 0; i < n; i++)
+                    if (!isnan(want[i]))
+                        assert_int_equal(float_to_bits(x[i]), float_to_bits(want[i]));
+                    else
+                        assert_true(isnan(x[i]));
+            }
+    }
+    nu_kernels_force_level(nu_kernels_cpu_level());
+}
+
 /* Attention over a quantised cache: nu_vec_dots_rows on Q8_0 / Q4_0 rows
  * is the exact dot of each row's dequantised values with the query rounded
  * as a matrix product's activations (within float summation, 1e-5 of the
@@ -1457,6 +1488,7 @@ int main(void) {
         cmocka_unit_test(test_delta_rule),
         cmocka_unit_test(test_quantized_cache_rows),
         cmocka_unit_test(test_grouped_vector_helpers),
+        cmocka_unit_test(test_scale_max),
         cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_matmul_multi),
         cmocka_unit_test(test_matmul_tasks),

@@ -137,6 +137,10 @@ void nu_vec_round_f16(float *x, int64_t n) {
     nu_kernels_current()->round_f16(x, n);
 }
 
+float nu_vec_scale_max(float *x, int64_t n, float scale) {
+    return nu_kernels_current()->scale_max(x, n, scale);
+}
+
 void nu_vec_softmax(float *x, int64_t n, float max, int round_f16) {
     nu_kernels_current()->softmax(x, n, max, round_f16);
 }

@@ -14,6 +14,7 @@
  * Q8_0 through |w| and sign-adjusted activations, as at the AVX-512 level.
  */
 #include <immintrin.h>
+#include <math.h>
 #include <stdalign.h>
 
 #include "iquant.h"
@@ -560,6 +561,25 @@ static void delta_rule(float *m_out, const float *m_in, const float *q, const fl
     }
 }
 
+/* Lanes that hold no element are -infinity; max(x, m) keeps m where x is
+ * a NaN. */
+float nu_scale_max_avx2(float *x, int64_t n, float scale) {
+    const __m256 sv = _mm256_set1_ps(scale);
+    __m256 m = _mm256_set1_ps(-INFINITY);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), sv);
+        _mm256_storeu_ps(x + i, v);
+        m = _mm256_max_ps(v, m);
+    }
+    float max = nu_hmax256_ps(m);
+    for (; i < n; i++) {
+        x[i] *= scale;
+        if (x[i] > max) max = x[i];
+    }
+    return max;
+}
+
 /* Four independent sums, two lines per step. */
 uint64_t nu_read_avx2(const void *p, size_t n) {
     const __m256i *v = p;
@@ -612,6 +632,7 @@ const nu_kernel_set nu_kernels_avx2_set = {
     .round_f16 = round_f16,
     .attn_heads = 4,
     .softmax = softmax,
+    .scale_max = nu_scale_max_avx2,
     .read = nu_read_avx2,
     .swiglu = swiglu,
     .to_f16 = to_f16,

@@ -766,6 +766,7 @@ const nu_kernel_set nu_kernels_avx512_set = {
     .attn_heads = HEADS,
     .round_f16 = round_f16,
     .softmax = softmax,
+    .scale_max = nu_scale_max_avx2,
     .read = nu_read_avx2,
     .swiglu = swiglu,
     .to_f16 = to_f16,

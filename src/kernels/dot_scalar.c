@@ -262,6 +262,15 @@ static void round_f16(float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] = nu_half_to_float(nu_f32_to_f16(x[i]));
 }
 
+static float scale_max(float *x, int64_t n, float scale) {
+    float max = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] *= scale;
+        if (x[i] > max) max = x[i];
+    }
+    return max;
+}
+
 static void softmax(float *x, int64_t n, float max, int round16) {
     float sum = 0.0f;
     for (int64_t i = 0; i < n; i++) sum += (x[i] = expf(x[i] - max));
@@ -340,6 +349,7 @@ const nu_kernel_set nu_kernels_scalar_set = {
     .round_f16 = round_f16,
     .attn_heads = 4,
     .softmax = softmax,
+    .scale_max = scale_max,
     .read = read_words,
     .swiglu = swiglu,
     .to_f16 = to_f16,

@@ -208,6 +208,10 @@ void nu_vec_mads_rows(uint32_t type, float *const *y, const float *a, size_t a_s
  * then nu_f16_to_f32 would). */
 void nu_vec_round_f16(float *x, int64_t n);
 
+/* x[i] *= scale for every i; returns the largest x[i] after it (NaNs are
+ * passed over; -infinity for n = 0). */
+float nu_vec_scale_max(float *x, int64_t n, float scale);
+
 /* Attention weights in place: x[i] = e^(x[i] - max) / sum_j e^(x[j] - max),
  * with max >= every x[i]; then rounded to half precision if round_f16.
  * The SIMD levels compute e^ with a polynomial (within 2 ulp of expf) and

@@ -194,6 +194,7 @@ typedef void (*nu_dots_rows_fn)(uint32_t type, const float *const *q, int k, con
                                 float *out, size_t out_stride);
 typedef void (*nu_round_f16_fn)(float *x, int64_t n);
 typedef void (*nu_softmax_fn)(float *x, int64_t n, float max, int round_f16);
+typedef float (*nu_scale_max_fn)(float *x, int64_t n, float scale);
 typedef uint64_t (*nu_read_fn)(const void *p, size_t n);
 typedef void (*nu_swiglu_fn)(float *gate, const float *up, int64_t n);
 typedef void (*nu_to_f16_fn)(uint16_t *dst, const float *x, int64_t n);
@@ -289,6 +290,7 @@ typedef struct nu_kernel_set {
                                     (1..NU_VEC_HEADS); quant_dots_rows / quant_mads_rows take 4 */
     nu_round_f16_fn round_f16;   /* nu_vec_round_f16 */
     nu_softmax_fn softmax;       /* nu_vec_softmax */
+    nu_scale_max_fn scale_max;   /* nu_vec_scale_max */
     nu_read_fn read;             /* nu_vec_read */
     nu_swiglu_fn swiglu;         /* nu_vec_swiglu */
     nu_to_f16_fn to_f16;         /* nu_vec_to_f16 */
@@ -305,6 +307,8 @@ const nu_kernel_set *nu_kernels_current(void);
 /* nu_vec_read with 256-bit loads (dot_avx2.c; the AVX-512 level uses it too:
  * two such loads per cycle outrun any memory). */
 uint64_t nu_read_avx2(const void *p, size_t n);
+/* nu_vec_scale_max in 256-bit vectors (the AVX-512 level's too). */
+float nu_scale_max_avx2(float *x, int64_t n, float scale);
 
 /* The AVX-512 level's panel kernels (panel_avx512.c). */
 void nu_panel_q4_0_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, int k);

@@ -16,6 +16,15 @@ static inline __attribute__((always_inline)) float nu_hsum256_ps(__m256 v) {
     return _mm_cvtss_f32(q);
 }
 
+/* The largest of 8 floats (none NaN: lanes start at -infinity and max
+ * keeps them where an element is NaN). */
+static inline __attribute__((always_inline)) float nu_hmax256_ps(__m256 v) {
+    __m128 q = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    q = _mm_max_ps(q, _mm_movehl_ps(q, q));
+    q = _mm_max_ss(q, _mm_movehdup_ps(q));
+    return _mm_cvtss_f32(q);
+}
+
 /* The f16 at p in lane 0 (other lanes 0), and the two f16 at p in lanes 0, 1. */
 static inline __attribute__((always_inline)) __m128 nu_half_at(const uint8_t *p) {
     return _mm_cvtph_ps(_mm_cvtsi32_si128(nu_load_u16(p)));

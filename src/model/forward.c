@@ -102,10 +102,11 @@ static void attend_heads(nu_context *c, const nu_batch_entry *e, int32_t b, int3
                      hd, scores, n_ctx);
     for (int32_t i = 0; i < nh; i++) {
         float *sc = scores + (size_t)i * n_ctx;
-        for (int32_t j = 0; j < n; j++) sc[j] *= scale;
-        if (hp->attn_softcap > 0) nu_softcap(sc, n, hp->attn_softcap);
-        for (int32_t j = 0; j < n; j++)
-            if (sc[j] > max[i]) max[i] = sc[j];
+        max[i] = nu_vec_scale_max(sc, n, scale);
+        if (hp->attn_softcap > 0) {
+            nu_softcap(sc, n, hp->attn_softcap);
+            max[i] = nu_vec_scale_max(sc, n, 1.0f);
+        }
     }
     /* a sink is one more score (no value): it takes part in the max and the
      * sum, so the weights of the real positions add up to less than 1 */
