@@ -338,15 +338,49 @@ NU_DEFINE_TILE(static, tile_bf16, float_tile, NU_TYPE_BF16)
 
 /* ---- Vector helpers ----------------------------------------------------------- */
 
+/* Attention's dots (nu_vec_dot_f32/f16, nu_vec_dots, nu_vec_dots_rows):
+ * one chain of multiply-adds per query vector over the row's 8-element
+ * chunks (element i in lane i % 8), a tail of fewer than 8 from zero-padded
+ * copies, then nu_hsum256_ps. A head row is short and the vectors' chains,
+ * and the next rows', run side by side. */
+INLINE void head_dots_vec(uint32_t type, const uint8_t *w, const float *const *x, int k, int64_t n,
+                          __m256 *s) {
+    for (int v = 0; v < k; v++) s[v] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 wv = load_weights(type, w, i);
+        for (int v = 0; v < k; v++) s[v] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[v] + i), s[v]);
+    }
+    if (i < n) {
+        alignas(32) uint8_t wt[8 * 4] = {0};
+        alignas(32) float xt[8];
+        const int left = (int)(n - i);
+        memcpy(wt, w + i * elem_bytes(type), (size_t)left * (size_t)elem_bytes(type));
+        const __m256 wv = load_weights(type, wt, 0);
+        for (int v = 0; v < k; v++) {
+            memset(xt, 0, sizeof xt);
+            memcpy(xt, x[v] + i, (size_t)left * sizeof(float));
+            s[v] = _mm256_fmadd_ps(wv, _mm256_load_ps(xt), s[v]);
+        }
+    }
+}
+
+INLINE void head_dots(uint32_t type, const uint8_t *w, const float *const *x, int k, int64_t n,
+                      float *out) {
+    __m256 s[NU_TILE_MAX];
+    head_dots_vec(type, w, x, k, n, s);
+    for (int v = 0; v < k; v++) out[v] = nu_hsum256_ps(s[v]);
+}
+
 static float dot_f32(const float *a, const float *b, int64_t n) {
     float out;
-    float_dots(NU_TYPE_F32, (const uint8_t *)a, &b, 1, n, &out);
+    head_dots(NU_TYPE_F32, (const uint8_t *)a, &b, 1, n, &out);
     return out;
 }
 
 static float dot_f16(const uint16_t *a, const float *b, int64_t n) {
     float out;
-    float_dots(NU_TYPE_F16, (const uint8_t *)a, &b, 1, n, &out);
+    head_dots(NU_TYPE_F16, (const uint8_t *)a, &b, 1, n, &out);
     return out;
 }
 
@@ -369,8 +403,108 @@ static void mad_f16(float *y, const uint16_t *x, float a, int64_t n) {
     for (; i < n; i++) y[i] += a * nu_f16_to_f32(x[i]);
 }
 
-/* Several vectors against one row: float_dots with the count a constant. */
-NU_DEFINE_DOTS(dots)
+static void dots(uint32_t type, const void *row, const float *const *q, int k, int64_t n,
+                 float *out){
+#define DOTS(T, K) head_dots(T, row, q, K, n, out)
+    NU_SWITCH_FLOAT_HEADS(type, k, DOTS)
+#undef DOTS
+}
+
+/* nu_hsum256_ps of 8 vectors at once, split where its tree allows:
+ * hsum_pair takes the halves step of two vectors (lanes 0-3 vector a's
+ * half-sums, 4-7 b's), hsum_quarters the next step of two such pairs (the
+ * vectors of pair a in lanes 0-1 and 4-5, of pair b in 2-3 and 6-7), and
+ * hsum_last the final step of two of those, after which a permutation puts
+ * vector r in lane r. Each result is the bits nu_hsum256_ps gives. */
+INLINE __m256 hsum_pair(__m256 a, __m256 b) {
+    return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+}
+INLINE __m256 hsum_quarters(__m256 a, __m256 b) {
+    return _mm256_add_ps(_mm256_shuffle_ps(a, b, 0x44), _mm256_shuffle_ps(a, b, 0xEE));
+}
+INLINE __m256 hsum_last(__m256 a, __m256 b) {
+    const __m256 r = _mm256_add_ps(_mm256_shuffle_ps(a, b, 0x88), _mm256_shuffle_ps(a, b, 0xDD));
+    return _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* The dots of 8 rows with H (1 or 2) query heads from head h0, in
+ * head_dots's order: four rows at a time, each 8-element chunk of the four
+ * rows and of the H heads loaded once for their 4 H multiply-adds (chains
+ * held in registers), the four rows through the first two reduction steps
+ * at once. `ahead` (NULL: none) are the next 8 rows, prefetched. */
+INLINE void dots8_heads(uint32_t type, const uint8_t *const *rows, const uint8_t *const *ahead,
+                        const float *const *q, int h0, int H, int64_t n, float *out,
+                        size_t out_stride) {
+    const size_t bytes = (size_t)n * (size_t)elem_bytes(type);
+    __m256 part[2][2];
+    for (int m = 0; m < 2; m++) {
+        if (ahead)
+            for (int r = 0; r < 4; r++)
+                for (size_t off = 0; off < bytes; off += 64)
+                    _mm_prefetch((const char *)(ahead[4 * m + r] + off), _MM_HINT_T0);
+        __m256 acc[4][2];
+        for (int r = 0; r < 4; r++)
+            for (int h = 0; h < H; h++) acc[r][h] = _mm256_setzero_ps();
+        for (int64_t i = 0; i < n; i += 8) {
+            __m256 w[4];
+            for (int r = 0; r < 4; r++) w[r] = load_weights(type, rows[4 * m + r], i);
+            for (int h = 0; h < H; h++) {
+                const __m256 qv = _mm256_loadu_ps(q[h0 + h] + i);
+                for (int r = 0; r < 4; r++) acc[r][h] = _mm256_fmadd_ps(w[r], qv, acc[r][h]);
+            }
+        }
+        for (int h = 0; h < H; h++)
+            part[h][m] =
+                hsum_quarters(hsum_pair(acc[0][h], acc[1][h]), hsum_pair(acc[2][h], acc[3][h]));
+    }
+    for (int h = 0; h < H; h++)
+        _mm256_storeu_ps(out + (size_t)(h0 + h) * out_stride, hsum_last(part[h][0], part[h][1]));
+}
+
+/* dots8_heads specialised on the common head sizes (constant chunk loops). */
+INLINE void dots8_heads_n(uint32_t type, const uint8_t *const *rows, const uint8_t *const *ahead,
+                          const float *const *q, int h0, int H, int64_t n, float *out,
+                          size_t out_stride) {
+    if (n == 64)
+        dots8_heads(type, rows, ahead, q, h0, H, 64, out, out_stride);
+    else if (n == 128)
+        dots8_heads(type, rows, ahead, q, h0, H, 128, out, out_stride);
+    else
+        dots8_heads(type, rows, ahead, q, h0, H, n, out, out_stride);
+}
+
+/* nu_vec_dots_rows: 8 rows at a time when the head size is a multiple of 8,
+ * the heads two at a time over them (the rows stay in L1 between head
+ * pairs); other sizes and the tail row by row. */
+INLINE void dots_rows_k(uint32_t type, const float *const *q, int k, const uint8_t *base,
+                        size_t stride, const int32_t *cells, int64_t n_rows, int64_t n, float *out,
+                        size_t out_stride) {
+    int64_t j0 = 0;
+    for (; n % 8 == 0 && j0 + 8 <= n_rows; j0 += 8) {
+        const uint8_t *rows[8], *ahead[8];
+        const bool more = j0 + 16 <= n_rows;
+        for (int r = 0; r < 8; r++) {
+            rows[r] = base + (size_t)cells[j0 + r] * stride;
+            ahead[r] = more ? base + (size_t)cells[j0 + 8 + r] * stride : NULL;
+        }
+        for (int h0 = 0; h0 < k; h0 += 2)
+            dots8_heads_n(type, rows, h0 == 0 && more ? ahead : NULL, q, h0,
+                          k - h0 < 2 ? k - h0 : 2, n, out + (size_t)j0, out_stride);
+    }
+    for (; j0 < n_rows; j0++) {
+        float o[NU_TILE_MAX];
+        head_dots(type, base + (size_t)cells[j0] * stride, q, k, n, o);
+        for (int v = 0; v < k; v++) out[(size_t)v * out_stride + (size_t)j0] = o[v];
+    }
+}
+
+static void dots_rows(uint32_t type, const float *const *q, int k, const void *base, size_t stride,
+                      const int32_t *cells, int64_t n_rows, int64_t n, float *out,
+                      size_t out_stride) {
+#define DOTS_ROWS(T, K) dots_rows_k(T, q, K, base, stride, cells, n_rows, n, out, out_stride)
+    NU_SWITCH_FLOAT_HEADS(type, k, DOTS_ROWS)
+#undef DOTS_ROWS
+}
 
 /* mad_f32/mad_f16 for k outputs, the row converted once per 8 elements. */
 static void mads(uint32_t type, float *const *y, const float *a, int k, const void *x, int64_t n) {
@@ -394,19 +528,15 @@ static void mads(uint32_t type, float *const *y, const float *a, int k, const vo
 /* Columns [i0, i0 + 16) (all within the 8-aligned part) of k heads in 8
  * accumulators over every row. */
 INLINE void mads_rows_block(uint32_t type, float *const *y, const float *a, size_t a_stride, int k,
-                            const uint8_t *base, size_t stride, const int32_t *cells,
-                            int64_t n_rows, int nd, int64_t i0) {
+                            const uint8_t *base, size_t stride, const int32_t *cells, int64_t j0,
+                            int64_t j1, int nd, int64_t i0) {
     __m256 acc[4][2];
     for (int d = 0; d < nd; d++)
         for (int v = 0; v < k; v++) acc[v][d] = _mm256_loadu_ps(y[v] + i0 + 8 * d);
-    for (int64_t j = 0; j < n_rows; j++) {
+    for (int64_t j = j0; j < j1; j++) {
         const uint8_t *row = base + (size_t)cells[j] * stride;
         for (int d = 0; d < nd; d++) {
-            int64_t i = i0 + 8 * d;
-            __m256 xv =
-                type == NU_TYPE_F16
-                    ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(row + 2 * i)))
-                    : _mm256_loadu_ps((const float *)(const void *)row + i);
+            const __m256 xv = load_weights(type, row, i0 + 8 * d);
             for (int v = 0; v < k; v++)
                 acc[v][d] = _mm256_fmadd_ps(_mm256_set1_ps(a[(size_t)v * a_stride + (size_t)j]), xv,
                                             acc[v][d]);
@@ -416,15 +546,21 @@ INLINE void mads_rows_block(uint32_t type, float *const *y, const float *a, size
         for (int v = 0; v < k; v++) _mm256_storeu_ps(y[v] + i0 + 8 * d, acc[v][d]);
 }
 
+/* Rows in blocks of 64, each block's columns 16 at a time, so a block's
+ * rows are read from memory once and from L1 for the other columns; every
+ * y element still takes the rows in order. */
 static void mads_rows(uint32_t type, float *const *y, const float *a, size_t a_stride, int k,
                       const void *base, size_t stride, const int32_t *cells, int64_t n_rows,
                       int64_t n) {
     const int64_t n8 = n / 8 * 8;
-    for (int64_t i0 = 0; i0 < n8; i0 += 16) {
-        const int nd = n8 - i0 >= 16 ? 2 : 1;
-#define MADS_ROWS(K) mads_rows_block(type, y, a, a_stride, K, base, stride, cells, n_rows, nd, i0)
-        NU_SWITCH_HEADS(k, MADS_ROWS)
+    for (int64_t j0 = 0; j0 < n_rows; j0 += 64) {
+        const int64_t j1 = n_rows - j0 < 64 ? n_rows : j0 + 64;
+        for (int64_t i0 = 0; i0 < n8; i0 += 16) {
+            const int nd = n8 - i0 >= 16 ? 2 : 1;
+#define MADS_ROWS(T, K) mads_rows_block(T, y, a, a_stride, K, base, stride, cells, j0, j1, nd, i0)
+            NU_SWITCH_FLOAT_HEADS(type, k, MADS_ROWS)
 #undef MADS_ROWS
+        }
     }
     if (n8 == n) return;
     /* the tail as mads computes it, row after row */
@@ -625,6 +761,7 @@ const nu_kernel_set nu_kernels_avx2_set = {
     .mad_f32 = mad_f32,
     .mad_f16 = mad_f16,
     .dots = dots,
+    .dots_rows = dots_rows,
     .mads = mads,
     .mads_rows = mads_rows,
     .quant_dots_rows = nu_quant_dots_rows_avx2,
