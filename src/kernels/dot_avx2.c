@@ -482,11 +482,7 @@ INLINE void dots_rows_k(uint32_t type, const float *const *q, int k, const uint8
     int64_t j0 = 0;
     for (; n % 8 == 0 && j0 + 8 <= n_rows; j0 += 8) {
         const uint8_t *rows[8], *ahead[8];
-        const bool more = j0 + 16 <= n_rows;
-        for (int r = 0; r < 8; r++) {
-            rows[r] = base + (size_t)cells[j0 + r] * stride;
-            ahead[r] = more ? base + (size_t)cells[j0 + 8 + r] * stride : NULL;
-        }
+        const bool more = nu_rows_at(base, stride, cells, j0, 8, n_rows, rows, ahead);
         for (int h0 = 0; h0 < k; h0 += 2)
             dots8_heads_n(type, rows, h0 == 0 && more ? ahead : NULL, q, h0,
                           k - h0 < 2 ? k - h0 : 2, n, out + (size_t)j0, out_stride);

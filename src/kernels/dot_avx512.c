@@ -547,11 +547,7 @@ INLINE void dots_rows_k(uint32_t type, const float *const *q, int k, const uint8
     int64_t j0 = 0;
     for (; j0 + 16 <= n_rows; j0 += 16) {
         const uint8_t *rows[16], *ahead[16];
-        const bool more = j0 + 32 <= n_rows;
-        for (int r = 0; r < 16; r++) {
-            rows[r] = base + (size_t)cells[j0 + r] * stride;
-            ahead[r] = more ? base + (size_t)cells[j0 + 16 + r] * stride : NULL;
-        }
+        const bool more = nu_rows_at(base, stride, cells, j0, 16, n_rows, rows, ahead);
         for (int h0 = 0; h0 < k; h0 += 4)
             dots16_heads_n(type, rows, h0 == 0 && more ? ahead : NULL, q, h0,
                            k - h0 < 4 ? k - h0 : 4, n, out + (size_t)j0, out_stride);

@@ -354,6 +354,20 @@ void nu_panel4_f16_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, i
     default: CALL(NU_TYPE_F16, 4); break;                                                          \
     }
 
+/* Attention's row kernels take rows in groups of R: the addresses of rows
+ * j0 .. j0+R-1 of a table indexed by cell, and in `ahead` those of the R
+ * after them (to prefetch); returns whether those are all there (else ahead
+ * is not filled). */
+static inline int nu_rows_at(const uint8_t *base, size_t stride, const int32_t *cells, int64_t j0,
+                             int R, int64_t n_rows, const uint8_t **rows, const uint8_t **ahead) {
+    const int more = j0 + 2 * R <= n_rows;
+    for (int r = 0; r < R; r++) {
+        rows[r] = base + (size_t)cells[j0 + r] * stride;
+        if (more) ahead[r] = base + (size_t)cells[j0 + R + r] * stride;
+    }
+    return more;
+}
+
 /* Defines `static void name(type, row, q, k, n, out)` (a nu_dots_fn) from the
  * level file's inline float_dots(type, row, q, k, n, out), with the type and
  * the vector count 1..4 as compile-time constants. */
