@@ -123,21 +123,32 @@ static void attend_heads(nu_context *c, const nu_batch_entry *e, int32_t b, int3
 
 /* Work units: (entry, group of up to NU_ATTN_HEADS query heads sharing a
  * key/value head), dealt to the threads in turn: in a prompt, later entries
- * see more keys, so contiguous shares would leave the first thread idle. */
+ * see more keys, so contiguous shares would leave the first thread idle.
+ * A key/value head's query heads are cut into `parts` groups of `size`
+ * (the last may be smaller): as few as NU_ATTN_HEADS allows, so each row is
+ * read by few passes, but enough for every thread to have a unit when the
+ * entries and key/value heads alone are fewer than the threads (one entry
+ * of a model with one or two key/value heads). */
 static void attention_worker(void *arg, int ith, int nth) {
     attn_task *t = arg;
     nu_context *c = t->ctx;
     const nu_layer_hp *L = &c->model->hp.layer[t->layer];
     const int32_t rep = L->n_head / L->n_head_kv;
-    const int32_t per_kv = (rep + NU_ATTN_HEADS - 1) / NU_ATTN_HEADS;
-    const int32_t units_per_entry = L->n_head_kv * per_kv;
+    int32_t parts = (rep + NU_ATTN_HEADS - 1) / NU_ATTN_HEADS;
+    const int64_t groups = (int64_t)t->n * L->n_head_kv;
+    if (groups < nth) {
+        const int32_t want = (int32_t)((nth + groups - 1) / groups);
+        if (want > parts) parts = want < rep ? want : rep;
+    }
+    const int32_t size = (rep + parts - 1) / parts;
+    parts = (rep + size - 1) / size;
+    const int32_t units_per_entry = L->n_head_kv * parts;
     float *scores = c->s.scores + (size_t)ith * NU_ATTN_HEADS * (c->params.n_ctx + 1);
     for (int64_t i = ith; i < (int64_t)t->n * units_per_entry; i += nth) {
         int32_t b = (int32_t)(i / units_per_entry), u = (int32_t)(i % units_per_entry);
-        int32_t g = u / per_kv, part = u % per_kv;
-        int32_t h0 = g * rep + part * NU_ATTN_HEADS;
-        int32_t nh =
-            rep - part * NU_ATTN_HEADS < NU_ATTN_HEADS ? rep - part * NU_ATTN_HEADS : NU_ATTN_HEADS;
+        int32_t g = u / parts, part = u % parts;
+        int32_t h0 = g * rep + part * size;
+        int32_t nh = rep - part * size < size ? rep - part * size : size;
         attend_heads(c, &t->e[b], b, h0, nh, t->layer, scores);
     }
 }
