@@ -112,11 +112,17 @@ void nu_vec_mad_f16(float *y, const uint16_t *x, float a, int64_t n) {
     nu_kernels_current()->mad_f16(y, x, a, n);
 }
 
+/* Whether attention rows of this type are a quantised cache's (the
+ * quant_dots_rows / quant_mads_rows kernels). */
+static bool quant_rows(uint32_t type) {
+    return type == NU_TYPE_Q8_0 || type == NU_TYPE_Q4_0;
+}
+
 /* How many heads one call of the level's attention kernels takes: groups of
  * more run in further calls (each head's result does not depend on which
  * heads share its call). */
 static int heads_per_call(const nu_kernel_set *ks, uint32_t type) {
-    return type == NU_TYPE_Q8_0 || type == NU_TYPE_Q4_0 ? 4 : ks->attn_heads;
+    return quant_rows(type) ? 4 : ks->attn_heads;
 }
 
 void nu_vec_dots(uint32_t type, const void *row, const float *const *q, int k, int64_t n,
@@ -149,7 +155,7 @@ void nu_vec_softmax(float *x, int64_t n, float max, int round_f16) {
 static void dots_rows_call(const nu_kernel_set *ks, uint32_t type, const float *const *q, int k,
                            const void *base, size_t stride, const int32_t *cells, int64_t n_rows,
                            int64_t n, float *out, size_t out_stride) {
-    if (type == NU_TYPE_Q8_0 || type == NU_TYPE_Q4_0) {
+    if (quant_rows(type)) {
         ks->quant_dots_rows(type, q, k, base, stride, cells, n_rows, n, out, out_stride);
         return;
     }
@@ -181,7 +187,7 @@ void nu_vec_mads_rows(uint32_t type, float *const *y, const float *a, size_t a_s
                       const void *base, size_t stride, const int32_t *cells, int64_t n_rows,
                       int64_t n) {
     const nu_kernel_set *ks = nu_kernels_current();
-    const bool quant = type == NU_TYPE_Q8_0 || type == NU_TYPE_Q4_0;
+    const bool quant = quant_rows(type);
     for (int h = 0, m = heads_per_call(ks, type); h < k; h += m)
         (quant ? ks->quant_mads_rows : ks->mads_rows)(type, y + h, a + (size_t)h * a_stride,
                                                       a_stride, k - h < m ? k - h : m, base, stride,

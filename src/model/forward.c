@@ -95,7 +95,6 @@ static void attend_heads(nu_context *c, const nu_batch_entry *e, int32_t b, int3
             nu_vec_round_f16(q16[i], hd);
             q[i] = q16[i];
         }
-        max[i] = -INFINITY;
         memset(out[i], 0, (size_t)hdv * sizeof(float));
     }
     nu_vec_dots_rows(tk, q, nh, nu_kv_plane_keys(plane, kv->n_cells, g), plane->k_head, cells, n,
