@@ -164,7 +164,9 @@ typedef enum nu_kv_type {
 } nu_kv_type;
 
 /* The memory a context of these sizes would take, with keys and values in
- * kv_type_k and kv_type_v (NU_KV_SAME is not accepted here). */
+ * kv_type_k and kv_type_v (NU_KV_SAME is not accepted here). Types the
+ * model's heads cannot take (a quantised cache needs heads of a multiple of
+ * 32 values) get NU_ERR_UNSUPPORTED, as nu_context_new gives them. */
 NU_API nu_status nu_model_memory(const nu_model *model, int32_t n_ctx, int32_t n_batch,
                                  int32_t n_seq, nu_kv_type kv_type_k, nu_kv_type kv_type_v,
                                  nu_memory_estimate *out, nu_error *err);

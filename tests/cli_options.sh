@@ -81,6 +81,9 @@ check "the largest seed and the one below it draw differently (read exactly)" '!
 # --- enums ---------------------------------------------------------------------
 check "an enum names its choices" 'usage_error "^nucleus: --kv-type expects one of f16, f32, q8_0, q4_0; got .f64.$" gen --kv-type f64'
 check "serve's enum too" 'usage_error "--kv-type expects one of f16, f32, q8_0, q4_0; got .q8." "$nucleus" serve -m "$model" --kv-type q8'
+"$nucleus" info -m "$model" --kv-type-v q4_0 >"$tmp/info_q4" 2>&1
+check "info names the cache type the heads cannot take (8 values, not whole blocks of 32), no size" \
+  'grep -q "^memory: not available (a q4_0 value cache needs heads of a multiple of 32 values" "$tmp/info_q4" && ! grep -q "kv cache" "$tmp/info_q4"'
 
 # --- --name=value, values that start with '-', last one wins -------------------
 gen -n 16 --temp 0 --no-summary >"$tmp/spaced" 2>/dev/null

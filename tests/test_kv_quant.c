@@ -177,6 +177,11 @@ static void test_memory_and_refusals(void **state) {
     assert_int_equal(nu_context_new(small, &cp, &ctx, &err), NU_ERR_INVALID_ARG);
     assert_non_null(strstr(err.message, "unknown value cache type 9"));
     assert_null(ctx);
+    /* the memory estimate refuses what a context would refuse */
+    assert_int_equal(nu_model_memory(small, 1024, 64, 1, NU_KV_F16, NU_KV_Q8_0, &q8, &err),
+                     NU_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.message, "q8_0 value cache needs heads of a multiple of 32"));
+    assert_int_equal(nu_model_memory(small, 1024, 64, 1, NU_KV_F16, NU_KV_F32, &f16, &err), NU_OK);
     nu_model_free(small);
 }
 

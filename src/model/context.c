@@ -192,6 +192,30 @@ static void choose_rope_factors(nu_context *c) {
     }
 }
 
+/* Whether the model's attention layers can keep keys of type_k and values of
+ * type_v: a quantised cache needs heads of whole 32-value blocks. */
+static nu_status check_kv_types(const nu_model *m, nu_kv_type type_k, nu_kv_type type_v,
+                                nu_error *err) {
+    for (int kv = 0; kv < 2; kv++) {
+        nu_kv_type t = kv ? type_v : type_k;
+        if (t < NU_KV_F32 || t > NU_KV_Q4_0)
+            return nu_fail(err, NU_ERR_INVALID_ARG, "unknown %s cache type %d",
+                           kv ? "value" : "key", (int)t);
+        if (t != NU_KV_Q8_0 && t != NU_KV_Q4_0) continue;
+        for (int32_t il = 0; il < m->hp.n_layer; il++) {
+            const nu_layer_hp *l = &m->hp.layer[il];
+            int32_t hd = kv ? l->head_dim_v : l->head_dim;
+            if (l->kv_slot >= 0 && (hd % 32 || hd > 512))
+                return nu_fail(err, NU_ERR_UNSUPPORTED,
+                               "a %s %s cache needs heads of a multiple of 32 values, at most "
+                               "512 (layer %d's %s are %d)",
+                               t == NU_KV_Q8_0 ? "q8_0" : "q4_0", kv ? "value" : "key", il,
+                               kv ? "values" : "keys", hd);
+        }
+    }
+    return NU_OK;
+}
+
 static nu_status check_params(const nu_model *m, nu_context_params *p, nu_error *err) {
     if (m->mode != NU_LOAD_FULL)
         return nu_fail(err, NU_ERR_INVALID_ARG, "the model was loaded without its weights");
@@ -217,23 +241,8 @@ static nu_status check_params(const nu_model *m, nu_context_params *p, nu_error 
         return nu_fail(err, NU_ERR_INVALID_ARG, "unknown KV cache type %d", (int)p->kv_type);
     if (p->kv_type_k == NU_KV_SAME) p->kv_type_k = p->kv_type;
     if (p->kv_type_v == NU_KV_SAME) p->kv_type_v = p->kv_type;
-    for (int kv = 0; kv < 2; kv++) {
-        nu_kv_type t = kv ? p->kv_type_v : p->kv_type_k;
-        if (t < NU_KV_F32 || t > NU_KV_Q4_0)
-            return nu_fail(err, NU_ERR_INVALID_ARG, "unknown %s cache type %d",
-                           kv ? "value" : "key", (int)t);
-        if (t != NU_KV_Q8_0 && t != NU_KV_Q4_0) continue;
-        for (int32_t il = 0; il < m->hp.n_layer; il++) {
-            const nu_layer_hp *l = &m->hp.layer[il];
-            int32_t hd = kv ? l->head_dim_v : l->head_dim;
-            if (l->kv_slot >= 0 && (hd % 32 || hd > 512))
-                return nu_fail(err, NU_ERR_UNSUPPORTED,
-                               "a %s %s cache needs heads of a multiple of 32 values, at most "
-                               "512 (layer %d's %s are %d)",
-                               t == NU_KV_Q8_0 ? "q8_0" : "q4_0", kv ? "value" : "key", il,
-                               kv ? "values" : "keys", hd);
-        }
-    }
+    nu_status st = check_kv_types(m, p->kv_type_k, p->kv_type_v, err);
+    if (st != NU_OK) return st;
     if (p->n_state_checkpoints == 0) p->n_state_checkpoints = p->n_seq_max + 8;
     if (p->n_state_checkpoints < p->n_seq_max || p->n_state_checkpoints > 4096)
         return nu_fail(err, NU_ERR_INVALID_ARG,
@@ -535,12 +544,10 @@ int32_t nu_kv_seq_state_pos(const nu_context *c, int32_t seq) {
 nu_status nu_model_memory(const nu_model *m, int32_t n_ctx, int32_t n_batch, int32_t n_seq,
                           nu_kv_type kv_type_k, nu_kv_type kv_type_v, nu_memory_estimate *out,
                           nu_error *err) {
-    if (kv_type_k < NU_KV_F32 || kv_type_k > NU_KV_Q4_0 || kv_type_v < NU_KV_F32 ||
-        kv_type_v > NU_KV_Q4_0)
-        return nu_fail(err, NU_ERR_INVALID_ARG, "unknown KV cache type (key %d, value %d)",
-                       (int)kv_type_k, (int)kv_type_v);
     if (m->mode != NU_LOAD_FULL)
         return nu_fail(err, NU_ERR_INVALID_ARG, "the model was loaded without its weights");
+    nu_status st = check_kv_types(m, kv_type_k, kv_type_v, err);
+    if (st != NU_OK) return st;
     if (n_ctx < 1 || n_batch < 1 || n_seq < 1 || n_seq > NU_MAX_SEQ)
         return nu_fail(err, NU_ERR_INVALID_ARG,
                        "n_ctx, n_batch and n_seq must be positive "
