@@ -46,7 +46,8 @@ static const cli_option bench_options[] = {
      .max = 1 << 24,
      .placeholder = "N",
      .help = "tokens already in the context when each test starts (llama-bench's -d): they are "
-             "read once, not timed, and each repetition starts again after them"},
+             "read once, not timed, and each repetition starts again after them; without -c the "
+             "context is what the tests need: -d, then the longer of -p and -n, and one more"},
     {.name = "--reps",
      .short_name = "-r",
      .kind = CLI_INT,
@@ -364,7 +365,13 @@ static int run_bench(int argc, char **argv) {
         return rc;
     }
     long need = o.depth + (o.n_prompt > o.n_gen ? o.n_prompt : o.n_gen) + 1;
-    if (o.run.ctx.n_ctx == 0 || o.run.ctx.n_ctx < need) o.run.ctx.n_ctx = (int32_t)need;
+    if (o.run.ctx.n_ctx != 0 && o.run.ctx.n_ctx < need) {
+        cli_error("-c %d holds fewer than the %ld tokens a test needs (-d %ld, then the longer of "
+                  "-p and -n, and one more); give -c %ld or more, or leave -c out",
+                  (int)o.run.ctx.n_ctx, need, (long)o.depth, need);
+        return 2;
+    }
+    if (o.run.ctx.n_ctx == 0) o.run.ctx.n_ctx = (int32_t)need;
     nu_model *m;
     nu_context *ctx;
     if ((rc = cli_open(&o.run, &m, &ctx))) return rc;

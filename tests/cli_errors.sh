@@ -59,6 +59,8 @@ expect "unsupported mixture-of-experts layout: 'blk.0.ffn_up.0.weight' holds one
 expect "chunks of 2048 tokens needs at least 2048 tokens, the text has [0-9]+" "$nucleus" perplexity -m "$model" -f "$tmp/short.txt"
 expect "nothing would be scored" "$nucleus" perplexity -m "$model" -f "$tmp/short.txt" --windows
 expect "nothing to measure" "$nucleus" bench -m "$model" -p 0 -n 0
+# a context too small for the depth is refused, not raised behind the user's back
+expect "c 64 holds fewer than the 117 tokens a test needs" "$nucleus" bench -m "$model" -p 16 -n 8 -d 100 -c 64
 # a context the memory cannot hold is refused with the figures, not killed later:
 # 4M f32 cells of stories260K need 5 GiB, more than 2 GiB of address space
 # (not under the sanitizers, whose shadow memory needs far more than that)
