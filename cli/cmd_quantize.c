@@ -58,7 +58,8 @@ const cli_command quantize_command = {
               "TYPE, non-linear 4-bit (llama.cpp's recipes; better with --imatrix):\n"
               "  iq4_xs (4.25 bits), iq4_nl (4.5 bits)\n"
               "Matrices whose rows are not a multiple of 256 fall back to q4_0 (for q2_k,\n"
-              "q3_k), q5_0 (q4_k), q5_1 (q5_k) or q8_0 (q6_k).\n",
+              "q3_k), q5_0 (q4_k), q5_1 (q5_k), q8_0 (q6_k) or iq4_nl (iq4_xs); rows that\n"
+              "are not whole blocks of 32 to f16. The count of such matrices is printed.\n",
     .run = run_quantize,
 };
 
@@ -71,10 +72,18 @@ static int run_quantize(int argc, char **argv) {
     nu_quantize_params qp = nu_quantize_default_params();
     qp.pure = o.pure;
     qp.imatrix = o.imatrix;
+    int64_t n_fallback = 0;
+    qp.n_fallback = &n_fallback;
     if (nu_quantize_file_with(o.in, o.out, o.type, &qp, &err) != NU_OK) {
         cli_error("%s", err.message);
         return 1;
     }
     fprintf(stderr, "wrote %s (%s) in %.1f s\n", o.out, o.type, (nu_time_ms() - t0) / 1e3);
+    if (n_fallback)
+        fprintf(stderr,
+                "note: %lld matri%s not in the type %s gives %s: %s rows are not whole blocks "
+                "of it (the fallbacks: --help)\n",
+                (long long)n_fallback, n_fallback == 1 ? "x is" : "ces are", o.type,
+                n_fallback == 1 ? "it" : "them", n_fallback == 1 ? "its" : "their");
     return 0;
 }

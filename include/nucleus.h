@@ -198,6 +198,12 @@ typedef struct nu_quantize_params {
      * one, iq4_nl / iq4_xs keep ffn_down in their type in the first eighth
      * of the layers (as llama.cpp does). */
     const char *imatrix;
+    /* If not NULL, receives the number of matrices written in another type
+     * than TYPE gave them because their rows are not whole blocks of it: a
+     * 256-element type falls back to a 32-element one (iq4_xs: iq4_nl; q2_k,
+     * q3_k: q4_0; q4_k: q5_0; q5_k: q5_1; q6_k: q8_0), a row that is not
+     * whole 32-element blocks to f16. */
+    int64_t *n_fallback;
 } nu_quantize_params;
 
 NU_API nu_quantize_params nu_quantize_default_params(void);

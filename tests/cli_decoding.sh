@@ -31,6 +31,13 @@ check "speculation reports acceptance" 'grep -qE "accepted \([0-9.]+%\).* tokens
 look=$(gen -n 60 --temp 0 --lookup --draft-max 4)
 check "prompt lookup equals plain greedy" '[ "$look" = "$plain" ]'
 check "a draft with another vocabulary is refused" '! gen -n 5 --draft "$shared/vocab/ggml-vocab-llama-spm.gguf" >/dev/null'
+# stories260K's ffn_down rows are 172 values, not whole blocks of 32: those 5 matrices fall back
+# to f16, and quantize says how many did (count checked against the file's tensor types)
+"$nucleus" quantize "$model" "$tmp/q8.gguf" q8_0 2>"$tmp/q8.err"
+f16_rows=$("$nucleus" info -m "$tmp/q8.gguf" | grep -cE "^  blk\.[0-9]+\.ffn_down\.weight +f16 ")
+check "quantize counts the matrices that fell back" '[ "$f16_rows" -eq 5 ] && grep -q "^note: 5 matrices are not in the type q8_0 gives them" "$tmp/q8.err"'
+"$nucleus" quantize "$model" "$tmp/f16.gguf" f16 2>"$tmp/f16.err"
+check "quantize says nothing of fallbacks when none happened" '[ -s "$tmp/f16.gguf" ] && ! grep -q "^note:" "$tmp/f16.err"'
 check "unknown quantize type is refused" '! "$nucleus" quantize "$model" "$tmp/x.gguf" q3_z 2>/dev/null && [ ! -e "$tmp/x.gguf" ]'
 
 gen -n 12 --beam 3 --beam-return 2 >"$tmp/beam.out"

@@ -170,7 +170,8 @@ static uint32_t k_fallback(uint32_t type) {
  * recipes the output projection of a 4/5-bit file gets Q8_0 (it decides
  * every logit, so it keeps more precision). */
 static uint32_t target_type(const nu_gguf_tensor *t, const recipe *rc, const model_shape *m,
-                            bool pure) {
+                            bool pure, bool *fell_back) {
+    *fell_back = false;
     bool matrix = t->n_dims >= 2 && t->ne[1] > 1;
     if (!matrix || !nu_type_get(t->type)->computable) return t->type;
     /* a recurrent layer's convolution taps stay as they are (llama-quantize
@@ -180,7 +181,8 @@ static uint32_t target_type(const nu_gguf_tensor *t, const recipe *rc, const mod
     if (pure) return t->ne[0] % nu_type_get(want)->block_size ? NU_TYPE_COUNT : want;
     if (rc->kind != PLAIN) {
         want = k_recipe_type(rc, role_of(t->name, m), layer_of(t->name), m);
-        if (t->ne[0] % 256 && nu_type_get(want)->block_size == 256) want = k_fallback(want);
+        if (t->ne[0] % 256 && nu_type_get(want)->block_size == 256)
+            want = k_fallback(want), *fell_back = true;
     } else {
         bool low_bits = want == NU_TYPE_Q4_0 || want == NU_TYPE_Q4_1 || want == NU_TYPE_Q5_0 ||
                         want == NU_TYPE_Q5_1;
@@ -188,6 +190,7 @@ static uint32_t target_type(const nu_gguf_tensor *t, const recipe *rc, const mod
     }
     const uint32_t block = nu_type_get(want)->block_size;
     if (t->ne[0] % block) {
+        *fell_back = true;
         if (t->ne[0] < block) return t->type == NU_TYPE_F32 ? NU_TYPE_F32 : NU_TYPE_F16;
         return want == NU_TYPE_F32 ? NU_TYPE_F32 : NU_TYPE_F16;
     }
@@ -389,7 +392,9 @@ static void write_tensor(writer *w, nu_threadpool *pool, const nu_gguf_tensor *t
 }
 
 static nu_status plan_types(const nu_gguf_file *in, const recipe *rc, bool pure,
-                            const nu_imatrix *imatrix, uint32_t **types, nu_error *err) {
+                            const nu_imatrix *imatrix, uint32_t **types, int64_t *n_fallback,
+                            nu_error *err) {
+    *n_fallback = 0;
     const model_shape m = read_shape(in, imatrix != NULL);
     *types = malloc((size_t)(in->n_tensors + 1) * sizeof **types);
     if (!*types) return nu_fail(err, NU_ERR_NOMEM, "out of memory");
@@ -401,7 +406,9 @@ static nu_status plan_types(const nu_gguf_file *in, const recipe *rc, bool pure,
                            "tensor '%.*s' has type %s, which nucleus "
                            "cannot convert",
                            (int)t->name.len, t->name.data, nu_type_get(t->type)->name);
-        (*types)[i] = target_type(t, rc, &m, pure);
+        bool fell_back;
+        (*types)[i] = target_type(t, rc, &m, pure, &fell_back);
+        *n_fallback += fell_back;
         if ((*types)[i] == NU_TYPE_COUNT)
             return nu_fail(err, NU_ERR_INVALID_ARG,
                            "tensor '%.*s' has rows of %lld values, not whole blocks of %s "
@@ -474,7 +481,7 @@ static nu_status write_all(const nu_gguf_file *in, const char *tmp, const uint32
 }
 
 nu_quantize_params nu_quantize_default_params(void) {
-    return (nu_quantize_params){.pure = false, .imatrix = NULL};
+    return (nu_quantize_params){.pure = false, .imatrix = NULL, .n_fallback = NULL};
 }
 
 nu_status nu_quantize_file(const char *in_path, const char *out_path, const char *type_name,
@@ -509,7 +516,9 @@ nu_status nu_quantize_file_with(const char *in_path, const char *out_path, const
             return st;
         }
     }
-    st = plan_types(in, rc, p.pure, imatrix, &types, err);
+    int64_t n_fallback;
+    st = plan_types(in, rc, p.pure, imatrix, &types, &n_fallback, err);
+    if (st == NU_OK && p.n_fallback) *p.n_fallback = n_fallback;
     if (st == NU_OK) st = write_all(in, tmp, types, rc, imatrix, err);
     nu_imatrix_free(imatrix);
     if (st == NU_OK && rename(tmp, out_path) != 0)
