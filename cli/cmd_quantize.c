@@ -31,7 +31,8 @@ static const cli_option quantize_options[] = {
      .field = CLI_FIELD(quantize_opts, imatrix),
      .placeholder = "FILE",
      .help = "importance matrix (llama-imatrix's GGUF or .dat, as llama-quantize --imatrix): "
-             "weighs the iq4_nl / iq4_xs rounding by each column's activations"},
+             "weighs the iq4_nl / iq4_xs rounding by each column's activations (other types' "
+             "encoders do not use it)"},
     {0},
 };
 
@@ -72,8 +73,10 @@ static int run_quantize(int argc, char **argv) {
     nu_quantize_params qp = nu_quantize_default_params();
     qp.pure = o.pure;
     qp.imatrix = o.imatrix;
-    int64_t n_fallback = 0;
+    int64_t n_fallback = 0, n_weighted = 0, n_unweighted = 0;
     qp.n_fallback = &n_fallback;
+    qp.n_weighted = &n_weighted;
+    qp.n_unweighted = &n_unweighted;
     if (nu_quantize_file_with(o.in, o.out, o.type, &qp, &err) != NU_OK) {
         cli_error("%s", err.message);
         return 1;
@@ -85,5 +88,15 @@ static int run_quantize(int argc, char **argv) {
                 "of it (the fallbacks: --help)\n",
                 (long long)n_fallback, n_fallback == 1 ? "x is" : "ces are", o.type,
                 n_fallback == 1 ? "it" : "them", n_fallback == 1 ? "its" : "their");
+    if (o.imatrix && n_unweighted)
+        fprintf(stderr,
+                "note: the importance matrix weighed %lld matri%s; it has no entry for %lld "
+                "more, quantised without it\n",
+                (long long)n_weighted, n_weighted == 1 ? "x" : "ces", (long long)n_unweighted);
+    else if (o.imatrix && !n_weighted)
+        fprintf(stderr,
+                "note: the importance matrix weighed no matrix: only iq4_nl and iq4_xs use one, "
+                "and %s gives none of them\n",
+                o.type);
     return 0;
 }

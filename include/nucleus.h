@@ -204,6 +204,13 @@ typedef struct nu_quantize_params {
      * q3_k: q4_0; q4_k: q5_0; q5_k: q5_1; q6_k: q8_0), a row that is not
      * whole 32-element blocks to f16. */
     int64_t *n_fallback;
+    /* With an importance matrix: if not NULL, receive the number of matrices
+     * whose rounding it weighed, and the number in a type that would weigh by
+     * it (iq4_nl, iq4_xs) that it has no entry for (quantised unweighted, as
+     * llama-quantize does). Other types' encoders do not use it. A matrix with
+     * an entry for none of the matrices it would weigh is an error. */
+    int64_t *n_weighted;
+    int64_t *n_unweighted;
 } nu_quantize_params;
 
 NU_API nu_quantize_params nu_quantize_default_params(void);

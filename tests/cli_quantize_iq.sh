@@ -220,4 +220,65 @@ printf 'junk' >"$tmp/junk.dat"
 check "a file that is no importance matrix is refused" grep -q "junk.dat" "$tmp/err"
 check "nothing written on errors" test ! -e "$tmp/bad.gguf"
 
+# Entry names against the model's (renamed in place: same lengths, same
+# offsets): none matching is another model's matrix and refused; one missing
+# is quantised unweighted and counted; a type whose encoder takes no matrix
+# is said to have used none.
+python3 - "$tmp/imatrix.gguf" "$tmp" <<'PY'
+import sys
+d = open(sys.argv[1], "rb").read()
+open(sys.argv[2] + "/renamed.gguf", "wb").write(
+    d.replace(b"blk.", b"lyr.").replace(b"output.", b"outpux.").replace(b"token_embd.", b"token_embx."))
+open(sys.argv[2] + "/one_less.gguf", "wb").write(d.replace(b"blk.3.ffn_up.", b"blk.3.ffn_XX."))
+PY
+"$nucleus" quantize --imatrix "$tmp/renamed.gguf" "$model" "$tmp/bad.gguf" iq4_xs 2>"$tmp/err"
+check "a matrix with no entry for the model's matrices is refused" \
+  grep -q "renamed.gguf has no entry for any of the .* matrices it would weigh" "$tmp/err"
+check "nothing written for it" test ! -e "$tmp/bad.gguf"
+"$nucleus" quantize --imatrix "$tmp/one_less.gguf" "$model" "$tmp/one_less.iq4_xs.gguf" iq4_xs \
+  2>"$tmp/err"
+n_iq=$("$nucleus" info -m "$tmp/one_less.iq4_xs.gguf" | grep -cE "^  [a-z_.0-9]+ +iq4_(xs|nl) ")
+check "a missing entry is counted" \
+  grep -q "^note: the importance matrix weighed $((n_iq - 1)) matrices; it has no entry for 1 more" \
+  "$tmp/err"
+# the files share their layout (same types), so a tensor is the same bytes at
+# the same place: ffn_up of layer 3 as without a matrix, its ffn_gate as with
+check "the matrix without an entry is quantised unweighted, the others weighted" \
+  python3 - "$tmp/one_less.iq4_xs.gguf" "$tmp/iq4_xs.gguf" "$tmp/iq4_xs.im.gguf" <<'PY'
+import struct, sys
+def spans(path):
+    d = open(path, "rb").read(); pos = 8
+    def take(fmt):
+        nonlocal pos
+        v = struct.unpack_from(fmt, d, pos)[0]; pos += struct.calcsize(fmt); return v
+    def text():
+        nonlocal pos
+        n = take("<Q"); s = d[pos:pos + n].decode(); pos += n; return s
+    def skip(t):
+        nonlocal pos
+        if t == 8: text()
+        elif t == 9:
+            et, n = take("<I"), take("<Q")
+            for _ in range(n): skip(et)
+        else: pos += {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}[t]
+    n_t, n_kv = take("<Q"), take("<Q")
+    for _ in range(n_kv):
+        text(); skip(take("<I"))
+    offs = []
+    for _ in range(n_t):
+        name = text(); nd = take("<I"); pos += 8 * nd; take("<I"); offs.append((take("<Q"), name))
+    start = (pos + 31) // 32 * 32
+    offs.sort(); ends = [o for o, _ in offs[1:]] + [len(d) - start]
+    return {name: d[start + o:start + e] for (o, name), e in zip(offs, ends)}
+ol, plain, weighted = (spans(p) for p in sys.argv[1:4])
+up, gate = "blk.3.ffn_up.weight", "blk.3.ffn_gate.weight"
+ok = ol[up] == plain[up] != weighted[up] and ol[gate] == weighted[gate] != plain[gate]
+sys.exit(0 if ok else 1)
+PY
+"$nucleus" quantize --imatrix "$tmp/imatrix.gguf" "$model" "$tmp/k.gguf" q4_k_m 2>"$tmp/err"
+check "a type that uses no matrix says so" \
+  grep -q "^note: the importance matrix weighed no matrix: only iq4_nl and iq4_xs use one" "$tmp/err"
+"$nucleus" quantize --imatrix "$tmp/imatrix.gguf" "$model" "$tmp/iq.gguf" iq4_xs 2>"$tmp/err"
+check "a matrix with every entry adds no note" bash -c "! grep -q importance '$tmp/err'"
+
 check_report

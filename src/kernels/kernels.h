@@ -53,6 +53,8 @@ void nu_quantize_row(uint32_t type, const float *src, void *dst, int64_t n);
  * types ignore them. importance may be NULL. */
 void nu_quantize_row_weighted(uint32_t type, const float *src, void *dst, int64_t n,
                               const float *importance);
+/* Whether nu_quantize_row_weighted weighs type's rounding by importances. */
+bool nu_quantize_weighs(uint32_t type);
 
 /* A weight matrix of n_out rows, each n_in elements of `type`. */
 typedef struct nu_matrix {

@@ -220,9 +220,13 @@ static void quantize_block(uint32_t type, const float *x, uint8_t *dst) {
     }
 }
 
+bool nu_quantize_weighs(uint32_t type) {
+    return type == NU_TYPE_IQ4_NL || type == NU_TYPE_IQ4_XS;
+}
+
 void nu_quantize_row_weighted(uint32_t type, const float *src, void *dst, int64_t n,
                               const float *importance) {
-    if (type == NU_TYPE_IQ4_NL || type == NU_TYPE_IQ4_XS)
+    if (nu_quantize_weighs(type))
         nu_quantize_row_iq(type, src, dst, n, importance);
     else
         nu_quantize_row(type, src, dst, n);

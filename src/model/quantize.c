@@ -439,13 +439,37 @@ static nu_status tensor_importance(const nu_imatrix *imatrix, const nu_gguf_tens
     return NU_OK;
 }
 
+/* Checks the importance matrix against the tensors to convert: every entry's
+ * size, and that it has an entry for at least one matrix whose encoder weighs
+ * by it (else it is another model's). Counts the matrices it weighs and
+ * those of such a type it has no entry for. */
+static nu_status check_importance(const nu_gguf_file *in, const uint32_t *types,
+                                  const nu_imatrix *imatrix, const char *path, int64_t *n_weighted,
+                                  int64_t *n_unweighted, nu_error *err) {
+    *n_weighted = *n_unweighted = 0;
+    if (!imatrix) return NU_OK;
+    const nu_gguf_tensor *missing = NULL;
+    for (uint64_t i = 0; i < in->n_tensors; i++) {
+        const nu_gguf_tensor *t = &in->tensors[i];
+        const float *imp;
+        nu_status st = tensor_importance(imatrix, t, &imp, err);
+        if (st) return st;
+        if (types[i] == t->type || !nu_quantize_weighs(types[i])) continue;
+        if (imp)
+            ++*n_weighted;
+        else if (++*n_unweighted == 1)
+            missing = t;
+    }
+    if (*n_unweighted && !*n_weighted)
+        return nu_fail(err, NU_ERR_INVALID_ARG,
+                       "the importance matrix %s has no entry for any of the %lld matrices it "
+                       "would weigh (such as '%.*s'): is it another model's?",
+                       path, (long long)*n_unweighted, (int)missing->name.len, missing->name.data);
+    return NU_OK;
+}
+
 static nu_status write_all(const nu_gguf_file *in, const char *tmp, const uint32_t *types,
                            const recipe *rc, const nu_imatrix *imatrix, nu_error *err) {
-    for (uint64_t i = 0; i < in->n_tensors; i++) {
-        const float *imp;
-        nu_status st = tensor_importance(imatrix, &in->tensors[i], &imp, err);
-        if (st) return st;
-    }
     int64_t widest = 1;
     for (uint64_t i = 0; i < in->n_tensors; i++)
         if (in->tensors[i].ne[0] > widest) widest = in->tensors[i].ne[0];
@@ -481,7 +505,11 @@ static nu_status write_all(const nu_gguf_file *in, const char *tmp, const uint32
 }
 
 nu_quantize_params nu_quantize_default_params(void) {
-    return (nu_quantize_params){.pure = false, .imatrix = NULL, .n_fallback = NULL};
+    return (nu_quantize_params){.pure = false,
+                                .imatrix = NULL,
+                                .n_fallback = NULL,
+                                .n_weighted = NULL,
+                                .n_unweighted = NULL};
 }
 
 nu_status nu_quantize_file(const char *in_path, const char *out_path, const char *type_name,
@@ -519,6 +547,11 @@ nu_status nu_quantize_file_with(const char *in_path, const char *out_path, const
     int64_t n_fallback;
     st = plan_types(in, rc, p.pure, imatrix, &types, &n_fallback, err);
     if (st == NU_OK && p.n_fallback) *p.n_fallback = n_fallback;
+    int64_t n_weighted, n_unweighted;
+    if (st == NU_OK)
+        st = check_importance(in, types, imatrix, p.imatrix, &n_weighted, &n_unweighted, err);
+    if (st == NU_OK && p.n_weighted) *p.n_weighted = n_weighted;
+    if (st == NU_OK && p.n_unweighted) *p.n_unweighted = n_unweighted;
     if (st == NU_OK) st = write_all(in, tmp, types, rc, imatrix, err);
     nu_imatrix_free(imatrix);
     if (st == NU_OK && rename(tmp, out_path) != 0)
