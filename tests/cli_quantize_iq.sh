@@ -31,34 +31,13 @@ check "synthetic model written" test -s "$model"
 # `count` activations, NAME.counts = count; imatrix.* metadata) and in the
 # legacy layout (per entry: name, ncall, nval, values averaged per call
 # times ncall).
-python3 - "$model" "$tmp/imatrix.gguf" "$tmp/imatrix.dat" "$tmp/importance.txt" <<'PY'
+python3 - "$model" "$tmp/imatrix.gguf" "$tmp/imatrix.dat" "$tmp/importance.txt" "$(dirname "$0")" <<'PY'
 import random, struct, sys
-src, out_gguf, out_dat, out_txt = sys.argv[1:]
-data = open(src, "rb").read()
-pos = 4
-def take(fmt):
-    global pos
-    v = struct.unpack_from(fmt, data, pos)[0]
-    pos += struct.calcsize(fmt)
-    return v
-def text():
-    global pos
-    n = take("<Q"); s = data[pos:pos + n].decode(); pos += n; return s
-SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-def skip(t):
-    global pos
-    if t == 8: text()
-    elif t == 9:
-        et, n = take("<I"), take("<Q")
-        for _ in range(n): skip(et)
-    else: pos += SIZES[t]
-take("<I"); n_t, n_kv = take("<Q"), take("<Q")
-for _ in range(n_kv):
-    text(); skip(take("<I"))
-mats = []
-for _ in range(n_t):
-    name = text(); nd = take("<I"); ne = [take("<Q") for _ in range(nd)]; take("<I"); take("<Q")
-    if nd == 2 and ne[1] > 1: mats.append((name, ne[0]))
+src, out_gguf, out_dat, out_txt = sys.argv[1:5]
+sys.path.insert(0, sys.argv[5])
+import gguf_tensors
+mats = [(name, ne[0]) for name, (ne, _, _) in gguf_tensors.read(src).items()
+        if len(ne) == 2 and ne[1] > 1]
 rng = random.Random(7)
 imp = {name: [10 ** rng.uniform(-3, 3) for _ in range(n)] for name, n in mats}
 count = 512
@@ -122,40 +101,11 @@ for t in iq4_xs iq4_nl; do
   # with the matrix than without (the encoder minimises exactly that)
   check "$t: importance-weighted error lower with the matrix" \
     python3 - "$model" "$tmp/$t.f32.gguf" "$tmp/$t.im.f32.gguf" "$tmp/importance.txt" "$t" \
-      <("$nucleus" info -m "$tmp/$t.im.gguf") <<'PY'
-import struct, sys
-def tensors(path):
-    data = open(path, "rb").read(); pos = 4
-    def take(fmt):
-        nonlocal pos
-        v = struct.unpack_from(fmt, data, pos)[0]; pos += struct.calcsize(fmt); return v
-    def text():
-        nonlocal pos
-        n = take("<Q"); s = data[pos:pos + n].decode(); pos += n; return s
-    SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-    def skip(t):
-        nonlocal pos
-        if t == 8: text()
-        elif t == 9:
-            et, n = take("<I"), take("<Q")
-            for _ in range(n): skip(et)
-        else: pos += SIZES[t]
-    take("<I"); n_t, n_kv = take("<Q"), take("<Q"); align = 32
-    for _ in range(n_kv):
-        k = text(); t = take("<I")
-        if k == "general.alignment": align = struct.unpack_from("<I", data, pos)[0]
-        skip(t)
-    info = []
-    for _ in range(n_t):
-        name = text(); nd = take("<I"); ne = [take("<Q") for _ in range(nd)]; take("<I"); info.append((name, ne, take("<Q")))
-    start = (pos + align - 1) // align * align
-    out = {}
-    for name, ne, off in info:
-        n = 1
-        for d in ne: n *= d
-        out[name] = (ne[0], struct.unpack_from(f"<{n}f", data, start + off))
-    return out
-orig, plain, weighted = (tensors(p) for p in sys.argv[1:4])
+      <("$nucleus" info -m "$tmp/$t.im.gguf") "$(dirname "$0")" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[7])
+import gguf_tensors
+orig, plain, weighted = (gguf_tensors.floats(p) for p in sys.argv[1:4])
 imp = {}
 for line in open(sys.argv[4]):
     name, *vals = line.split(); imp[name] = [float(v) for v in vals]
@@ -244,33 +194,12 @@ check "a missing entry is counted" \
 # the files share their layout (same types), so a tensor is the same bytes at
 # the same place: ffn_up of layer 3 as without a matrix, its ffn_gate as with
 check "the matrix without an entry is quantised unweighted, the others weighted" \
-  python3 - "$tmp/one_less.iq4_xs.gguf" "$tmp/iq4_xs.gguf" "$tmp/iq4_xs.im.gguf" <<'PY'
-import struct, sys
-def spans(path):
-    d = open(path, "rb").read(); pos = 8
-    def take(fmt):
-        nonlocal pos
-        v = struct.unpack_from(fmt, d, pos)[0]; pos += struct.calcsize(fmt); return v
-    def text():
-        nonlocal pos
-        n = take("<Q"); s = d[pos:pos + n].decode(); pos += n; return s
-    def skip(t):
-        nonlocal pos
-        if t == 8: text()
-        elif t == 9:
-            et, n = take("<I"), take("<Q")
-            for _ in range(n): skip(et)
-        else: pos += {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}[t]
-    n_t, n_kv = take("<Q"), take("<Q")
-    for _ in range(n_kv):
-        text(); skip(take("<I"))
-    offs = []
-    for _ in range(n_t):
-        name = text(); nd = take("<I"); pos += 8 * nd; take("<I"); offs.append((take("<Q"), name))
-    start = (pos + 31) // 32 * 32
-    offs.sort(); ends = [o for o, _ in offs[1:]] + [len(d) - start]
-    return {name: d[start + o:start + e] for (o, name), e in zip(offs, ends)}
-ol, plain, weighted = (spans(p) for p in sys.argv[1:4])
+  python3 - "$tmp/one_less.iq4_xs.gguf" "$tmp/iq4_xs.gguf" "$tmp/iq4_xs.im.gguf" "$(dirname "$0")" \
+  <<'PY'
+import sys
+sys.path.insert(0, sys.argv[4])
+import gguf_tensors
+ol, plain, weighted = ({k: v[2] for k, v in gguf_tensors.read(p).items()} for p in sys.argv[1:4])
 up, gate = "blk.3.ffn_up.weight", "blk.3.ffn_gate.weight"
 ok = ol[up] == plain[up] != weighted[up] and ol[gate] == weighted[gate] != plain[gate]
 sys.exit(0 if ok else 1)
