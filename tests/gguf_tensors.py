@@ -1,56 +1,70 @@
-"""gguf_tensors.py - the tensors of a GGUF file for the shell tests: read(path)
-gives name -> (dims, type, data) in file order, data being the tensor's bytes
-up to the next tensor's (or the file's end), alignment padding included."""
+"""gguf_tensors.py - reading GGUF files in the tests' Python: parse(path) gives
+the key/value pairs as [(key, type, value)] (arrays as (elem_type, list)) and
+the tensors as name -> (dims, type, data) in file order, data being the
+tensor's bytes up to the next tensor's (or the file's end), padding included."""
 import struct
+import sys
 
-# byte sizes of the scalar metadata value types (8: string, 9: array)
-SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+# GGUF value types
+U8, I8, U16, I16, U32, I32, F32, BOOL, STR, ARR, U64, I64, F64 = range(13)
+SCALAR_FMT = {U8: "<B", I8: "<b", U16: "<H", I16: "<h", U32: "<I", I32: "<i", F32: "<f",
+              BOOL: "<?", U64: "<Q", I64: "<q", F64: "<d"}
 
 
-def read(path):
-    d = open(path, "rb").read()
-    pos = 8
+def parse(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    pos = 0
 
     def take(fmt):
         nonlocal pos
-        v = struct.unpack_from(fmt, d, pos)[0]
+        v = struct.unpack_from(fmt, data, pos)[0]
         pos += struct.calcsize(fmt)
         return v
 
     def text():
         nonlocal pos
         n = take("<Q")
-        s = d[pos:pos + n].decode()
+        s = data[pos:pos + n].decode("utf-8", "surrogateescape")
         pos += n
         return s
 
-    def skip(t):
-        nonlocal pos
-        if t == 8:
-            text()
-        elif t == 9:
+    def value(t):
+        if t == STR:
+            return text()
+        if t == ARR:
             et, n = take("<I"), take("<Q")
-            for _ in range(n):
-                skip(et)
-        else:
-            pos += SIZES[t]
+            return (et, [value(et) for _ in range(n)])
+        return take(SCALAR_FMT[t])
 
-    n_t, n_kv = take("<Q"), take("<Q")
-    align = 32
+    if data[:4] != b"GGUF":
+        sys.exit(f"{path}: not a GGUF file")
+    pos = 4
+    _version, n_tensors, n_kv = take("<I"), take("<Q"), take("<Q")
+    kvs = []
     for _ in range(n_kv):
-        key, t = text(), take("<I")
-        if key == "general.alignment":
-            align = struct.unpack_from("<I", d, pos)[0]
-        skip(t)
+        k = text()
+        t = take("<I")
+        kvs.append((k, t, value(t)))
+    align = next((v for k, _, v in kvs if k == "general.alignment"), 32)
     info = []
-    for _ in range(n_t):
+    for _ in range(n_tensors):
         name = text()
         ne = [take("<Q") for _ in range(take("<I"))]
         info.append((name, ne, take("<I"), take("<Q")))
     start = (pos + align - 1) // align * align
-    ends = sorted(off for _, _, _, off in info)[1:] + [len(d) - start]
-    end_of = dict(zip(sorted(off for _, _, _, off in info), ends))
-    return {name: (ne, t, d[start + off:start + end_of[off]]) for name, ne, t, off in info}
+    offsets = sorted(off for _, _, _, off in info)
+    end_of = dict(zip(offsets, offsets[1:] + [len(data) - start]))
+    tensors = {name: (ne, t, data[start + off:start + end_of[off]]) for name, ne, t, off in info}
+    return kvs, tensors
+
+
+def read_metadata(path):
+    return parse(path)[0]
+
+
+def read(path):
+    return parse(path)[1]
 
 
 def floats(path):

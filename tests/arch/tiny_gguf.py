@@ -20,59 +20,20 @@ Standard library only.
 """
 import argparse
 import math
+import os
 import random
 import struct
 import sys
 
-# GGUF value types
-U8, I8, U16, I16, U32, I32, F32, BOOL, STR, ARR, U64, I64, F64 = range(13)
-SCALAR_FMT = {U8: "<B", I8: "<b", U16: "<H", I16: "<h", U32: "<I", I32: "<i", F32: "<f",
-              BOOL: "<?", U64: "<Q", I64: "<q", F64: "<d"}
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from gguf_tensors import (ARR, BOOL, F32, I32, SCALAR_FMT, STR, U32, read_metadata)  # noqa: E402
+
 # ggml tensor types used here: (type id, values per block, bytes per block)
 GGML_F32, GGML_MXFP4, GGML_Q4_0 = (0, 1, 4), (39, 32, 17), (2, 32, 18)
 ALIGN = 32
 
 
 # ---------------------------------------------------------------- reading a vocabulary
-def read_metadata(path):
-    """All key/value pairs of a GGUF file, as [(key, type, value)]; arrays as (elem_type, list)."""
-    with open(path, "rb") as f:
-        data = f.read()
-    pos = 0
-
-    def take(fmt):
-        nonlocal pos
-        v = struct.unpack_from(fmt, data, pos)[0]
-        pos += struct.calcsize(fmt)
-        return v
-
-    def text():
-        nonlocal pos
-        n = take("<Q")
-        s = data[pos:pos + n].decode("utf-8", "surrogateescape")
-        pos += n
-        return s
-
-    def value(t):
-        if t == STR:
-            return text()
-        if t == ARR:
-            et, n = take("<I"), take("<Q")
-            return (et, [value(et) for _ in range(n)])
-        return take(SCALAR_FMT[t])
-
-    if data[:4] != b"GGUF":
-        sys.exit(f"{path}: not a GGUF file")
-    pos = 4
-    _version, _n_tensors, n_kv = take("<I"), take("<Q"), take("<Q")
-    out = []
-    for _ in range(n_kv):
-        k = text()
-        t = take("<I")
-        out.append((k, t, value(t)))
-    return out
-
-
 def tokenizer_keys(path, n_keep):
     """The tokenizer.* keys of a vocabulary file, cut to its first n_keep tokens (with the merges
     whose pieces all survive). A special-token id that the cut would drop is an error."""
