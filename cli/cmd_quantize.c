@@ -31,8 +31,8 @@ static const cli_option quantize_options[] = {
      .field = CLI_FIELD(quantize_opts, imatrix),
      .placeholder = "FILE",
      .help = "importance matrix (llama-imatrix's GGUF or .dat, as llama-quantize --imatrix): "
-             "weighs the iq4_nl / iq4_xs rounding by each column's activations (other types' "
-             "encoders do not use it)"},
+             "weighs the rounding of iq4_nl, iq4_xs and K-type (q2_k..q6_k) matrices by each "
+             "column's activations (q4_0..q8_0 do not use it)"},
     {0},
 };
 
@@ -95,8 +95,8 @@ static int run_quantize(int argc, char **argv) {
                 (long long)n_weighted, n_weighted == 1 ? "x" : "ces", (long long)n_unweighted);
     else if (o.imatrix && !n_weighted)
         fprintf(stderr,
-                "note: the importance matrix weighed no matrix: only iq4_nl and iq4_xs use one, "
-                "and %s gives none of them\n",
+                "note: the importance matrix weighed no matrix: only iq4_nl, iq4_xs and the K "
+                "types use one, and %s gives none of them\n",
                 o.type);
     return 0;
 }

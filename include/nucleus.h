@@ -194,7 +194,8 @@ typedef struct nu_quantize_params {
     /* An importance matrix file as llama.cpp's quantize tool takes it
      * (`--imatrix`: llama-imatrix's GGUF or its legacy .dat), or NULL. Its
      * per-column mean squares of the activations weigh each matrix's
-     * rounding error where the encoder can use them (iq4_nl, iq4_xs); with
+     * rounding error where the encoder can use them (iq4_nl, iq4_xs and the
+     * K types q2_k..q6_k; not the 32-element q4_0..q8_0 blocks); with
      * one, iq4_nl / iq4_xs keep ffn_down in their type in the first eighth
      * of the layers (as llama.cpp does). */
     const char *imatrix;
@@ -206,7 +207,7 @@ typedef struct nu_quantize_params {
     int64_t *n_fallback;
     /* With an importance matrix: if not NULL, receive the number of matrices
      * whose rounding it weighed, and the number in a type that would weigh by
-     * it (iq4_nl, iq4_xs) that it has no entry for (quantised unweighted, as
+     * it (iq4_nl, iq4_xs, K types) that it has no entry for (unweighted, as
      * llama-quantize does). Other types' encoders do not use it. A matrix with
      * an entry for none of the matrices it would weigh is an error. */
     int64_t *n_weighted;

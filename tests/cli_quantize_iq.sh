@@ -82,6 +82,36 @@ check "importance matrices written" test -s "$tmp/imatrix.gguf" -a -s "$tmp/imat
 ttype() { "$nucleus" info -m "$1" | awk -v t="$2" '$1 == t { print $2 }'; }
 is_type() { [ "$(ttype "$1" "$2")" = "$3" ]; }
 
+# Every matrix in type $1: the importance-weighted squared error is lower
+# in $tmp/$1.im.gguf (with the matrix) than in $tmp/$1.gguf (without); the
+# encoders minimise exactly that. Needs their f32 copies.
+weighted_error_lower() {
+  local t=$1
+  "$nucleus" quantize "$tmp/$t.gguf" "$tmp/$t.f32.gguf" f32 2>/dev/null
+  "$nucleus" quantize "$tmp/$t.im.gguf" "$tmp/$t.im.f32.gguf" f32 2>/dev/null
+  python3 - "$model" "$tmp/$t.f32.gguf" "$tmp/$t.im.f32.gguf" "$tmp/importance.txt" "$t" \
+    <("$nucleus" info -m "$tmp/$t.im.gguf") "$(dirname "$0")" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[7])
+import gguf_tensors
+orig, plain, weighted = (gguf_tensors.floats(p) for p in sys.argv[1:4])
+imp = {}
+for line in open(sys.argv[4]):
+    name, *vals = line.split(); imp[name] = [float(v) for v in vals]
+# only the matrices the recipe puts in the type (e.g. attn_v is q5_k, output q6_k)
+typed = {l.split()[0] for l in open(sys.argv[6]) if len(l.split()) > 1 and l.split()[1] == sys.argv[5]}
+better = worse = 0
+for name, w in imp.items():
+    if name not in typed: continue
+    n, x = orig[name]
+    e = [sum(w[i % n] * (x[i] - q[i]) ** 2 for i in range(len(x))) for q in (plain[name][1], weighted[name][1])]
+    if e[1] < e[0]: better += 1
+    else: worse += 1
+print(f"{sys.argv[5]}: importance-weighted error lower with the matrix in {better} of {better + worse} matrices")
+sys.exit(0 if worse == 0 and better > 0 else 1)
+PY
+}
+
 for t in iq4_xs iq4_nl; do
   check "$t: written" "$nucleus" quantize "$model" "$tmp/$t.gguf" $t
   check "$t: written with the GGUF matrix" \
@@ -94,33 +124,17 @@ for t in iq4_xs iq4_nl; do
   check "$t: attn_q is $t" is_type "$tmp/$t.im.gguf" blk.0.attn_q.weight $t
   check "$t: attn_v is q5_k" is_type "$tmp/$t.im.gguf" blk.0.attn_v.weight q5_k
   check "$t: output is q6_k" is_type "$tmp/$t.im.gguf" output.weight q6_k
-  "$nucleus" quantize "$tmp/$t.gguf" "$tmp/$t.f32.gguf" f32 2>/dev/null
-  "$nucleus" quantize "$tmp/$t.im.gguf" "$tmp/$t.im.f32.gguf" f32 2>/dev/null
   check "$t: generates" bash -c "'$nucleus' generate -m '$tmp/$t.im.gguf' -p 'Once upon' -n 4 --temp 0 >/dev/null 2>&1"
-  # every matrix in the type: the importance-weighted squared error is lower
-  # with the matrix than without (the encoder minimises exactly that)
-  check "$t: importance-weighted error lower with the matrix" \
-    python3 - "$model" "$tmp/$t.f32.gguf" "$tmp/$t.im.f32.gguf" "$tmp/importance.txt" "$t" \
-      <("$nucleus" info -m "$tmp/$t.im.gguf") "$(dirname "$0")" <<'PY'
-import sys
-sys.path.insert(0, sys.argv[7])
-import gguf_tensors
-orig, plain, weighted = (gguf_tensors.floats(p) for p in sys.argv[1:4])
-imp = {}
-for line in open(sys.argv[4]):
-    name, *vals = line.split(); imp[name] = [float(v) for v in vals]
-# only the matrices the recipe puts in the type (attn_v is q5_k, output q6_k)
-typed = {l.split()[0] for l in open(sys.argv[6]) if len(l.split()) > 1 and l.split()[1] == sys.argv[5]}
-better = worse = 0
-for name, w in imp.items():
-    if name not in typed: continue
-    n, x = orig[name]
-    e = [sum(w[i % n] * (x[i] - q[i]) ** 2 for i in range(len(x))) for q in (plain[name][1], weighted[name][1])]
-    if e[1] < e[0]: better += 1
-    else: worse += 1
-print(f"{sys.argv[5]}: importance-weighted error lower with the matrix in {better} of {better + worse} matrices")
-sys.exit(0 if worse == 0 else 1)
-PY
+  check "$t: importance-weighted error lower with the matrix" weighted_error_lower $t
+done
+
+# The K types weigh by the matrix too (rows of 640, ffn_down, fall back to a
+# 32-element type, which does not: the check takes the matrices in the type).
+for t in q2_k q3_k q4_k q5_k q6_k; do
+  "$nucleus" quantize "$model" "$tmp/$t.gguf" $t 2>/dev/null
+  check "$t: written with the matrix" \
+    "$nucleus" quantize --imatrix "$tmp/imatrix.gguf" "$model" "$tmp/$t.im.gguf" $t
+  check "$t: importance-weighted error lower with the matrix" weighted_error_lower $t
 done
 
 # Importance matrices llama-imatrix itself wrote (tests/imatrix/README.md) for
@@ -187,9 +201,9 @@ check "a matrix with no entry for the model's matrices is refused" \
 check "nothing written for it" test ! -e "$tmp/bad.gguf"
 "$nucleus" quantize --imatrix "$tmp/one_less.gguf" "$model" "$tmp/one_less.iq4_xs.gguf" iq4_xs \
   2>"$tmp/err"
-n_iq=$("$nucleus" info -m "$tmp/one_less.iq4_xs.gguf" | grep -cE "^  [a-z_.0-9]+ +iq4_(xs|nl) ")
+n_weighable=$("$nucleus" info -m "$tmp/one_less.iq4_xs.gguf" | grep -cE "^  [a-z_.0-9]+ +(iq4_xs|iq4_nl|q[2-6]_k) ")
 check "a missing entry is counted" \
-  grep -q "^note: the importance matrix weighed $((n_iq - 1)) matrices; it has no entry for 1 more" \
+  grep -q "^note: the importance matrix weighed $((n_weighable - 1)) matrices; it has no entry for 1 more" \
   "$tmp/err"
 # the files share their layout (same types), so a tensor is the same bytes at
 # the same place: ffn_up of layer 3 as without a matrix, its ffn_gate as with
@@ -204,9 +218,10 @@ up, gate = "blk.3.ffn_up.weight", "blk.3.ffn_gate.weight"
 ok = ol[up] == plain[up] != weighted[up] and ol[gate] == weighted[gate] != plain[gate]
 sys.exit(0 if ok else 1)
 PY
-"$nucleus" quantize --imatrix "$tmp/imatrix.gguf" "$model" "$tmp/k.gguf" q4_k_m 2>"$tmp/err"
+"$nucleus" quantize --imatrix "$tmp/imatrix.gguf" "$model" "$tmp/k.gguf" q8_0 2>"$tmp/err"
 check "a type that uses no matrix says so" \
-  grep -q "^note: the importance matrix weighed no matrix: only iq4_nl and iq4_xs use one" "$tmp/err"
+  grep -q "^note: the importance matrix weighed no matrix: only iq4_nl, iq4_xs and the K types" \
+  "$tmp/err"
 "$nucleus" quantize --imatrix "$tmp/imatrix.gguf" "$model" "$tmp/iq.gguf" iq4_xs 2>"$tmp/err"
 check "a matrix with every entry adds no note" bash -c "! grep -q importance '$tmp/err'"
 

@@ -49,8 +49,8 @@ void nu_quantize_row(uint32_t type, const float *src, void *dst, int64_t n);
 
 /* nu_quantize_row with per-element importances (n values, e.g. a row of an
  * importance matrix: the mean square of each input's activations), for the
- * encoders that weigh their error (IQ4_NL, IQ4_XS; see iquant.h); the other
- * types ignore them. importance may be NULL. */
+ * encoders that weigh their error (IQ4_NL, IQ4_XS: iquant.h; the K types:
+ * kquant.h); the other types ignore them. importance may be NULL. */
 void nu_quantize_row_weighted(uint32_t type, const float *src, void *dst, int64_t n,
                               const float *importance);
 /* Whether nu_quantize_row_weighted weighs type's rounding by importances. */

@@ -133,9 +133,12 @@ typedef struct nu_kq_block {
 void nu_kq_unpack(uint32_t type, const uint8_t *src, nu_kq_block *out);
 /* Packs the integer form (sc, m, q in range; d, dmin as f16 bits). */
 void nu_kq_pack(uint32_t type, const nu_kq_block *b, uint16_t d, uint16_t dmin, uint8_t *dst);
-/* nu_dequantize_row / nu_quantize_row for the K types (n a multiple of 256). */
+/* nu_dequantize_row / nu_quantize_row_weighted for the K types (n a multiple
+ * of 256): importance (n values or NULL) weighs each element's squared error
+ * in the fits of group scales and mins and in the choice of their levels. */
 void nu_dequantize_row_k(uint32_t type, const void *src, float *dst, int64_t n);
-void nu_quantize_row_k(uint32_t type, const float *src, void *dst, int64_t n);
+void nu_quantize_row_k(uint32_t type, const float *src, void *dst, int64_t n,
+                       const float *importance);
 
 /* The scalar tile kernels (dot_k_scalar.c). */
 void nu_tile_q2_k_scalar(const nu_matmul_job *job, int64_t row, int32_t b0, int k);

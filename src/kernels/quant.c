@@ -221,13 +221,15 @@ static void quantize_block(uint32_t type, const float *x, uint8_t *dst) {
 }
 
 bool nu_quantize_weighs(uint32_t type) {
-    return type == NU_TYPE_IQ4_NL || type == NU_TYPE_IQ4_XS;
+    return type == NU_TYPE_IQ4_NL || type == NU_TYPE_IQ4_XS || nu_type_is_kquant(type);
 }
 
 void nu_quantize_row_weighted(uint32_t type, const float *src, void *dst, int64_t n,
                               const float *importance) {
-    if (nu_quantize_weighs(type))
+    if (type == NU_TYPE_IQ4_NL || type == NU_TYPE_IQ4_XS)
         nu_quantize_row_iq(type, src, dst, n, importance);
+    else if (nu_type_is_kquant(type))
+        nu_quantize_row_k(type, src, dst, n, importance);
     else
         nu_quantize_row(type, src, dst, n);
 }
@@ -250,7 +252,7 @@ void nu_quantize_row(uint32_t type, const float *src, void *dst, int64_t n) {
         return;
     default:
         if (nu_type_is_kquant(type)) {
-            nu_quantize_row_k(type, src, dst, n);
+            nu_quantize_row_k(type, src, dst, n, NULL);
             return;
         }
         if (type == NU_TYPE_IQ4_NL || type == NU_TYPE_IQ4_XS) {

@@ -18,6 +18,7 @@
  * Symmetric formats (Q3_K, Q6_K) have signed scales; the largest one maps
  * to the most negative level, which the formats' asymmetric ranges favour.
  */
+#include <float.h>
 #include <math.h>
 
 #include "kquant.h"
@@ -158,30 +159,34 @@ static int nearest_in(float v, int lo, int hi) {
 }
 
 /* Squared error of x ~ s * q - m when every x takes its nearest level
- * q in [lo, hi]; the quants go to q when it is not NULL. */
-static float group_error(const float *x, int n, float s, float m, int lo, int hi, int8_t *q) {
+ * q in [lo, hi], each element's weighed by w (NULL: 1); the quants go to q
+ * when it is not NULL. */
+static float group_error(const float *x, const float *w, int n, float s, float m, int lo, int hi,
+                         int8_t *q) {
     const float inv = s != 0.0f ? 1.0f / s : 0.0f;
     float err = 0.0f;
     for (int j = 0; j < n; j++) {
         int v = s != 0.0f ? nearest_in((x[j] + m) * inv, lo, hi) : (lo < 0 ? 0 : lo);
         float diff = s * (float)v - m - x[j];
-        err += diff * diff;
+        err += (w ? w[j] : 1.0f) * diff * diff;
         if (q) q[j] = (int8_t)v;
     }
     return err;
 }
 
-/* Least-squares s and m >= 0 of x ~ s * q - m for fixed quants q (with
- * m = 0 when the unconstrained fit wants a negative min). */
-static void refit_min(const float *x, const int8_t *q, int n, float *s, float *m) {
-    int32_t iq = 0, iqq = 0;
-    double sx = 0, sqx = 0;
+/* Weighted (w NULL: plain) least-squares s and m >= 0 of x ~ s * q - m for
+ * fixed quants q (with m = 0 when the unconstrained fit wants a negative
+ * min). With weights 1 every sum is exact, as integer sums would be. */
+static void refit_min(const float *x, const float *w, const int8_t *q, int n, float *s, float *m) {
+    double sw = 0, sq = 0, sqq = 0, sx = 0, sqx = 0;
     for (int j = 0; j < n; j++) {
-        iq += q[j], iqq += q[j] * q[j], sx += x[j], sqx += (double)q[j] * x[j];
+        const double wj = w ? w[j] : 1.0;
+        sw += wj, sq += wj * q[j], sqq += wj * q[j] * q[j], sx += wj * x[j],
+            sqx += wj * q[j] * x[j];
     }
-    const double sq = iq, sqq = iqq, det = n * sqq - sq * sq;
+    const double det = sw * sqq - sq * sq;
     if (det <= 0.0) return; /* every q equal: keep the candidate */
-    double slope = (n * sqx - sq * sx) / det, offset = (sqq * sx - sq * sqx) / det;
+    double slope = (sw * sqx - sq * sx) / det, offset = (sqq * sx - sq * sqx) / det;
     if (offset > 0.0) offset = 0.0, slope = sqx / sqq;
     if (slope < 0.0) return;
     *s = (float)slope;
@@ -191,7 +196,7 @@ static void refit_min(const float *x, const int8_t *q, int n, float *s, float *m
 /* Group scale and min for levels 0..top (x ~ s * q - m, s, m >= 0): range
  * candidates from the group's min (at most 0: mins are subtracted) to its
  * max, each quantised, refit, and scored. */
-static float fit_group_min(const float *x, int n, int top, float *m_out) {
+static float fit_group_min(const float *x, const float *w, int n, int top, float *m_out) {
     float lo = 0.0f, hi = x[0];
     for (int j = 0; j < n; j++) {
         lo = x[j] < lo ? x[j] : lo;
@@ -201,12 +206,12 @@ static float fit_group_min(const float *x, int n, int top, float *m_out) {
     if (!(hi > lo)) return 0.0f; /* constant (or NaN) group: x = -m */
     int8_t q[32];
     float best_s = (hi - lo) / (float)top, best_m = -lo;
-    float best_err = group_error(x, n, best_s, best_m, 0, top, NULL);
+    float best_err = group_error(x, w, n, best_s, best_m, 0, top, NULL);
     for (int k = 0; k < 12; k++) {
         float s = (hi - lo) / ((float)top - 0.5f + 0.125f * (float)k), m = -lo;
-        group_error(x, n, s, m, 0, top, q);
-        refit_min(x, q, n, &s, &m);
-        float err = group_error(x, n, s, m, 0, top, NULL);
+        group_error(x, w, n, s, m, 0, top, q);
+        refit_min(x, w, q, n, &s, &m);
+        float err = group_error(x, w, n, s, m, 0, top, NULL);
         if (err < best_err) best_err = err, best_s = s, best_m = m;
     }
     *m_out = best_m;
@@ -217,24 +222,27 @@ static float fit_group_min(const float *x, int n, int top, float *m_out) {
  * largest magnitude is tried near the negative end (which has the extra
  * level) and near the positive end; each candidate is quantised, refit
  * (s = sum qx / sum qq) and scored. */
-static float fit_group_sym(const float *x, int n, int lo, int hi) {
+static float fit_group_sym(const float *x, const float *w, int n, int lo, int hi) {
     float amax = 0.0f, ext = 0.0f;
     for (int j = 0; j < n; j++) {
         if (fabsf(x[j]) > amax) amax = fabsf(x[j]), ext = x[j];
     }
     if (!(amax > 0.0f)) return 0.0f;
     int8_t q[32];
-    float best_s = ext / (float)lo, best_err = group_error(x, n, best_s, 0.0f, lo, hi, NULL);
+    float best_s = ext / (float)lo, best_err = group_error(x, w, n, best_s, 0.0f, lo, hi, NULL);
     for (int k = 0; k < 12; k++) {
         /* divisors lo - 0.5 .. lo + 0.875, then hi - 0.5 .. hi + 0.25 */
         float t =
             k < 8 ? (float)lo - 0.5f + 0.1875f * (float)k : (float)hi - 0.5f + 0.25f * (k - 8);
         float s = ext / t;
-        group_error(x, n, s, 0.0f, lo, hi, q);
+        group_error(x, w, n, s, 0.0f, lo, hi, q);
         double sqq = 0, sqx = 0;
-        for (int j = 0; j < n; j++) sqq += (double)q[j] * q[j], sqx += (double)q[j] * x[j];
+        for (int j = 0; j < n; j++) {
+            const double wj = w ? w[j] : 1.0;
+            sqq += wj * q[j] * q[j], sqx += wj * q[j] * x[j];
+        }
         if (sqq > 0.0) s = (float)(sqx / sqq);
-        float err = group_error(x, n, s, 0.0f, lo, hi, NULL);
+        float err = group_error(x, w, n, s, 0.0f, lo, hi, NULL);
         if (err < best_err) best_err = err, best_s = s;
     }
     return best_s;
@@ -277,8 +285,8 @@ static uint16_t super_scale(const float *s, int ng, int sc_lo, int sc_hi, float 
 /* Integer scale (and min) of one group given the decoder's d and dmin: the
  * rounded ratios and their neighbours, scored with the group requantised
  * exactly as the decoder computes (d * sc) * q - dmin * m. */
-static void pick_group_levels(const float *x, const kq_shape *k, float s, float m, float d,
-                              float dmin, int16_t *sc_out, int16_t *m_out, int8_t *q) {
+static void pick_group_levels(const float *x, const float *w, const kq_shape *k, float s, float m,
+                              float d, float dmin, int16_t *sc_out, int16_t *m_out, int8_t *q) {
     int sc0 = d != 0.0f ? nearest_in(s / d, k->sc_lo, k->sc_hi) : 0;
     int m0 = k->with_min && dmin != 0.0f ? nearest_in(m / dmin, 0, k->sc_hi) : 0;
     int span = k->with_min ? 1 : 0;
@@ -289,24 +297,39 @@ static void pick_group_levels(const float *x, const kq_shape *k, float s, float 
         for (int b = m0 - span; b <= m0 + span; b++) {
             if (b < 0 || b > k->sc_hi) continue;
             float err =
-                group_error(x, k->group, d * (float)a, dmin * (float)b, k->q_lo, k->q_hi, NULL);
+                group_error(x, w, k->group, d * (float)a, dmin * (float)b, k->q_lo, k->q_hi, NULL);
             if (err < best) best = err, *sc_out = (int16_t)a, *m_out = (int16_t)b;
         }
     }
-    group_error(x, k->group, d * (float)*sc_out, dmin * (float)*m_out, k->q_lo, k->q_hi, q);
+    group_error(x, w, k->group, d * (float)*sc_out, dmin * (float)*m_out, k->q_lo, k->q_hi, q);
 }
 
-/* Stage 1 and 2 for one super-block: fills the integer form in out and
- * returns the f16 bits of d and dmin. */
-static void encode_super_block(uint32_t type, const float *x, nu_kq_block *out, uint16_t *dh,
-                               uint16_t *dminh) {
+/* A group's weights: w's, or NULL (all 1) when there are none or they are
+ * all 0 (or not all finite and >= 0). */
+static const float *group_weights(const float *w, int n) {
+    if (!w) return NULL;
+    float sum = 0.0f;
+    for (int j = 0; j < n; j++) {
+        if (!(w[j] >= 0.0f && w[j] <= FLT_MAX)) return NULL;
+        sum += w[j];
+    }
+    return sum > 0.0f ? w : NULL;
+}
+
+/* Stage 1 and 2 for one super-block, each element's error weighed by w
+ * (NULL: 1): fills the integer form in out and returns the f16 bits of d
+ * and dmin. */
+static void encode_super_block(uint32_t type, const float *x, const float *w, nu_kq_block *out,
+                               uint16_t *dh, uint16_t *dminh) {
     const kq_shape k = shape_of(type);
     const int ng = NU_QK_K / k.group;
     float s[16], m[16] = {0};
+    const float *wg[16];
     for (int g = 0; g < ng; g++) {
         const float *xg = x + g * k.group;
-        s[g] = k.with_min ? fit_group_min(xg, k.group, k.q_hi, &m[g])
-                          : fit_group_sym(xg, k.group, k.q_lo, k.q_hi);
+        wg[g] = group_weights(w ? w + g * k.group : NULL, k.group);
+        s[g] = k.with_min ? fit_group_min(xg, wg[g], k.group, k.q_hi, &m[g])
+                          : fit_group_sym(xg, wg[g], k.group, k.q_lo, k.q_hi);
     }
     *dh = super_scale(s, ng, k.sc_lo, k.sc_hi, &out->d);
     *dminh = 0;
@@ -314,7 +337,7 @@ static void encode_super_block(uint32_t type, const float *x, nu_kq_block *out, 
     if (k.with_min) *dminh = super_scale(m, ng, 0, k.sc_hi, &out->dmin);
     out->group = k.group;
     for (int g = 0; g < ng; g++)
-        pick_group_levels(x + g * k.group, &k, s[g], m[g], out->d, out->dmin, &out->sc[g],
+        pick_group_levels(x + g * k.group, wg[g], &k, s[g], m[g], out->d, out->dmin, &out->sc[g],
                           &out->m[g], out->q + g * k.group);
 }
 
@@ -409,13 +432,15 @@ void nu_kq_pack(uint32_t type, const nu_kq_block *b, uint16_t d, uint16_t dmin, 
     }
 }
 
-void nu_quantize_row_k(uint32_t type, const float *src, void *dst, int64_t n) {
+void nu_quantize_row_k(uint32_t type, const float *src, void *dst, int64_t n,
+                       const float *importance) {
     uint8_t *out = dst;
     const size_t bytes = nu_type_get(type)->block_bytes;
     nu_kq_block b;
     for (int64_t i = 0; i < n / NU_QK_K; i++) {
         uint16_t d, dmin;
-        encode_super_block(type, src + i * NU_QK_K, &b, &d, &dmin);
+        encode_super_block(type, src + i * NU_QK_K, importance ? importance + i * NU_QK_K : NULL,
+                           &b, &d, &dmin);
         nu_kq_pack(type, &b, d, dmin, out + (size_t)i * bytes);
     }
 }
