@@ -750,7 +750,7 @@ const nu_kernel_set nu_kernels_avx2_set = {
             [NU_TYPE_IQ4_XS] = tile_iq4_xs,
             [NU_TYPE_MXFP4] = tile_mxfp4,
         },
-    .panel = {[NU_TYPE_Q4_0] = nu_panel_q4_0_avx2},
+    .panel = {[NU_TYPE_Q4_0] = nu_panel_q4_0_avx2, [NU_TYPE_Q4_K] = nu_panel_q4_k_avx2},
     .quantize_act = quantize_act,
     .quantize_act_k = nu_quantize_act_k_avx2,
     .dot_f32 = dot_f32,

@@ -310,8 +310,9 @@ uint64_t nu_read_avx2(const void *p, size_t n);
 /* nu_vec_scale_max in 256-bit vectors (the AVX-512 level's too). */
 float nu_scale_max_avx2(float *x, int64_t n, float scale);
 
-/* The AVX2 level's panel kernel (panel_avx2.c). */
+/* The AVX2 level's panel kernels (panel_avx2.c). */
 void nu_panel_q4_0_avx2(const nu_matmul_job *job, int64_t panel, int32_t b0, int k);
+void nu_panel_q4_k_avx2(const nu_matmul_job *job, int64_t panel, int32_t b0, int k);
 /* The AVX-512 level's panel kernels (panel_avx512.c). */
 void nu_panel_q4_0_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, int k);
 void nu_panel_q8_0_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, int k);
