@@ -1114,8 +1114,11 @@ static void check_panels(uint32_t type, shape s, nu_simd level, rng *r) {
     float *y = malloc(sizeof(float) * (size_t)(s.n_out * max_batch));
     assert_true(nu_kernels_force_level(level));
     size_t bytes = nu_matrix_pack_bytes(&t.m);
-    if (type == NU_TYPE_Q4_K)
-        assert_int_equal(bytes, (size_t)(s.n_out / 16) * (size_t)(s.n_in / 256) * 2368);
+    if (type == NU_TYPE_Q4_K || type == NU_TYPE_Q5_K || type == NU_TYPE_Q6_K)
+        assert_int_equal(bytes, (size_t)(s.n_out / 16) * (size_t)(s.n_in / 256) *
+                                    (type == NU_TYPE_Q4_K   ? 2368
+                                     : type == NU_TYPE_Q5_K ? 2880
+                                                            : 3360));
     else if (type == NU_TYPE_F16)
         assert_int_equal(bytes, (size_t)(s.n_out / 16) * (size_t)((s.n_in + 1) / 2) * 64);
     else
@@ -1132,7 +1135,7 @@ static void check_panels(uint32_t type, shape s, nu_simd level, rng *r) {
         for (int64_t o = 0; o < s.n_out; o++) {
             double T, E;
             error_bounds(&t, o, x + b * s.n_in, &T, &E);
-            if (type == NU_TYPE_Q4_K) /* 8-bit activations per 256 elements */
+            if (nu_type_get(type)->block_size == 256) /* 8-bit activations per 256 */
                 for (int64_t i = 0; i < s.n_in; i += 256) {
                     double amax = 0.0, wsum = 0.0;
                     for (int j = 0; j < 256; j++) {
@@ -1207,9 +1210,10 @@ static void test_matmul_panels(void **state) {
     assert_int_equal(nu_matrix_pack_bytes(&odd.m), 0);
     free_matrix(&odd);
     nu_kernels_force_level(nu_kernels_cpu_level());
-    /* AVX2: Q4_0, Q4_K; AVX-512: Q4_0, Q8_0, Q4_K, F16 (the levels below it too) */
-    if (nu_kernels_cpu_level() == NU_SIMD_AVX512) assert_int_equal(tested, 6);
-    if (nu_kernels_cpu_level() == NU_SIMD_AVX2) assert_int_equal(tested, 2);
+    /* AVX2: Q4_0, Q4_K, Q5_K, Q6_K; AVX-512: Q4_0, Q8_0, Q4_K, F16 (the levels
+     * below it too) */
+    if (nu_kernels_cpu_level() == NU_SIMD_AVX512) assert_int_equal(tested, 8);
+    if (nu_kernels_cpu_level() == NU_SIMD_AVX2) assert_int_equal(tested, 4);
 }
 
 /* nu_matmul_multi gives each matrix exactly what nu_matmul gives it: with a

@@ -220,9 +220,23 @@ typedef void (*nu_delta_rule_fn)(float *m_out, const float *m_in, const float *q
  *   4 x 512    per 64 elements c (groups 2c and 2c+1): 8 vectors, vector j
  *              holding bytes 4j..4j+3 of the row's 32 quant bytes of c for
  *              rows 0..15; low nibbles are group 2c, high nibbles group 2c+1.
+ * A Q5_K super-block is the Q4_K layout (its quants' low four bits) and then
+ *   4 x 128    bit 4 of the quants, per 64 elements c: 2 vectors, byte 4r + b
+ *              of vector m holding in bit t (t < 4) that of element
+ *              64c + 16m + 4t + b (a low nibble of quant vector 4m + t) and
+ *              in bit 4 + t that of element 64c + 32 + 16m + 4t + b.
+ * A Q6_K super-block (quants q + 32 in 0..63) of one panel is stored as
+ *   32         the 16 rows' f16 d
+ *   256        the int8 group scales (groups of 16), [group][row]
+ *   16 x 192   per group g: 3 vectors, byte 4r + b of vector u holding in its
+ *              low six bits the quant of element 16g + 4u + b and in its top
+ *              two bits bits 2u, 2u + 1 of that of element 16g + 12 + b.
+ * Both have the bytes of the blocks they hold: 16 x 176 and 16 x 210.
  */
 #define NU_PANEL_ROWS 16
 #define NU_PANEL_Q4_K_BYTES 2368 /* one Q4_K super-block of a panel */
+#define NU_PANEL_Q5_K_BYTES 2880 /* one Q5_K super-block of a panel */
+#define NU_PANEL_Q6_K_BYTES 3360 /* one Q6_K super-block of a panel */
 /* F16 panels are column after column, and four consecutive panels (a group;
  * the last group of a matrix may hold fewer) are interleaved column by
  * column, so one activation row can run four panels' chains over a single
@@ -242,7 +256,7 @@ static inline const uint8_t *nu_panel_f16_col0(const void *packed, int64_t n_in,
 
 static inline int nu_panel_type(uint32_t type) {
     return type == NU_TYPE_Q4_0 || type == NU_TYPE_Q8_0 || type == NU_TYPE_Q4_K ||
-           type == NU_TYPE_F16;
+           type == NU_TYPE_Q5_K || type == NU_TYPE_Q6_K || type == NU_TYPE_F16;
 }
 static inline size_t nu_panel_quant_bytes(uint32_t type) {
     return type == NU_TYPE_Q4_0 ? 256 : 512;
@@ -255,6 +269,8 @@ static inline int64_t nu_panel_pairs(int64_t n_in) {
 }
 static inline size_t nu_panel_bytes(uint32_t type, int64_t n_in) {
     if (type == NU_TYPE_Q4_K) return (size_t)(n_in / 256) * NU_PANEL_Q4_K_BYTES;
+    if (type == NU_TYPE_Q5_K) return (size_t)(n_in / 256) * NU_PANEL_Q5_K_BYTES;
+    if (type == NU_TYPE_Q6_K) return (size_t)(n_in / 256) * NU_PANEL_Q6_K_BYTES;
     if (type == NU_TYPE_F16) return (size_t)(n_in + 1) / 2 * 64;
     return (size_t)nu_panel_pairs(n_in) * nu_panel_pair_bytes(type);
 }
@@ -313,6 +329,8 @@ float nu_scale_max_avx2(float *x, int64_t n, float scale);
 /* The AVX2 level's panel kernels (panel_avx2.c). */
 void nu_panel_q4_0_avx2(const nu_matmul_job *job, int64_t panel, int32_t b0, int k);
 void nu_panel_q4_k_avx2(const nu_matmul_job *job, int64_t panel, int32_t b0, int k);
+void nu_panel_q5_k_avx2(const nu_matmul_job *job, int64_t panel, int32_t b0, int k);
+void nu_panel_q6_k_avx2(const nu_matmul_job *job, int64_t panel, int32_t b0, int k);
 /* The AVX-512 level's panel kernels (panel_avx512.c). */
 void nu_panel_q4_0_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, int k);
 void nu_panel_q8_0_avx512(const nu_matmul_job *job, int64_t panel, int32_t b0, int k);

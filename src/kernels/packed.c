@@ -24,7 +24,7 @@
 #define UNITS_PER_THREAD 8
 
 size_t nu_matrix_pack_bytes(const nu_matrix *W) {
-    const int64_t block = W->type == NU_TYPE_Q4_K ? NU_QK_K : W->type == NU_TYPE_F16 ? 1 : NU_QK;
+    const int64_t block = nu_type_is_kquant(W->type) ? NU_QK_K : W->type == NU_TYPE_F16 ? 1 : NU_QK;
     if (!nu_panel_type(W->type) || W->n_out % NU_PANEL_ROWS || W->n_in % block || W->n_in <= 0)
         return 0;
     if (!nu_kernels_current()->panel[W->type]) return 0;
@@ -52,12 +52,51 @@ static void pack_block(const nu_matrix *W, const uint8_t *rows, int64_t kb, uint
     }
 }
 
-/* Super-block sb of the 16 Q4_K rows starting at `rows`, in the layout of
- * kernels_internal.h. */
-static void pack_q4_k(const nu_matrix *W, const uint8_t *rows, int64_t sb, uint8_t *out) {
+/* The 256 quants (0..63, the stored q + 32) of a Q6_K block, in element
+ * order (kquant.h), four bytes at a time (no bit leaves its byte). */
+static void q6_k_quants(const nu_block_q6_k *b, uint8_t q[NU_QK_K]) {
+    const uint32_t low4 = 0x0F0F0F0Fu, low2 = 0x03030303u;
+    for (int n = 0; n < 2; n++) {
+        const uint8_t *ql = b->ql + 64 * n, *qh = b->qh + 32 * n;
+        uint8_t *o = q + 128 * n;
+        for (int l = 0; l < 32; l += 4) {
+            const uint32_t a = nu_load_u32(ql + l), c = nu_load_u32(ql + l + 32),
+                           h = nu_load_u32(qh + l);
+            const uint32_t w[4] = {(a & low4) | (h & low2) << 4, (c & low4) | (h >> 2 & low2) << 4,
+                                   (a >> 4 & low4) | (h >> 4 & low2) << 4,
+                                   (c >> 4 & low4) | (h >> 6 & low2) << 4};
+            for (int k = 0; k < 4; k++) memcpy(o + 32 * k + l, &w[k], 4);
+        }
+    }
+}
+
+/* Super-block sb of the 16 K-quant rows (Q4_K, Q5_K or Q6_K) starting at
+ * `rows`, in the layout of kernels_internal.h, four bytes (a row's share of
+ * a vector) at a time. */
+static void pack_k(const nu_matrix *W, const uint8_t *rows, int64_t sb, uint8_t *out) {
+    const size_t bytes = nu_type_get(W->type)->block_bytes;
+    const uint32_t low2 = 0x03030303u, low1 = 0x01010101u;
     for (int r = 0; r < NU_PANEL_ROWS; r++) {
-        const nu_block_q4_k *b =
-            (const nu_block_q4_k *)(const void *)(rows + (size_t)r * W->row_bytes) + sb;
+        const uint8_t *blk = rows + (size_t)r * W->row_bytes + (size_t)sb * bytes;
+        if (W->type == NU_TYPE_Q6_K) {
+            const nu_block_q6_k *b = (const nu_block_q6_k *)(const void *)blk;
+            uint8_t q[NU_QK_K];
+            q6_k_quants(b, q);
+            memcpy(out + 2 * r, &b->d, 2);
+            for (int g = 0; g < 16; g++) {
+                out[32 + 16 * g + r] = (uint8_t)b->scales[g];
+                const uint32_t last = nu_load_u32(q + 16 * g + 12);
+                for (int u = 0; u < 3; u++) {
+                    const uint32_t v = nu_load_u32(q + 16 * g + 4 * u) | (last >> (2 * u) & low2)
+                                                                             << 6;
+                    memcpy(out + 288 + 192 * g + 64 * u + 4 * r, &v, 4);
+                }
+            }
+            continue;
+        }
+        /* Q4_K and Q5_K: d, dmin, scales[12] and then (Q5_K: qh[32],) qs[128] */
+        const nu_block_q4_k *b = (const nu_block_q4_k *)(const void *)blk;
+        const uint8_t *qs = W->type == NU_TYPE_Q5_K ? blk + offsetof(nu_block_q5_k, qs) : b->qs;
         uint64_t sc, m;
         nu_q4_k_scales_mins(b->scales, &sc, &m);
         memcpy(out + 2 * r, &b->d, 2);
@@ -68,7 +107,19 @@ static void pack_q4_k(const nu_matrix *W, const uint8_t *rows, int64_t sb, uint8
         }
         for (int c = 0; c < 4; c++)
             for (int j = 0; j < 8; j++)
-                memcpy(out + 320 + 512 * c + 64 * j + 4 * r, b->qs + 32 * c + 4 * j, 4);
+                memcpy(out + 320 + 512 * c + 64 * j + 4 * r, qs + 32 * c + 4 * j, 4);
+        if (W->type != NU_TYPE_Q5_K) continue;
+        /* bit 4 of element 64c + l is bit 2c of qh[l], of 64c + 32 + l bit 2c + 1 */
+        const uint8_t *qh = blk + offsetof(nu_block_q5_k, qh);
+        for (int c = 0; c < 4; c++)
+            for (int mm = 0; mm < 2; mm++) {
+                uint32_t v = 0;
+                for (int t = 0; t < 4; t++) {
+                    const uint32_t h = nu_load_u32(qh + 16 * mm + 4 * t) >> (2 * c);
+                    v |= (h & low1) << t | (h >> 1 & low1) << (4 + t);
+                }
+                memcpy(out + NU_PANEL_Q4_K_BYTES + 128 * c + 64 * mm + 4 * r, &v, 4);
+            }
     }
 }
 
@@ -93,13 +144,13 @@ void nu_matrix_pack(const nu_matrix *W, void *dst, int64_t panel_begin, int64_t 
         for (int64_t p = panel_begin; p < panel_end; p++) pack_f16(W, p, dst);
         return;
     }
-    if (W->type == NU_TYPE_Q4_K) {
+    if (nu_type_is_kquant(W->type)) {
         const size_t panel_bytes = nu_panel_bytes(W->type, W->n_in);
+        const size_t sb_bytes = panel_bytes / (size_t)(W->n_in / NU_QK_K);
         for (int64_t p = panel_begin; p < panel_end; p++)
             for (int64_t sb = 0; sb < W->n_in / NU_QK_K; sb++)
-                pack_q4_k(
-                    W, (const uint8_t *)W->data + (size_t)p * NU_PANEL_ROWS * W->row_bytes, sb,
-                    (uint8_t *)dst + (size_t)p * panel_bytes + (size_t)sb * NU_PANEL_Q4_K_BYTES);
+                pack_k(W, (const uint8_t *)W->data + (size_t)p * NU_PANEL_ROWS * W->row_bytes, sb,
+                       (uint8_t *)dst + (size_t)p * panel_bytes + (size_t)sb * sb_bytes);
         return;
     }
     const size_t pair = nu_panel_pair_bytes(W->type), qb = nu_panel_quant_bytes(W->type);

@@ -1,5 +1,5 @@
-/* panel_avx2.c - the Q4_0 and Q4_K panel kernels (see packed.c) for CPUs with
- * AVX2.
+/* panel_avx2.c - the Q4_0, Q4_K, Q5_K and Q6_K panel kernels (see packed.c)
+ * for CPUs with AVX2.
  *
  * A panel vector of 64 bytes holds four bytes of each of the 16 rows; its
  * lower 32 bytes are rows 0..7, its upper 32 rows 8..15, so one 256-bit load
@@ -20,7 +20,8 @@
  * one pass, so each line is read once and the per-block loads serve both.
  * Integer sums are exact and the float operations per activation row and
  * half are the same sequence either way, so results do not depend on the
- * batch. The Q4_K kernel (below) works the same way per group of 32.
+ * batch. The Q4_K kernel (below) works the same way per group of 32, Q5_K
+ * with bit 4 or'ed into the nibbles, Q6_K per group of 16 (six bits a byte).
  */
 #include <immintrin.h>
 
@@ -29,6 +30,37 @@
 #define INLINE static inline __attribute__((always_inline))
 #define PREFETCH_BYTES 4096 /* how far ahead in the panel to prefetch */
 #define SUB 4               /* activation rows per pass */
+
+/* Writes the panel's outputs of halves h0..h0+nh-1 for k activation rows. */
+INLINE void store_halves(const nu_matmul_job *job, int64_t panel, int h0, int nh, int32_t b0, int k,
+                         __m256 sum[2][SUB]) {
+    const int64_t n_out = job->W->n_out;
+    for (int h = h0; h < h0 + nh; h++)
+        for (int v = 0; v < k; v++)
+            _mm256_storeu_ps(job->y + (size_t)(b0 + v) * (size_t)n_out +
+                                 (size_t)panel * NU_PANEL_ROWS + 8 * (size_t)h,
+                             sum[h - h0][v]);
+}
+
+/* The Q8_K activation rows b0..b0+k-1 of a K panel pass (quants, scales,
+ * 16-element sums) and their sums of nh halves, zeroed. */
+typedef struct k_acts {
+    const int8_t *q[SUB];
+    const float *d[SUB];
+    const int16_t *bsums[SUB];
+    __m256 sum[2][SUB];
+} k_acts;
+
+INLINE void k_act_rows(const nu_matmul_job *job, int32_t b0, int k, int nh, k_acts *a) {
+    const int64_t n_in = job->W->n_in;
+    for (int v = 0; v < k; v++) {
+        const uint8_t *row = nu_job_act(job, b0 + v);
+        a->q[v] = nu_actk_q(row);
+        a->d[v] = nu_actk_d(row, n_in);
+        a->bsums[v] = nu_actk_bsums(row, n_in);
+        for (int h = 0; h < nh; h++) a->sum[h][v] = _mm256_setzero_ps();
+    }
+}
 
 /* Halves h0..h0+nh-1 (rows 8h..8h+7) of the Q4_0 panel at base against k
  * (<= SUB) activation rows from b0: one half per pass for a batch, both in
@@ -93,12 +125,7 @@ INLINE void rows_q4_0(const nu_matmul_job *job, const uint8_t *base, int64_t pan
             }
         }
     }
-    const int64_t n_out = job->W->n_out;
-    for (int h = h0; h < h0 + nh; h++)
-        for (int v = 0; v < k; v++)
-            _mm256_storeu_ps(job->y + (size_t)(b0 + v) * (size_t)n_out +
-                                 (size_t)panel * NU_PANEL_ROWS + 8 * (size_t)h,
-                             sum[h - h0][v]);
+    store_halves(job, panel, h0, nh, b0, k, sum);
 }
 
 /* Half h (rows 8h..8h+7) of a Q4_K panel against k (<= SUB) Q8_K activation
@@ -122,23 +149,20 @@ INLINE __m256i twice_pattern(int h) {
  * Q8_K activation rows from b0: one half per pass for a batch, both halves
  * in one pass for a single row (generation: the scales' and activations'
  * loads then serve both, and the lines are read once). */
-INLINE void rows_q4_k(const nu_matmul_job *job, const uint8_t *base, int64_t panel, int h0, int nh,
-                      int32_t b0, int k) {
+INLINE void rows_q45_k(uint32_t type, const nu_matmul_job *job, const uint8_t *base, int64_t panel,
+                       int h0, int nh, int32_t b0, int k) {
+    const int q5 = type == NU_TYPE_Q5_K;
+    const size_t sb_bytes = q5 ? NU_PANEL_Q5_K_BYTES : NU_PANEL_Q4_K_BYTES;
     const int64_t n_in = job->W->n_in, nsb = n_in / NU_QK_K;
     const __m256i low = _mm256_set1_epi8(0x0F);
-    const int8_t *xq[SUB];
-    const float *xd[SUB];
-    const int16_t *xb[SUB];
-    __m256 sum[2][SUB];
-    for (int v = 0; v < k; v++) {
-        const uint8_t *row = nu_job_act(job, b0 + v);
-        xq[v] = nu_actk_q(row);
-        xd[v] = nu_actk_d(row, n_in);
-        xb[v] = nu_actk_bsums(row, n_in);
-        for (int h = 0; h < nh; h++) sum[h][v] = _mm256_setzero_ps();
-    }
+    k_acts a;
+    k_act_rows(job, b0, k, nh, &a);
+    const int8_t *const *xq = a.q;
+    const float *const *xd = a.d;
+    const int16_t *const *xb = a.bsums;
+    __m256(*sum)[SUB] = a.sum;
     for (int64_t sb = 0; sb < nsb; sb++) {
-        const uint8_t *blk = base + (size_t)sb * NU_PANEL_Q4_K_BYTES;
+        const uint8_t *blk = base + (size_t)sb * sb_bytes;
         __m256i isum[2][SUB], msum[2][SUB];
         for (int h = 0; h < nh; h++)
             for (int v = 0; v < k; v++) isum[h][v] = msum[h][v] = _mm256_setzero_si256();
@@ -149,10 +173,16 @@ INLINE void rows_q4_k(const nu_matmul_job *job, const uint8_t *base, int64_t pan
             if (h0 == 0 && g == 0)
                 for (int l = 0; l < 5; l++)
                     _mm_prefetch((const char *)(blk + PREFETCH_BYTES + 64 * l), _MM_HINT_T0);
-            if (h0 == 0 && g % 2 == 0)
+            if (h0 == 0 && g % 2 == 0) {
                 for (int l = 0; l < 8; l++)
                     _mm_prefetch((const char *)(blk + PREFETCH_BYTES + 320 + 256 * g + 64 * l),
                                  _MM_HINT_T0);
+                if (q5)
+                    for (int l = 0; l < 2; l++)
+                        _mm_prefetch((const char *)(blk + PREFETCH_BYTES + NU_PANEL_Q4_K_BYTES +
+                                                    64 * g + 64 * l),
+                                     _MM_HINT_T0);
+            }
             const __m256i sc16 = _mm256_broadcastsi128_si256(
                 _mm_load_si128((const __m128i *)(const void *)(blk + 64 + 16 * g)));
             const __m256i mn16 = _mm256_broadcastsi128_si256(
@@ -160,21 +190,44 @@ INLINE void rows_q4_k(const nu_matmul_job *job, const uint8_t *base, int64_t pan
             for (int h = h0; h < h0 + nh; h++) {
                 const uint8_t *q = blk + 320 + 512 * (g / 2) + 32 * h;
                 __m256i w[8];
+#pragma GCC unroll 8
                 for (int j = 0; j < 8; j++) {
                     const __m256i raw =
                         _mm256_load_si256((const __m256i *)(const void *)(q + 64 * j));
                     w[j] = _mm256_and_si256(g % 2 ? _mm256_srli_epi16(raw, 4) : raw, low);
                 }
+                if (q5) /* bit 4: bit t (low nibbles) or 4 + t (high) of vector j / 4 */
+#pragma GCC unroll 8
+                    for (int m = 0; m < 2; m++) {
+                        const __m256i hv = _mm256_load_si256(
+                            (const __m256i *)(const void *)(blk + NU_PANEL_Q4_K_BYTES +
+                                                            128 * (g / 2) + 64 * m + 32 * h));
+#pragma GCC unroll 8
+                        for (int t = 0; t < 4; t++) {
+                            const __m256i at4 = g % 2 ? (t ? _mm256_srli_epi16(hv, t) : hv)
+                                                      : _mm256_slli_epi16(hv, 4 - t);
+                            w[4 * m + t] = _mm256_or_si256(
+                                w[4 * m + t], _mm256_and_si256(at4, _mm256_set1_epi8(0x10)));
+                        }
+                    }
                 const __m256i sc_twice = _mm256_shuffle_epi8(sc16, twice_pattern(h));
                 const __m256i mn_twice = _mm256_shuffle_epi8(mn16, twice_pattern(h));
                 for (int v = 0; v < k; v++) {
                     const uint8_t *x = (const uint8_t *)(xq[v] + sb * NU_QK_K + 32 * g);
+                    /* Q5_K's pair sums (at most 2 * 31 * 127) add up four at a time */
                     __m256i acc =
                         _mm256_maddubs_epi16(w[0], _mm256_set1_epi32((int)nu_load_u32(x)));
-                    for (int j = 1; j < 8; j++)
+#pragma GCC unroll 8
+                    for (int j = 1; j < 8; j++) {
+                        if (q5 && j == 4) {
+                            isum[h - h0][v] =
+                                _mm256_add_epi32(isum[h - h0][v], _mm256_madd_epi16(acc, sc_twice));
+                            acc = _mm256_setzero_si256();
+                        }
                         acc = _mm256_add_epi16(
                             acc, _mm256_maddubs_epi16(
                                      w[j], _mm256_set1_epi32((int)nu_load_u32(x + 4 * j))));
+                    }
                     isum[h - h0][v] =
                         _mm256_add_epi32(isum[h - h0][v], _mm256_madd_epi16(acc, sc_twice));
                     msum[h - h0][v] = _mm256_add_epi32(
@@ -200,34 +253,133 @@ INLINE void rows_q4_k(const nu_matmul_job *job, const uint8_t *base, int64_t pan
             }
         }
     }
-    const int64_t n_out = job->W->n_out;
-    for (int h = h0; h < h0 + nh; h++)
-        for (int v = 0; v < k; v++)
-            _mm256_storeu_ps(job->y + (size_t)(b0 + v) * (size_t)n_out +
-                                 (size_t)panel * NU_PANEL_ROWS + 8 * (size_t)h,
-                             sum[h - h0][v]);
+    store_halves(job, panel, h0, nh, b0, k, sum);
 }
 
-INLINE void panel_q4_k(const nu_matmul_job *job, int64_t panel, int32_t b0, int k) {
-    const uint8_t *base = (const uint8_t *)job->W->packed +
-                          (size_t)panel * nu_panel_bytes(NU_TYPE_Q4_K, job->W->n_in);
-    if (k == 1) {
-        rows_q4_k(job, base, panel, 0, 2, b0, 1);
-        return;
-    }
-    rows_q4_k(job, base, panel, 0, 1, b0, k);
-    rows_q4_k(job, base, panel, 1, 1, b0, k);
-}
-
-void nu_panel_q4_k_avx2(const nu_matmul_job *job, int64_t panel, int32_t b0, int k) {
-    for (int done = 0; done < k; done += SUB) {
-        switch (k - done) {
-        case 1: panel_q4_k(job, panel, b0 + done, 1); break;
-        case 2: panel_q4_k(job, panel, b0 + done, 2); break;
-        case 3: panel_q4_k(job, panel, b0 + done, 3); break;
-        default: panel_q4_k(job, panel, b0 + done, 4); break;
+/* Halves h0..h0+nh-1 (rows 8h..8h+7) of a Q6_K panel against k (<= SUB)
+ * Q8_K activation rows from b0. A group's three vectors give its first
+ * three quant vectors by masking the low six bits (unsigned q + 32) and its
+ * fourth from their top two bits; vpmaddubsw pair sums (at most
+ * 2 * 63 * 127) add up two at a time in int16 and vpmaddwd with the rows'
+ * group scale (sign-extended, twice in each lane) adds sc_g * dot_g into
+ * int32 lanes. The offset's share sum_g sc_g * bsum_g is one vpmaddwd per
+ * two groups: (sc_g, sc_g+1) of each row against the activations' two
+ * 16-element sums. At the super-block's end
+ *   sum += float(isum - 32 * osum) * (d_w * d_a),
+ * exact integers up to the one conversion, as the row kernels have them. */
+INLINE void rows_q6_k(const nu_matmul_job *job, const uint8_t *base, int64_t panel, int h0, int nh,
+                      int32_t b0, int k) {
+    const int64_t n_in = job->W->n_in, nsb = n_in / NU_QK_K;
+    const __m256i six = _mm256_set1_epi8(0x3F);
+    /* int16 word 0 (1) of each int32 lane twice (byte indices within a
+     * 128-bit lane) */
+    const __m256i dup_lo = _mm256_broadcastsi128_si256(
+                      _mm_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13)),
+                  dup_hi = _mm256_broadcastsi128_si256(
+                      _mm_setr_epi8(2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15));
+    k_acts a;
+    k_act_rows(job, b0, k, nh, &a);
+    const int8_t *const *xq = a.q;
+    const float *const *xd = a.d;
+    const int16_t *const *xb = a.bsums;
+    __m256(*sum)[SUB] = a.sum;
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *blk = base + (size_t)sb * NU_PANEL_Q6_K_BYTES;
+        __m256i isum[2][SUB], osum[2][SUB];
+        for (int h = 0; h < nh; h++)
+            for (int v = 0; v < k; v++) isum[h][v] = osum[h][v] = _mm256_setzero_si256();
+        for (int pr = 0; pr < 8; pr++) { /* groups 2pr, 2pr + 1 */
+            const uint8_t *q2 = blk + 288 + 384 * pr;
+            /* the pass of half 0 brings in the lines (each holds both
+             * halves): d and scales (288 bytes) first, the pair's six */
+            if (h0 == 0) {
+                if (pr == 0)
+                    for (int l = 0; l < 5; l++)
+                        _mm_prefetch((const char *)(blk + PREFETCH_BYTES + 64 * l), _MM_HINT_T0);
+                for (int l = 0; l < 6; l++)
+                    _mm_prefetch((const char *)(q2 + PREFETCH_BYTES + 64 * l), _MM_HINT_T0);
+            }
+            const uint8_t *sc = blk + 32 + 32 * pr;
+            const __m128i s0 = _mm_load_si128((const __m128i *)(const void *)sc),
+                          s1 = _mm_load_si128((const __m128i *)(const void *)(sc + 16));
+#pragma GCC unroll 2
+            for (int h = h0; h < h0 + nh; h++) {
+                /* (sc_g, sc_g+1) of rows 8h..8h+7, int16, a row per lane */
+                const __m256i pair =
+                    _mm256_cvtepi8_epi16(h ? _mm_unpackhi_epi8(s0, s1) : _mm_unpacklo_epi8(s0, s1));
+                for (int v = 0; v < k; v++)
+                    osum[h - h0][v] = _mm256_add_epi32(
+                        osum[h - h0][v],
+                        _mm256_madd_epi16(pair, _mm256_set1_epi32((int)nu_load_u32(
+                                                    (const uint8_t *)(xb[v] + 16 * sb + 2 * pr)))));
+#pragma GCC unroll 2
+                for (int gg = 0; gg < 2; gg++) {
+                    const uint8_t *q = q2 + 192 * gg + 32 * h;
+                    const __m256i twice = _mm256_shuffle_epi8(pair, gg ? dup_hi : dup_lo);
+                    const __m256i v0 = _mm256_load_si256((const __m256i *)(const void *)q),
+                                  v1 = _mm256_load_si256((const __m256i *)(const void *)(q + 64)),
+                                  v2 = _mm256_load_si256((const __m256i *)(const void *)(q + 128));
+                    /* the fourth vector: two bits from each top */
+                    const __m256i w3 = _mm256_or_si256(
+                        _mm256_or_si256(
+                            _mm256_and_si256(_mm256_srli_epi16(v0, 6), _mm256_set1_epi8(0x03)),
+                            _mm256_and_si256(_mm256_srli_epi16(v1, 4), _mm256_set1_epi8(0x0C))),
+                        _mm256_and_si256(_mm256_srli_epi16(v2, 2), _mm256_set1_epi8(0x30)));
+                    const __m256i w[4] = {_mm256_and_si256(v0, six), _mm256_and_si256(v1, six),
+                                          _mm256_and_si256(v2, six), w3};
+                    for (int v = 0; v < k; v++) {
+                        const uint8_t *x =
+                            (const uint8_t *)(xq[v] + sb * NU_QK_K + 32 * pr + 16 * gg);
+#pragma GCC unroll 2
+                        for (int half = 0; half < 2; half++) {
+                            const __m256i acc = _mm256_add_epi16(
+                                _mm256_maddubs_epi16(
+                                    w[2 * half], _mm256_set1_epi32((int)nu_load_u32(x + 8 * half))),
+                                _mm256_maddubs_epi16(
+                                    w[2 * half + 1],
+                                    _mm256_set1_epi32((int)nu_load_u32(x + 8 * half + 4))));
+                            isum[h - h0][v] =
+                                _mm256_add_epi32(isum[h - h0][v], _mm256_madd_epi16(acc, twice));
+                        }
+                    }
+                }
+            }
+        }
+        for (int h = h0; h < h0 + nh; h++) {
+            const __m256 dw =
+                _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(blk + 16 * h)));
+            for (int v = 0; v < k; v++) {
+                const __m256i dot =
+                    _mm256_sub_epi32(isum[h - h0][v], _mm256_slli_epi32(osum[h - h0][v], 5));
+                sum[h - h0][v] =
+                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot),
+                                    _mm256_mul_ps(dw, _mm256_set1_ps(xd[v][sb])), sum[h - h0][v]);
+            }
         }
     }
+    store_halves(job, panel, h0, nh, b0, k, sum);
+}
+
+INLINE void panel_q45_k(uint32_t type, const nu_matmul_job *job, int64_t panel, int32_t b0, int k) {
+    const uint8_t *base =
+        (const uint8_t *)job->W->packed + (size_t)panel * nu_panel_bytes(type, job->W->n_in);
+    if (k == 1) {
+        rows_q45_k(type, job, base, panel, 0, 2, b0, 1);
+        return;
+    }
+    rows_q45_k(type, job, base, panel, 0, 1, b0, k);
+    rows_q45_k(type, job, base, panel, 1, 1, b0, k);
+}
+
+INLINE void panel_q6_k(const nu_matmul_job *job, int64_t panel, int32_t b0, int k) {
+    const uint8_t *base = (const uint8_t *)job->W->packed +
+                          (size_t)panel * nu_panel_bytes(NU_TYPE_Q6_K, job->W->n_in);
+    if (k == 1) {
+        rows_q6_k(job, base, panel, 0, 2, b0, 1);
+        return;
+    }
+    rows_q6_k(job, base, panel, 0, 1, b0, k);
+    rows_q6_k(job, base, panel, 1, 1, b0, k);
 }
 
 /* k (<= SUB) activation rows, both halves, the count a constant. */
@@ -242,13 +394,21 @@ INLINE void panel_q4_0(const nu_matmul_job *job, int64_t panel, int32_t b0, int 
     rows_q4_0(job, base, panel, 1, 1, b0, k);
 }
 
-void nu_panel_q4_0_avx2(const nu_matmul_job *job, int64_t panel, int32_t b0, int k) {
-    for (int done = 0; done < k; done += SUB) {
-        switch (k - done) {
-        case 1: panel_q4_0(job, panel, b0 + done, 1); break;
-        case 2: panel_q4_0(job, panel, b0 + done, 2); break;
-        case 3: panel_q4_0(job, panel, b0 + done, 3); break;
-        default: panel_q4_0(job, panel, b0 + done, 4); break;
-        }
+/* The entry points: k activation rows SUB at a time, each count a constant. */
+#define NU_DEFINE_PANEL(fn, CALL)                                                                  \
+    void fn(const nu_matmul_job *job, int64_t panel, int32_t b0, int k) {                          \
+        for (int done = 0; done < k; done += SUB) {                                                \
+            switch (k - done) {                                                                    \
+            case 1: CALL(job, panel, b0 + done, 1); break;                                         \
+            case 2: CALL(job, panel, b0 + done, 2); break;                                         \
+            case 3: CALL(job, panel, b0 + done, 3); break;                                         \
+            default: CALL(job, panel, b0 + done, 4); break;                                        \
+            }                                                                                      \
+        }                                                                                          \
     }
-}
+#define NU_Q4_K(...) panel_q45_k(NU_TYPE_Q4_K, __VA_ARGS__)
+#define NU_Q5_K(...) panel_q45_k(NU_TYPE_Q5_K, __VA_ARGS__)
+NU_DEFINE_PANEL(nu_panel_q4_k_avx2, NU_Q4_K)
+NU_DEFINE_PANEL(nu_panel_q5_k_avx2, NU_Q5_K)
+NU_DEFINE_PANEL(nu_panel_q6_k_avx2, panel_q6_k)
+NU_DEFINE_PANEL(nu_panel_q4_0_avx2, panel_q4_0)
