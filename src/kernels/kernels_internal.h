@@ -220,11 +220,11 @@ typedef void (*nu_delta_rule_fn)(float *m_out, const float *m_in, const float *q
  *   4 x 512    per 64 elements c (groups 2c and 2c+1): 8 vectors, vector j
  *              holding bytes 4j..4j+3 of the row's 32 quant bytes of c for
  *              rows 0..15; low nibbles are group 2c, high nibbles group 2c+1.
- * A Q5_K super-block is the Q4_K layout (its quants' low four bits) and then
- *   4 x 128    bit 4 of the quants, per 64 elements c: 2 vectors, byte 4r + b
- *              of vector m holding in bit t (t < 4) that of element
- *              64c + 16m + 4t + b (a low nibble of quant vector 4m + t) and
- *              in bit 4 + t that of element 64c + 32 + 16m + 4t + b.
+ * A Q5_K super-block is stored as Q4_K's first 320 bytes and then
+ *   8 x 320    per group g: 5 vectors, byte 4r + b of vector u holding in its
+ *              low five bits the quant of element 32g + 4u + b and in its top
+ *              three bits bits 3u..3u+2 of F | G << 5 | H << 10, the quants of
+ *              elements 32g + 20 + b, 32g + 24 + b and 32g + 28 + b.
  * A Q6_K super-block (quants q + 32 in 0..63) of one panel is stored as
  *   32         the 16 rows' f16 d
  *   256        the int8 group scales (groups of 16), [group][row]

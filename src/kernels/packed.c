@@ -70,12 +70,27 @@ static void q6_k_quants(const nu_block_q6_k *b, uint8_t q[NU_QK_K]) {
     }
 }
 
+/* The 256 quants (0..31) of a Q5_K block, in element order (kquant.h), four
+ * bytes at a time. */
+static void q5_k_quants(const nu_block_q5_k *b, uint8_t q[NU_QK_K]) {
+    const uint32_t low4 = 0x0F0F0F0Fu, low1 = 0x01010101u;
+    for (int c = 0; c < 4; c++)
+        for (int l = 0; l < 32; l += 4) {
+            const uint32_t a = nu_load_u32(b->qs + 32 * c + l),
+                           h = nu_load_u32(b->qh + l) >> (2 * c);
+            const uint32_t lo = (a & low4) | (h & low1) << 4, hi = (a >> 4 & low4) | (h >> 1 & low1)
+                                                                                         << 4;
+            memcpy(q + 64 * c + l, &lo, 4);
+            memcpy(q + 64 * c + 32 + l, &hi, 4);
+        }
+}
+
 /* Super-block sb of the 16 K-quant rows (Q4_K, Q5_K or Q6_K) starting at
  * `rows`, in the layout of kernels_internal.h, four bytes (a row's share of
  * a vector) at a time. */
 static void pack_k(const nu_matrix *W, const uint8_t *rows, int64_t sb, uint8_t *out) {
     const size_t bytes = nu_type_get(W->type)->block_bytes;
-    const uint32_t low2 = 0x03030303u, low1 = 0x01010101u;
+    const uint32_t low3 = 0x07070707u, low2 = 0x03030303u, low1 = 0x01010101u;
     for (int r = 0; r < NU_PANEL_ROWS; r++) {
         const uint8_t *blk = rows + (size_t)r * W->row_bytes + (size_t)sb * bytes;
         if (W->type == NU_TYPE_Q6_K) {
@@ -96,7 +111,6 @@ static void pack_k(const nu_matrix *W, const uint8_t *rows, int64_t sb, uint8_t 
         }
         /* Q4_K and Q5_K: d, dmin, scales[12] and then (Q5_K: qh[32],) qs[128] */
         const nu_block_q4_k *b = (const nu_block_q4_k *)(const void *)blk;
-        const uint8_t *qs = W->type == NU_TYPE_Q5_K ? blk + offsetof(nu_block_q5_k, qs) : b->qs;
         uint64_t sc, m;
         nu_q4_k_scales_mins(b->scales, &sc, &m);
         memcpy(out + 2 * r, &b->d, 2);
@@ -105,21 +119,26 @@ static void pack_k(const nu_matrix *W, const uint8_t *rows, int64_t sb, uint8_t 
             out[64 + 16 * g + r] = (uint8_t)(sc >> (8 * g));
             out[192 + 16 * g + r] = (uint8_t)(m >> (8 * g));
         }
-        for (int c = 0; c < 4; c++)
-            for (int j = 0; j < 8; j++)
-                memcpy(out + 320 + 512 * c + 64 * j + 4 * r, qs + 32 * c + 4 * j, 4);
-        if (W->type != NU_TYPE_Q5_K) continue;
-        /* bit 4 of element 64c + l is bit 2c of qh[l], of 64c + 32 + l bit 2c + 1 */
-        const uint8_t *qh = blk + offsetof(nu_block_q5_k, qh);
-        for (int c = 0; c < 4; c++)
-            for (int mm = 0; mm < 2; mm++) {
-                uint32_t v = 0;
-                for (int t = 0; t < 4; t++) {
-                    const uint32_t h = nu_load_u32(qh + 16 * mm + 4 * t) >> (2 * c);
-                    v |= (h & low1) << t | (h >> 1 & low1) << (4 + t);
-                }
-                memcpy(out + NU_PANEL_Q4_K_BYTES + 128 * c + 64 * mm + 4 * r, &v, 4);
+        if (W->type == NU_TYPE_Q4_K) {
+            for (int c = 0; c < 4; c++)
+                for (int j = 0; j < 8; j++)
+                    memcpy(out + 320 + 512 * c + 64 * j + 4 * r, b->qs + 32 * c + 4 * j, 4);
+            continue;
+        }
+        uint8_t q[NU_QK_K];
+        q5_k_quants((const nu_block_q5_k *)(const void *)blk, q);
+        for (int g = 0; g < 8; g++) {
+            const uint8_t *e = q + 32 * g;
+            const uint32_t f = nu_load_u32(e + 20), gq = nu_load_u32(e + 24),
+                           h = nu_load_u32(e + 28);
+            /* bits 3u..3u+2 of f | g << 5 | h << 10, each byte's own */
+            const uint32_t top[5] = {f & low3, (f >> 3 & low2) | (gq & low1) << 2, gq >> 1 & low3,
+                                     (gq >> 4 & low1) | (h & low2) << 1, h >> 2 & low3};
+            for (int u = 0; u < 5; u++) {
+                const uint32_t v = nu_load_u32(e + 4 * u) | top[u] << 5;
+                memcpy(out + 320 + 320 * g + 64 * u + 4 * r, &v, 4);
             }
+        }
     }
 }
 

@@ -21,7 +21,7 @@
  * Integer sums are exact and the float operations per activation row and
  * half are the same sequence either way, so results do not depend on the
  * batch. The Q4_K kernel (below) works the same way per group of 32, Q5_K
- * with bit 4 or'ed into the nibbles, Q6_K per group of 16 (six bits a byte).
+ * with five bits a byte, Q6_K per group of 16 (six bits a byte).
  */
 #include <immintrin.h>
 
@@ -173,43 +173,50 @@ INLINE void rows_q45_k(uint32_t type, const nu_matmul_job *job, const uint8_t *b
             if (h0 == 0 && g == 0)
                 for (int l = 0; l < 5; l++)
                     _mm_prefetch((const char *)(blk + PREFETCH_BYTES + 64 * l), _MM_HINT_T0);
-            if (h0 == 0 && g % 2 == 0) {
+            if (h0 == 0 && q5)
+                for (int l = 0; l < 5; l++)
+                    _mm_prefetch((const char *)(blk + PREFETCH_BYTES + 320 + 320 * g + 64 * l),
+                                 _MM_HINT_T0);
+            if (h0 == 0 && !q5 && g % 2 == 0)
                 for (int l = 0; l < 8; l++)
                     _mm_prefetch((const char *)(blk + PREFETCH_BYTES + 320 + 256 * g + 64 * l),
                                  _MM_HINT_T0);
-                if (q5)
-                    for (int l = 0; l < 2; l++)
-                        _mm_prefetch((const char *)(blk + PREFETCH_BYTES + NU_PANEL_Q4_K_BYTES +
-                                                    64 * g + 64 * l),
-                                     _MM_HINT_T0);
-            }
             const __m256i sc16 = _mm256_broadcastsi128_si256(
                 _mm_load_si128((const __m128i *)(const void *)(blk + 64 + 16 * g)));
             const __m256i mn16 = _mm256_broadcastsi128_si256(
                 _mm_load_si128((const __m128i *)(const void *)(blk + 192 + 16 * g)));
             for (int h = h0; h < h0 + nh; h++) {
-                const uint8_t *q = blk + 320 + 512 * (g / 2) + 32 * h;
-                __m256i w[8];
+                __m256i w[8]; /* elements 32g + 4j + b of the rows */
+                if (q5) {
+                    /* five vectors' low five bits; their top three bits
+                     * make the last three (kernels_internal.h) */
+                    const uint8_t *q = blk + 320 + 320 * g + 32 * h;
+                    __m256i u[5];
 #pragma GCC unroll 8
-                for (int j = 0; j < 8; j++) {
-                    const __m256i raw =
-                        _mm256_load_si256((const __m256i *)(const void *)(q + 64 * j));
-                    w[j] = _mm256_and_si256(g % 2 ? _mm256_srli_epi16(raw, 4) : raw, low);
-                }
-                if (q5) /* bit 4: bit t (low nibbles) or 4 + t (high) of vector j / 4 */
-#pragma GCC unroll 8
-                    for (int m = 0; m < 2; m++) {
-                        const __m256i hv = _mm256_load_si256(
-                            (const __m256i *)(const void *)(blk + NU_PANEL_Q4_K_BYTES +
-                                                            128 * (g / 2) + 64 * m + 32 * h));
-#pragma GCC unroll 8
-                        for (int t = 0; t < 4; t++) {
-                            const __m256i at4 = g % 2 ? (t ? _mm256_srli_epi16(hv, t) : hv)
-                                                      : _mm256_slli_epi16(hv, 4 - t);
-                            w[4 * m + t] = _mm256_or_si256(
-                                w[4 * m + t], _mm256_and_si256(at4, _mm256_set1_epi8(0x10)));
-                        }
+                    for (int j = 0; j < 5; j++) {
+                        u[j] = _mm256_load_si256((const __m256i *)(const void *)(q + 64 * j));
+                        w[j] = _mm256_and_si256(u[j], _mm256_set1_epi8(0x1F));
                     }
+                    w[5] = _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16(u[0], 5), _mm256_set1_epi8(0x07)),
+                        _mm256_and_si256(_mm256_srli_epi16(u[1], 2), _mm256_set1_epi8(0x18)));
+                    w[6] = _mm256_or_si256(
+                        _mm256_or_si256(
+                            _mm256_and_si256(_mm256_srli_epi16(u[1], 7), _mm256_set1_epi8(0x01)),
+                            _mm256_and_si256(_mm256_srli_epi16(u[2], 4), _mm256_set1_epi8(0x0E))),
+                        _mm256_and_si256(_mm256_srli_epi16(u[3], 1), _mm256_set1_epi8(0x10)));
+                    w[7] = _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16(u[3], 6), _mm256_set1_epi8(0x03)),
+                        _mm256_and_si256(_mm256_srli_epi16(u[4], 3), _mm256_set1_epi8(0x1C)));
+                } else {
+                    const uint8_t *q = blk + 320 + 512 * (g / 2) + 32 * h;
+#pragma GCC unroll 8
+                    for (int j = 0; j < 8; j++) {
+                        const __m256i raw =
+                            _mm256_load_si256((const __m256i *)(const void *)(q + 64 * j));
+                        w[j] = _mm256_and_si256(g % 2 ? _mm256_srli_epi16(raw, 4) : raw, low);
+                    }
+                }
                 const __m256i sc_twice = _mm256_shuffle_epi8(sc16, twice_pattern(h));
                 const __m256i mn_twice = _mm256_shuffle_epi8(mn16, twice_pattern(h));
                 for (int v = 0; v < k; v++) {
