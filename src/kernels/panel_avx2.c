@@ -145,6 +145,36 @@ INLINE __m256i twice_pattern(int h) {
 #undef NU_TWICE
 }
 
+/* Quant vector j (elements 32g + 4j + b) of group g of half h of a Q4_K or
+ * Q5_K panel super-block, as unsigned bytes; loads what it needs (repeated
+ * loads of a group's vectors are the compiler's to merge). */
+INLINE __m256i q45_vector(uint32_t type, const uint8_t *blk, int g, int h, int j) {
+    if (type == NU_TYPE_Q4_K) {
+        const __m256i raw = _mm256_load_si256(
+            (const __m256i *)(const void *)(blk + 320 + 512 * (g / 2) + 32 * h + 64 * j));
+        return _mm256_and_si256(g % 2 ? _mm256_srli_epi16(raw, 4) : raw, _mm256_set1_epi8(0x0F));
+    }
+    /* Q5_K: five vectors' low five bits; their top three bits make the last
+     * three (kernels_internal.h) */
+    const uint8_t *q = blk + 320 + 320 * g + 32 * h;
+#define NU_U(i) _mm256_load_si256((const __m256i *)(const void *)(q + 64 * (i)))
+#define NU_BITS(i, shift, mask)                                                                    \
+    _mm256_and_si256(_mm256_srli_epi16(NU_U(i), shift), _mm256_set1_epi8(mask))
+    __m256i w;
+    switch (j) {
+    case 5: w = _mm256_or_si256(NU_BITS(0, 5, 0x07), NU_BITS(1, 2, 0x18)); break;
+    case 6:
+        w = _mm256_or_si256(_mm256_or_si256(NU_BITS(1, 7, 0x01), NU_BITS(2, 4, 0x0E)),
+                            NU_BITS(3, 1, 0x10));
+        break;
+    case 7: w = _mm256_or_si256(NU_BITS(3, 6, 0x03), NU_BITS(4, 3, 0x1C)); break;
+    default: w = _mm256_and_si256(NU_U(j), _mm256_set1_epi8(0x1F)); break;
+    }
+#undef NU_BITS
+#undef NU_U
+    return w;
+}
+
 /* Halves h0..h0+nh-1 (rows 8h..8h+7) of a Q4_K panel against k (<= SUB)
  * Q8_K activation rows from b0: one half per pass for a batch, both halves
  * in one pass for a single row (generation: the scales' and activations'
@@ -154,7 +184,6 @@ INLINE void rows_q45_k(uint32_t type, const nu_matmul_job *job, const uint8_t *b
     const int q5 = type == NU_TYPE_Q5_K;
     const size_t sb_bytes = q5 ? NU_PANEL_Q5_K_BYTES : NU_PANEL_Q4_K_BYTES;
     const int64_t n_in = job->W->n_in, nsb = n_in / NU_QK_K;
-    const __m256i low = _mm256_set1_epi8(0x0F);
     k_acts a;
     k_act_rows(job, b0, k, nh, &a);
     const int8_t *const *xq = a.q;
@@ -187,36 +216,8 @@ INLINE void rows_q45_k(uint32_t type, const nu_matmul_job *job, const uint8_t *b
                 _mm_load_si128((const __m128i *)(const void *)(blk + 192 + 16 * g)));
             for (int h = h0; h < h0 + nh; h++) {
                 __m256i w[8]; /* elements 32g + 4j + b of the rows */
-                if (q5) {
-                    /* five vectors' low five bits; their top three bits
-                     * make the last three (kernels_internal.h) */
-                    const uint8_t *q = blk + 320 + 320 * g + 32 * h;
-                    __m256i u[5];
 #pragma GCC unroll 8
-                    for (int j = 0; j < 5; j++) {
-                        u[j] = _mm256_load_si256((const __m256i *)(const void *)(q + 64 * j));
-                        w[j] = _mm256_and_si256(u[j], _mm256_set1_epi8(0x1F));
-                    }
-                    w[5] = _mm256_or_si256(
-                        _mm256_and_si256(_mm256_srli_epi16(u[0], 5), _mm256_set1_epi8(0x07)),
-                        _mm256_and_si256(_mm256_srli_epi16(u[1], 2), _mm256_set1_epi8(0x18)));
-                    w[6] = _mm256_or_si256(
-                        _mm256_or_si256(
-                            _mm256_and_si256(_mm256_srli_epi16(u[1], 7), _mm256_set1_epi8(0x01)),
-                            _mm256_and_si256(_mm256_srli_epi16(u[2], 4), _mm256_set1_epi8(0x0E))),
-                        _mm256_and_si256(_mm256_srli_epi16(u[3], 1), _mm256_set1_epi8(0x10)));
-                    w[7] = _mm256_or_si256(
-                        _mm256_and_si256(_mm256_srli_epi16(u[3], 6), _mm256_set1_epi8(0x03)),
-                        _mm256_and_si256(_mm256_srli_epi16(u[4], 3), _mm256_set1_epi8(0x1C)));
-                } else {
-                    const uint8_t *q = blk + 320 + 512 * (g / 2) + 32 * h;
-#pragma GCC unroll 8
-                    for (int j = 0; j < 8; j++) {
-                        const __m256i raw =
-                            _mm256_load_si256((const __m256i *)(const void *)(q + 64 * j));
-                        w[j] = _mm256_and_si256(g % 2 ? _mm256_srli_epi16(raw, 4) : raw, low);
-                    }
-                }
+                for (int j = 0; j < 8; j++) w[j] = q45_vector(type, blk, g, h, j);
                 const __m256i sc_twice = _mm256_shuffle_epi8(sc16, twice_pattern(h));
                 const __m256i mn_twice = _mm256_shuffle_epi8(mn16, twice_pattern(h));
                 for (int v = 0; v < k; v++) {
@@ -367,11 +368,82 @@ INLINE void rows_q6_k(const nu_matmul_job *job, const uint8_t *base, int64_t pan
     store_halves(job, panel, h0, nh, b0, k, sum);
 }
 
+/* One activation row (generation) against both halves of a Q4_K or Q5_K
+ * panel: vector j of the two halves meets one broadcast of the activations,
+ * so the broadcasts and the two halves' sums stay in registers. Per half,
+ * the same exact integer sums and the same float operations as rows_q45_k:
+ * the results are those of a batch. */
+INLINE void one_q45_k(uint32_t type, const nu_matmul_job *job, const uint8_t *base, int64_t panel,
+                      int32_t b0) {
+    const size_t sb_bytes = nu_panel_bytes(type, NU_QK_K);
+    const int64_t n_in = job->W->n_in, nsb = n_in / NU_QK_K;
+    const uint8_t *row = nu_job_act(job, b0);
+    const int8_t *xq = nu_actk_q(row);
+    const float *xd = nu_actk_d(row, n_in);
+    const int16_t *xb = nu_actk_bsums(row, n_in);
+    __m256 sum[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *blk = base + (size_t)sb * sb_bytes;
+        __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()},
+                msum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        for (int l = 0; l < 5; l++)
+            _mm_prefetch((const char *)(blk + PREFETCH_BYTES + 64 * l), _MM_HINT_T0);
+        for (int g = 0; g < 8; g++) {
+            /* group g's lines: five (Q5_K), or a pair of groups' eight */
+            if (type == NU_TYPE_Q5_K || g % 2 == 0)
+                for (int l = 0; l < (type == NU_TYPE_Q5_K ? 5 : 8); l++)
+                    _mm_prefetch((const char *)(blk + PREFETCH_BYTES + 320 +
+                                                (type == NU_TYPE_Q5_K ? 320 : 256) * g + 64 * l),
+                                 _MM_HINT_T0);
+            const uint8_t *x = (const uint8_t *)(xq + sb * NU_QK_K + 32 * g);
+            __m256i acc[2][2]; /* [half][first / last four vectors] (Q5_K: two) */
+#pragma GCC unroll 8
+            for (int j = 0; j < 8; j++) {
+                const __m256i xj = _mm256_set1_epi32((int)nu_load_u32(x + 4 * j));
+                for (int h = 0; h < 2; h++) {
+                    const __m256i p = _mm256_maddubs_epi16(q45_vector(type, blk, g, h, j), xj);
+                    /* Q5_K's pair sums (at most 2 * 31 * 127) add up four at a time */
+                    const int part = type == NU_TYPE_Q5_K && j >= 4;
+                    acc[h][part] = j % (type == NU_TYPE_Q5_K ? 4 : 8) == 0
+                                       ? p
+                                       : _mm256_add_epi16(acc[h][part], p);
+                }
+            }
+            const __m256i sc16 = _mm256_broadcastsi128_si256(
+                _mm_load_si128((const __m128i *)(const void *)(blk + 64 + 16 * g)));
+            const __m256i mn16 = _mm256_broadcastsi128_si256(
+                _mm_load_si128((const __m128i *)(const void *)(blk + 192 + 16 * g)));
+            const __m256i bs =
+                _mm256_set1_epi32((int)nu_load_u32((const uint8_t *)(xb + sb * 16 + 2 * g)));
+            for (int h = 0; h < 2; h++) {
+                const __m256i sc_twice = _mm256_shuffle_epi8(sc16, twice_pattern(h));
+                isum[h] = _mm256_add_epi32(isum[h], _mm256_madd_epi16(acc[h][0], sc_twice));
+                if (type == NU_TYPE_Q5_K)
+                    isum[h] = _mm256_add_epi32(isum[h], _mm256_madd_epi16(acc[h][1], sc_twice));
+                msum[h] = _mm256_add_epi32(
+                    msum[h], _mm256_madd_epi16(_mm256_shuffle_epi8(mn16, twice_pattern(h)), bs));
+            }
+        }
+        const __m256 da = _mm256_set1_ps(xd[sb]);
+        for (int h = 0; h < 2; h++) {
+            const __m256 dw =
+                _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(blk + 16 * h)));
+            const __m256 dmw =
+                _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(blk + 32 + 16 * h)));
+            sum[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[h]), _mm256_mul_ps(dw, da), sum[h]);
+            sum[h] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum[h]), _mm256_mul_ps(dmw, da), sum[h]);
+        }
+    }
+    float *y = job->y + (size_t)b0 * (size_t)job->W->n_out + (size_t)panel * NU_PANEL_ROWS;
+    _mm256_storeu_ps(y, sum[0]);
+    _mm256_storeu_ps(y + 8, sum[1]);
+}
+
 INLINE void panel_q45_k(uint32_t type, const nu_matmul_job *job, int64_t panel, int32_t b0, int k) {
     const uint8_t *base =
         (const uint8_t *)job->W->packed + (size_t)panel * nu_panel_bytes(type, job->W->n_in);
     if (k == 1) {
-        rows_q45_k(type, job, base, panel, 0, 2, b0, 1);
+        one_q45_k(type, job, base, panel, b0);
         return;
     }
     rows_q45_k(type, job, base, panel, 0, 1, b0, k);
