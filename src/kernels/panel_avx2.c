@@ -175,93 +175,87 @@ INLINE __m256i q45_vector(uint32_t type, const uint8_t *blk, int g, int h, int j
     return w;
 }
 
-/* Halves h0..h0+nh-1 (rows 8h..8h+7) of a Q4_K panel against k (<= SUB)
- * Q8_K activation rows from b0: one half per pass for a batch, both halves
- * in one pass for a single row (generation: the scales' and activations'
- * loads then serve both, and the lines are read once). */
+/* Prefetches, PREFETCH_BYTES ahead, the lines group g of a Q4_K or Q5_K
+ * panel super-block starts to need: the 320 bytes of scales with group 0,
+ * then Q5_K's five lines per group or Q4_K's eight per two groups. */
+INLINE void prefetch_q45_group(uint32_t type, const uint8_t *blk, int g) {
+    const uint8_t *ahead = blk + PREFETCH_BYTES;
+    if (g == 0)
+        for (int l = 0; l < 5; l++) _mm_prefetch((const char *)(ahead + 64 * l), _MM_HINT_T0);
+    if (type == NU_TYPE_Q5_K)
+        for (int l = 0; l < 5; l++)
+            _mm_prefetch((const char *)(ahead + 320 + 320 * g + 64 * l), _MM_HINT_T0);
+    else if (g % 2 == 0)
+        for (int l = 0; l < 8; l++)
+            _mm_prefetch((const char *)(ahead + 320 + 256 * g + 64 * l), _MM_HINT_T0);
+}
+
+/* sum += float(isum) * (d_w * d_a) - float(msum) * (dmin_w * d_a) for half h
+ * of a Q4_K or Q5_K panel super-block. */
+INLINE __m256 add_q45_superblock(const uint8_t *blk, int h, __m256i isum, __m256i msum, float d_a,
+                                 __m256 sum) {
+    const __m256 da = _mm256_set1_ps(d_a);
+    const __m256 dw =
+        _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(blk + 16 * h)));
+    const __m256 dmw =
+        _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(blk + 32 + 16 * h)));
+    sum = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, da), sum);
+    return _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(dmw, da), sum);
+}
+
+/* Half h (rows 8h..8h+7) of a Q4_K or Q5_K panel against k (<= SUB) Q8_K
+ * activation rows from b0 (a batch: the half's eight weight vectors and the
+ * k rows' sums fit the 16 registers; one row goes through one_q45_k). The
+ * pass of half 0 prefetches the lines, which hold both halves. */
 INLINE void rows_q45_k(uint32_t type, const nu_matmul_job *job, const uint8_t *base, int64_t panel,
-                       int h0, int nh, int32_t b0, int k) {
+                       int h, int32_t b0, int k) {
     const int q5 = type == NU_TYPE_Q5_K;
-    const size_t sb_bytes = q5 ? NU_PANEL_Q5_K_BYTES : NU_PANEL_Q4_K_BYTES;
-    const int64_t n_in = job->W->n_in, nsb = n_in / NU_QK_K;
+    const size_t sb_bytes = nu_panel_bytes(type, NU_QK_K);
+    const int64_t nsb = job->W->n_in / NU_QK_K;
     k_acts a;
-    k_act_rows(job, b0, k, nh, &a);
-    const int8_t *const *xq = a.q;
-    const float *const *xd = a.d;
-    const int16_t *const *xb = a.bsums;
-    __m256(*sum)[SUB] = a.sum;
+    k_act_rows(job, b0, k, 1, &a);
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *blk = base + (size_t)sb * sb_bytes;
-        __m256i isum[2][SUB], msum[2][SUB];
-        for (int h = 0; h < nh; h++)
-            for (int v = 0; v < k; v++) isum[h][v] = msum[h][v] = _mm256_setzero_si256();
+        __m256i isum[SUB], msum[SUB];
+        for (int v = 0; v < k; v++) isum[v] = msum[v] = _mm256_setzero_si256();
         for (int g = 0; g < 8; g++) {
-            /* the pass of half 0 brings in the lines (each holds both
-             * halves): the 320 bytes of scales with group 0, a chunk's
-             * eight quant lines with its first group */
-            if (h0 == 0 && g == 0)
-                for (int l = 0; l < 5; l++)
-                    _mm_prefetch((const char *)(blk + PREFETCH_BYTES + 64 * l), _MM_HINT_T0);
-            if (h0 == 0 && q5)
-                for (int l = 0; l < 5; l++)
-                    _mm_prefetch((const char *)(blk + PREFETCH_BYTES + 320 + 320 * g + 64 * l),
-                                 _MM_HINT_T0);
-            if (h0 == 0 && !q5 && g % 2 == 0)
-                for (int l = 0; l < 8; l++)
-                    _mm_prefetch((const char *)(blk + PREFETCH_BYTES + 320 + 256 * g + 64 * l),
-                                 _MM_HINT_T0);
-            const __m256i sc16 = _mm256_broadcastsi128_si256(
-                _mm_load_si128((const __m128i *)(const void *)(blk + 64 + 16 * g)));
-            const __m256i mn16 = _mm256_broadcastsi128_si256(
-                _mm_load_si128((const __m128i *)(const void *)(blk + 192 + 16 * g)));
-            for (int h = h0; h < h0 + nh; h++) {
-                __m256i w[8]; /* elements 32g + 4j + b of the rows */
+            if (h == 0) prefetch_q45_group(type, blk, g);
+            __m256i w[8]; /* elements 32g + 4j + b of the rows */
 #pragma GCC unroll 8
-                for (int j = 0; j < 8; j++) w[j] = q45_vector(type, blk, g, h, j);
-                const __m256i sc_twice = _mm256_shuffle_epi8(sc16, twice_pattern(h));
-                const __m256i mn_twice = _mm256_shuffle_epi8(mn16, twice_pattern(h));
-                for (int v = 0; v < k; v++) {
-                    const uint8_t *x = (const uint8_t *)(xq[v] + sb * NU_QK_K + 32 * g);
-                    /* Q5_K's pair sums (at most 2 * 31 * 127) add up four at a time */
-                    __m256i acc =
-                        _mm256_maddubs_epi16(w[0], _mm256_set1_epi32((int)nu_load_u32(x)));
-#pragma GCC unroll 8
-                    for (int j = 1; j < 8; j++) {
-                        if (q5 && j == 4) {
-                            isum[h - h0][v] =
-                                _mm256_add_epi32(isum[h - h0][v], _mm256_madd_epi16(acc, sc_twice));
-                            acc = _mm256_setzero_si256();
-                        }
-                        acc = _mm256_add_epi16(
-                            acc, _mm256_maddubs_epi16(
-                                     w[j], _mm256_set1_epi32((int)nu_load_u32(x + 4 * j))));
-                    }
-                    isum[h - h0][v] =
-                        _mm256_add_epi32(isum[h - h0][v], _mm256_madd_epi16(acc, sc_twice));
-                    msum[h - h0][v] = _mm256_add_epi32(
-                        msum[h - h0][v],
-                        _mm256_madd_epi16(mn_twice,
-                                          _mm256_set1_epi32((int)nu_load_u32(
-                                              (const uint8_t *)(xb[v] + sb * 16 + 2 * g)))));
-                }
-            }
-        }
-        for (int h = h0; h < h0 + nh; h++) {
-            const __m256 dw =
-                _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(blk + 16 * h)));
-            const __m256 dmw =
-                _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(blk + 32 + 16 * h)));
+            for (int j = 0; j < 8; j++) w[j] = q45_vector(type, blk, g, h, j);
+            const __m256i sc_twice =
+                _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_load_si128(
+                                        (const __m128i *)(const void *)(blk + 64 + 16 * g))),
+                                    twice_pattern(h));
+            const __m256i mn_twice =
+                _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_load_si128(
+                                        (const __m128i *)(const void *)(blk + 192 + 16 * g))),
+                                    twice_pattern(h));
             for (int v = 0; v < k; v++) {
-                const __m256 da = _mm256_set1_ps(xd[v][sb]);
-                __m256 *s = &sum[h - h0][v];
-                *s =
-                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[h - h0][v]), _mm256_mul_ps(dw, da), *s);
-                *s = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum[h - h0][v]), _mm256_mul_ps(dmw, da),
-                                      *s);
+                const uint8_t *x = (const uint8_t *)(a.q[v] + sb * NU_QK_K + 32 * g);
+                /* Q5_K's pair sums (at most 2 * 31 * 127) add up four at a time */
+                __m256i acc = _mm256_maddubs_epi16(w[0], _mm256_set1_epi32((int)nu_load_u32(x)));
+#pragma GCC unroll 8
+                for (int j = 1; j < 8; j++) {
+                    if (q5 && j == 4) {
+                        isum[v] = _mm256_add_epi32(isum[v], _mm256_madd_epi16(acc, sc_twice));
+                        acc = _mm256_setzero_si256();
+                    }
+                    acc = _mm256_add_epi16(
+                        acc,
+                        _mm256_maddubs_epi16(w[j], _mm256_set1_epi32((int)nu_load_u32(x + 4 * j))));
+                }
+                isum[v] = _mm256_add_epi32(isum[v], _mm256_madd_epi16(acc, sc_twice));
+                msum[v] = _mm256_add_epi32(
+                    msum[v], _mm256_madd_epi16(
+                                 mn_twice, _mm256_set1_epi32((int)nu_load_u32(
+                                               (const uint8_t *)(a.bsums[v] + sb * 16 + 2 * g)))));
             }
         }
+        for (int v = 0; v < k; v++)
+            a.sum[0][v] = add_q45_superblock(blk, h, isum[v], msum[v], a.d[v][sb], a.sum[0][v]);
     }
-    store_halves(job, panel, h0, nh, b0, k, sum);
+    store_halves(job, panel, h, 1, b0, k, a.sum);
 }
 
 /* Halves h0..h0+nh-1 (rows 8h..8h+7) of a Q6_K panel against k (<= SUB)
@@ -287,10 +281,6 @@ INLINE void rows_q6_k(const nu_matmul_job *job, const uint8_t *base, int64_t pan
                       _mm_setr_epi8(2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15));
     k_acts a;
     k_act_rows(job, b0, k, nh, &a);
-    const int8_t *const *xq = a.q;
-    const float *const *xd = a.d;
-    const int16_t *const *xb = a.bsums;
-    __m256(*sum)[SUB] = a.sum;
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *blk = base + (size_t)sb * NU_PANEL_Q6_K_BYTES;
         __m256i isum[2][SUB], osum[2][SUB];
@@ -318,8 +308,9 @@ INLINE void rows_q6_k(const nu_matmul_job *job, const uint8_t *base, int64_t pan
                 for (int v = 0; v < k; v++)
                     osum[h - h0][v] = _mm256_add_epi32(
                         osum[h - h0][v],
-                        _mm256_madd_epi16(pair, _mm256_set1_epi32((int)nu_load_u32(
-                                                    (const uint8_t *)(xb[v] + 16 * sb + 2 * pr)))));
+                        _mm256_madd_epi16(pair,
+                                          _mm256_set1_epi32((int)nu_load_u32(
+                                              (const uint8_t *)(a.bsums[v] + 16 * sb + 2 * pr)))));
 #pragma GCC unroll 2
                 for (int gg = 0; gg < 2; gg++) {
                     const uint8_t *q = q2 + 192 * gg + 32 * h;
@@ -337,7 +328,7 @@ INLINE void rows_q6_k(const nu_matmul_job *job, const uint8_t *base, int64_t pan
                                           _mm256_and_si256(v2, six), w3};
                     for (int v = 0; v < k; v++) {
                         const uint8_t *x =
-                            (const uint8_t *)(xq[v] + sb * NU_QK_K + 32 * pr + 16 * gg);
+                            (const uint8_t *)(a.q[v] + sb * NU_QK_K + 32 * pr + 16 * gg);
 #pragma GCC unroll 2
                         for (int half = 0; half < 2; half++) {
                             const __m256i acc = _mm256_add_epi16(
@@ -359,13 +350,13 @@ INLINE void rows_q6_k(const nu_matmul_job *job, const uint8_t *base, int64_t pan
             for (int v = 0; v < k; v++) {
                 const __m256i dot =
                     _mm256_sub_epi32(isum[h - h0][v], _mm256_slli_epi32(osum[h - h0][v], 5));
-                sum[h - h0][v] =
-                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot),
-                                    _mm256_mul_ps(dw, _mm256_set1_ps(xd[v][sb])), sum[h - h0][v]);
+                a.sum[h - h0][v] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot),
+                                                   _mm256_mul_ps(dw, _mm256_set1_ps(a.d[v][sb])),
+                                                   a.sum[h - h0][v]);
             }
         }
     }
-    store_halves(job, panel, h0, nh, b0, k, sum);
+    store_halves(job, panel, h0, nh, b0, k, a.sum);
 }
 
 /* One activation row (generation) against both halves of a Q4_K or Q5_K
@@ -386,15 +377,8 @@ INLINE void one_q45_k(uint32_t type, const nu_matmul_job *job, const uint8_t *ba
         const uint8_t *blk = base + (size_t)sb * sb_bytes;
         __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()},
                 msum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-        for (int l = 0; l < 5; l++)
-            _mm_prefetch((const char *)(blk + PREFETCH_BYTES + 64 * l), _MM_HINT_T0);
         for (int g = 0; g < 8; g++) {
-            /* group g's lines: five (Q5_K), or a pair of groups' eight */
-            if (type == NU_TYPE_Q5_K || g % 2 == 0)
-                for (int l = 0; l < (type == NU_TYPE_Q5_K ? 5 : 8); l++)
-                    _mm_prefetch((const char *)(blk + PREFETCH_BYTES + 320 +
-                                                (type == NU_TYPE_Q5_K ? 320 : 256) * g + 64 * l),
-                                 _MM_HINT_T0);
+            prefetch_q45_group(type, blk, g);
             const uint8_t *x = (const uint8_t *)(xq + sb * NU_QK_K + 32 * g);
             __m256i acc[2][2]; /* [half][first / last four vectors] (Q5_K: two) */
 #pragma GCC unroll 8
@@ -424,15 +408,8 @@ INLINE void one_q45_k(uint32_t type, const nu_matmul_job *job, const uint8_t *ba
                     msum[h], _mm256_madd_epi16(_mm256_shuffle_epi8(mn16, twice_pattern(h)), bs));
             }
         }
-        const __m256 da = _mm256_set1_ps(xd[sb]);
-        for (int h = 0; h < 2; h++) {
-            const __m256 dw =
-                _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(blk + 16 * h)));
-            const __m256 dmw =
-                _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(blk + 32 + 16 * h)));
-            sum[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[h]), _mm256_mul_ps(dw, da), sum[h]);
-            sum[h] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum[h]), _mm256_mul_ps(dmw, da), sum[h]);
-        }
+        for (int h = 0; h < 2; h++)
+            sum[h] = add_q45_superblock(blk, h, isum[h], msum[h], xd[sb], sum[h]);
     }
     float *y = job->y + (size_t)b0 * (size_t)job->W->n_out + (size_t)panel * NU_PANEL_ROWS;
     _mm256_storeu_ps(y, sum[0]);
@@ -446,8 +423,8 @@ INLINE void panel_q45_k(uint32_t type, const nu_matmul_job *job, int64_t panel, 
         one_q45_k(type, job, base, panel, b0);
         return;
     }
-    rows_q45_k(type, job, base, panel, 0, 1, b0, k);
-    rows_q45_k(type, job, base, panel, 1, 1, b0, k);
+    rows_q45_k(type, job, base, panel, 0, b0, k);
+    rows_q45_k(type, job, base, panel, 1, b0, k);
 }
 
 INLINE void panel_q6_k(const nu_matmul_job *job, int64_t panel, int32_t b0, int k) {
